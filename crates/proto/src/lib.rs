@@ -1,0 +1,25 @@
+//! Ferry's protocol core: the FTP/GridFTP control channel and data formats
+//! as pure functions of bytes.
+//!
+//! Nothing in this crate opens a socket, touches a file or reads a clock —
+//! the same discipline as `quinn-proto` and the `rustls` core — so every rule
+//! is testable by feeding bytes and reading the result, and every parser of
+//! network input can be fuzzed (see `fuzz/`).
+
+#![forbid(unsafe_code)]
+
+pub mod command;
+pub mod facts;
+pub mod host_port;
+pub mod line;
+pub mod path;
+pub mod reply;
+pub mod restart;
+pub mod session;
+
+pub use command::{Command, CommandError, TransferMode, TransferType};
+pub use line::LineBuffer;
+pub use path::VirtualPath;
+pub use reply::{Reply, ReplyCode, ReplyParser};
+pub use restart::RangeSet;
+pub use session::{Action, Session, SessionConfig};
