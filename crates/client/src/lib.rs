@@ -1,1 +1,12 @@
+//! Ferry's client: URLs, the control channel, and copies between local
+//! paths and FTP/GridFTP servers, including server-to-server copies.
 
+pub mod control;
+pub mod copy;
+pub mod error;
+pub mod location;
+
+pub use control::ControlChannel;
+pub use copy::{Client, CopyOptions, CopySummary, Stats};
+pub use error::ClientError;
+pub use location::{Location, RemoteUrl};

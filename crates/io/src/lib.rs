@@ -1,1 +1,6 @@
+//! Ferry's I/O room: the confined file-system root, data channels and the
+//! loops that move bytes between them. Everything that owns a file
+//! descriptor lives here; the protocol rules live in `ferry-proto`.
 
+pub mod root;
+pub mod stream;

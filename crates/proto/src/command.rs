@@ -200,6 +200,8 @@ pub enum Command {
 pub enum CommandError {
     #[error("empty command line")]
     Empty,
+    #[error("command line longer than {0} bytes")]
+    TooLong(usize),
     #[error("command line contains a NUL byte")]
     Nul,
     #[error("command line is not valid UTF-8")]
@@ -217,7 +219,7 @@ pub enum CommandError {
 impl CommandError {
     pub fn code(&self) -> ReplyCode {
         match self {
-            Self::Empty | Self::Unknown(_) => ReplyCode::SYNTAX_ERROR,
+            Self::Empty | Self::TooLong(_) | Self::Unknown(_) => ReplyCode::SYNTAX_ERROR,
             Self::Nul | Self::NotUtf8 | Self::Syntax { .. } => ReplyCode::PARAMETER_SYNTAX_ERROR,
             Self::NotImplemented(_) => ReplyCode::NOT_IMPLEMENTED,
             Self::ParameterNotImplemented { .. } => ReplyCode::PARAMETER_NOT_IMPLEMENTED,

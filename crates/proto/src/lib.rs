@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod ascii;
 pub mod command;
 pub mod facts;
 pub mod host_port;

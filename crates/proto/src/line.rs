@@ -99,6 +99,14 @@ impl LineBuffer {
     }
 }
 
+/// Frames and parses in one step: what a server's reader does per line.
+pub fn parse_line(line: Result<Vec<u8>, LineError>) -> Result<crate::Command, crate::CommandError> {
+    match line {
+        Ok(l) => crate::Command::parse(&l),
+        Err(LineError::TooLong { max }) => Err(crate::CommandError::TooLong(max)),
+    }
+}
+
 /// Removes Telnet command sequences (RFC 854) from a line.
 ///
 /// Clients send `IAC IP IAC DM` (0xFF 0xF4 0xFF 0xF2) before `ABOR` (RFC 959

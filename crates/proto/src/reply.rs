@@ -58,6 +58,7 @@ impl ReplyCode {
     pub const FILE_UNAVAILABLE: Self = Self(550);
     pub const EXCEEDED_STORAGE: Self = Self(552);
     pub const NAME_NOT_ALLOWED: Self = Self(553);
+    pub const INVALID_RESTART: Self = Self(554);
 
     /// A code from its number; `None` outside 100..=599.
     pub fn new(code: u16) -> Option<Self> {

@@ -246,6 +246,8 @@ pub struct TransferRequest {
     pub endpoint: DataEndpoint,
     /// Size announced by ALLO, for preallocation.
     pub allocation: Option<u64>,
+    /// Whether the user may write (shapes the MLSD `Perm` fact).
+    pub writable: bool,
 }
 
 /// Why a transfer ended without success.
@@ -263,6 +265,8 @@ pub enum TransferError {
     NoSpace,
     /// Another local failure (read/write error).
     Local(String),
+    /// The REST offset does not fit the file (RFC 3659 §5.5: 554).
+    BadRestart(String),
 }
 
 /// What the driver reports when a transfer ends.
@@ -960,6 +964,7 @@ impl Session {
             mode: self.mode,
             endpoint,
             allocation: self.allocation.take(),
+            writable: self.writable(),
         };
         self.transfer = Some(kind);
         self.abort_requested = false;
@@ -1032,6 +1037,10 @@ impl Session {
                     TransferError::Local(why) => Reply::new(
                         ReplyCode::LOCAL_ERROR,
                         format!("{path}: Local error: {why}."),
+                    ),
+                    TransferError::BadRestart(why) => Reply::new(
+                        ReplyCode::INVALID_RESTART,
+                        format!("Invalid REST parameter: {why}."),
                     ),
                     TransferError::Aborted => unreachable_aborted(),
                 };

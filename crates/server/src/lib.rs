@@ -1,1 +1,13 @@
+//! Ferry's server: binds the control port, enforces connection limits and
+//! drives one `ferry_proto::Session` per control connection with real
+//! sockets and the confined file-system root.
 
+pub mod config;
+mod control;
+mod data;
+mod server;
+mod transfer;
+pub mod users;
+
+pub use config::ServerConfig;
+pub use server::Server;

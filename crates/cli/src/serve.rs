@@ -1,0 +1,221 @@
+//! `ferry serve` and `ferry passwd`.
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use ferry_server::config::{AnonymousSetting, PortRange};
+use ferry_server::users::{AccessSetting, UserDb};
+use ferry_server::{Server, ServerConfig};
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Anonymous {
+    Off,
+    Read,
+    Write,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Directory to serve (overrides `root` in the config file).
+    dir: Option<PathBuf>,
+    /// TOML config file; flags given here override its settings.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Control address, HOST:PORT (port 0 picks a free one). Default 127.0.0.1:2811.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Users file (see `ferry passwd`).
+    #[arg(long)]
+    users: Option<PathBuf>,
+    /// Anonymous logins (user `anonymous` or `ftp`).
+    #[arg(long, value_enum)]
+    anonymous: Option<Anonymous>,
+    /// Passive data ports, LOW-HIGH.
+    #[arg(long)]
+    passive_ports: Option<PortRange>,
+    #[arg(long)]
+    max_sessions: Option<usize>,
+    #[arg(long)]
+    max_sessions_per_ip: Option<usize>,
+    /// Seconds without a command before a session is closed.
+    #[arg(long)]
+    idle_timeout: Option<u64>,
+    /// Seconds a client has to log in.
+    #[arg(long)]
+    login_timeout: Option<u64>,
+    /// Seconds a data connection may stall.
+    #[arg(long)]
+    data_timeout: Option<u64>,
+    /// Milliseconds to wait before answering a failed login.
+    #[arg(long)]
+    login_failure_delay_ms: Option<u64>,
+    /// Allow PORT/EPRT to other hosts than the client (third-party copies
+    /// from this server to another host).
+    #[arg(long)]
+    allow_third_party: bool,
+    /// Log format on standard error.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    if format == LogFormat::Json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
+    let mut c = match &args.config {
+        Some(p) => ServerConfig::load(p)?,
+        None => ServerConfig::default(),
+    };
+    match (&args.dir, &args.config) {
+        (Some(d), _) => c.root = d.clone(),
+        (None, None) => {
+            bail!("say which directory to serve: ferry serve DIR (or root = \"...\" in --config)")
+        }
+        (None, Some(_)) => {}
+    }
+    if let Some(v) = args.listen {
+        c.listen = v;
+    }
+    if let Some(v) = &args.users {
+        c.users = Some(v.clone());
+    }
+    if let Some(v) = args.anonymous {
+        c.anonymous = match v {
+            Anonymous::Off => AnonymousSetting::Off,
+            Anonymous::Read => AnonymousSetting::Read,
+            Anonymous::Write => AnonymousSetting::Write,
+        };
+    }
+    if let Some(v) = args.passive_ports {
+        c.passive_ports = Some(v);
+    }
+    if let Some(v) = args.max_sessions {
+        c.max_sessions = v;
+    }
+    if let Some(v) = args.max_sessions_per_ip {
+        c.max_sessions_per_ip = v;
+    }
+    if let Some(v) = args.idle_timeout {
+        c.idle_timeout_secs = v;
+    }
+    if let Some(v) = args.login_timeout {
+        c.login_timeout_secs = v;
+    }
+    if let Some(v) = args.data_timeout {
+        c.data_timeout_secs = v;
+    }
+    if let Some(v) = args.login_failure_delay_ms {
+        c.login_failure_delay_ms = v;
+    }
+    if args.allow_third_party {
+        c.allow_third_party = true;
+    }
+    Ok(c)
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    init_logging(args.log_format);
+    let config = config_from(&args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let root = config.root.clone();
+        let anonymous = config.anonymous;
+        let server = Server::bind(config).await?;
+        let addr = server.local_addr()?;
+        if server.user_count() == 0 && anonymous == AnonymousSetting::Off {
+            tracing::warn!(
+                "no users and anonymous access is off: nobody can log in (see ferry passwd)"
+            );
+        }
+        // The first line on stdout says where we listen; scripts and tests
+        // that start the server with port 0 read it.
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ferry: serving {} on ftp://{addr}/", root.display())?;
+        out.flush()?;
+        drop(out);
+        server
+            .run(async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("SIGTERM handler");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = term.recv() => {},
+                }
+                tracing::info!("shutting down");
+            })
+            .await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct PasswdArgs {
+    /// The users file to change (created if missing).
+    #[arg(long)]
+    users: PathBuf,
+    /// User name.
+    name: String,
+    /// The user's root inside the served directory (absolute, e.g. /alice).
+    #[arg(long, default_value = "/")]
+    root: String,
+    /// Allow uploads, deletes, renames and directory changes.
+    #[arg(long)]
+    write: bool,
+    /// Remove the user instead.
+    #[arg(long)]
+    delete: bool,
+}
+
+pub fn passwd(args: PasswdArgs) -> anyhow::Result<ExitCode> {
+    let mut db = UserDb::load(&args.users)?;
+    if args.delete {
+        if !db.remove(&args.name) {
+            bail!("no user {} in {}", args.name, args.users.display());
+        }
+    } else {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .context("reading the password from standard input")?;
+        let password = line.trim_end_matches(['\r', '\n']);
+        let access = if args.write {
+            AccessSetting::Write
+        } else {
+            AccessSetting::Read
+        };
+        db.set(&args.name, password, &args.root, access)?;
+    }
+    db.save(&args.users)?;
+    eprintln!(
+        "ferry: {} {} in {}",
+        if args.delete { "removed" } else { "saved" },
+        args.name,
+        args.users.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,392 @@
+//! The client side of a control connection.
+
+use crate::error::ClientError;
+use ferry_proto::command::{Command, EpsvArg, TransferType};
+use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
+use ferry_proto::{Reply, ReplyParser};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// What the server said it supports in FEAT (RFC 2389).
+#[derive(Debug, Clone, Default)]
+pub struct Features {
+    names: BTreeSet<String>,
+    lines: Vec<String>,
+}
+
+impl Features {
+    fn parse(reply: &Reply) -> Self {
+        let mut f = Features::default();
+        if reply.code.get() != 211 {
+            return f;
+        }
+        let n = reply.lines.len();
+        for line in reply.lines.iter().take(n.saturating_sub(1)).skip(1) {
+            let line = line.trim();
+            if let Some(name) = line.split_whitespace().next() {
+                f.names.insert(name.to_ascii_uppercase());
+                f.lines.push(line.to_string());
+            }
+        }
+        f
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.names.contains(&name.to_ascii_uppercase())
+    }
+
+    /// The full FEAT line for `name` (e.g. `CKSM MD5:10;ADLER32:10;`).
+    pub fn line(&self, name: &str) -> Option<&str> {
+        self.lines
+            .iter()
+            .find(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|n| n.eq_ignore_ascii_case(name))
+            })
+            .map(String::as_str)
+    }
+}
+
+/// An open, logged-in (after [`login`](Self::login)) control connection.
+#[derive(Debug)]
+pub struct ControlChannel {
+    stream: TcpStream,
+    parser: ReplyParser,
+    buf: Vec<u8>,
+    pub features: Features,
+    timeout: Duration,
+    peer: SocketAddr,
+    ty: Option<TransferType>,
+    epsv_failed: bool,
+}
+
+impl ControlChannel {
+    pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, ClientError> {
+        let addr = format!(
+            "{}:{port}",
+            if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.to_string()
+            }
+        );
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(&addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                what: format!("connecting to {addr}"),
+                secs: timeout.as_secs(),
+            })?
+            .map_err(|source| ClientError::Connect {
+                addr: addr.clone(),
+                error: source,
+            })?;
+        stream.set_nodelay(true)?;
+        let peer = stream.peer_addr()?;
+        let mut c = Self {
+            stream,
+            parser: ReplyParser::default(),
+            buf: vec![0; 16384],
+            features: Features::default(),
+            timeout,
+            peer,
+            ty: None,
+            epsv_failed: false,
+        };
+        loop {
+            let r = c.reply().await?;
+            match r.code.get() {
+                120 => continue, // "ready in nnn minutes"
+                220 => break,
+                _ => {
+                    return Err(ClientError::Refused {
+                        command: "connect".into(),
+                        reply: r,
+                    })
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
+    /// Reads the next complete reply.
+    pub async fn reply(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            if let Some(r) = self.parser.next_reply()? {
+                tracing::trace!(code = r.code.get(), text = %r.text(), "reply");
+                return Ok(r);
+            }
+            let n = tokio::time::timeout(self.timeout, self.stream.read(&mut self.buf))
+                .await
+                .map_err(|_| ClientError::Timeout {
+                    what: "waiting for the server's reply".into(),
+                    secs: self.timeout.as_secs(),
+                })??;
+            if n == 0 {
+                return Err(ClientError::Closed);
+            }
+            self.parser.push(&self.buf[..n]);
+        }
+    }
+
+    /// Like [`reply`](Self::reply) but without a time limit: for the final
+    /// reply of a transfer, which arrives when the data is through.
+    pub async fn reply_untimed(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            if let Some(r) = self.parser.next_reply()? {
+                return Ok(r);
+            }
+            let n = self.stream.read(&mut self.buf).await?;
+            if n == 0 {
+                return Err(ClientError::Closed);
+            }
+            self.parser.push(&self.buf[..n]);
+        }
+    }
+
+    pub async fn send(&mut self, cmd: &Command) -> Result<(), ClientError> {
+        match cmd {
+            Command::Pass(_) => tracing::trace!("command PASS ****"),
+            c => tracing::trace!(command = %c, "command"),
+        }
+        let mut line = cmd.to_string().into_bytes();
+        line.extend_from_slice(b"\r\n");
+        self.stream.write_all(&line).await?;
+        Ok(())
+    }
+
+    /// Sends a command and returns its final reply, whatever it is.
+    pub async fn command(&mut self, cmd: &Command) -> Result<Reply, ClientError> {
+        self.send(cmd).await?;
+        loop {
+            let r = self.reply().await?;
+            if !r.code.is_preliminary() {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Sends a command and requires a positive (2xx or, for `allow_3xx`,
+    /// 3xx) final reply.
+    pub async fn expect(&mut self, cmd: &Command) -> Result<Reply, ClientError> {
+        let r = self.command(cmd).await?;
+        if r.code.is_positive_completion() || r.code.is_intermediate() {
+            Ok(r)
+        } else {
+            Err(refused(cmd, r))
+        }
+    }
+
+    pub async fn login(&mut self, user: &str, password: &str) -> Result<(), ClientError> {
+        let r = self.command(&Command::User(user.to_string())).await?;
+        let r = match r.code.get() {
+            230 => r,
+            331 => self.command(&Command::Pass(password.to_string())).await?,
+            _ => {
+                return Err(ClientError::Login {
+                    user: user.into(),
+                    reply: r,
+                })
+            }
+        };
+        if r.code.get() != 230 && r.code.get() != 202 {
+            return Err(ClientError::Login {
+                user: user.into(),
+                reply: r,
+            });
+        }
+        let feat = self.command(&Command::Feat).await?;
+        self.features = Features::parse(&feat);
+        if self.features.has("UTF8") {
+            let _ = self
+                .command(&Command::Opts(ferry_proto::command::Opts::Utf8(true)))
+                .await;
+        }
+        Ok(())
+    }
+
+    pub async fn set_type(&mut self, ty: TransferType) -> Result<(), ClientError> {
+        if self.ty != Some(ty) {
+            self.expect(&Command::Type(ty)).await?;
+            self.ty = Some(ty);
+        }
+        Ok(())
+    }
+
+    /// Asks for a passive data port: EPSV (RFC 2428), falling back to PASV
+    /// for servers without it. The address of an EPSV reply is the control
+    /// connection's peer, by definition.
+    pub async fn passive(&mut self) -> Result<SocketAddr, ClientError> {
+        if !self.epsv_failed {
+            let r = self.command(&Command::Epsv(EpsvArg::Any)).await?;
+            if r.code.get() == 229 {
+                if let Some(port) = parse_epsv_reply(&r.lines[0]) {
+                    return Ok(SocketAddr::new(self.peer.ip(), port));
+                }
+            }
+            if self.peer.is_ipv6() {
+                return Err(refused(&Command::Epsv(EpsvArg::Any), r));
+            }
+            self.epsv_failed = true;
+        }
+        let r = self.command(&Command::Pasv).await?;
+        if r.code.get() != 227 {
+            return Err(refused(&Command::Pasv, r));
+        }
+        let addr =
+            parse_pasv_reply(&r.lines[0]).ok_or_else(|| refused(&Command::Pasv, r.clone()))?;
+        // Servers behind NAT sometimes announce an unusable address; the
+        // control peer is where the server really is (as curl and lftp do).
+        Ok(SocketAddr::new(self.peer.ip(), addr.port()))
+    }
+
+    pub async fn size(&mut self, path: &str) -> Result<Option<u64>, ClientError> {
+        let r = self.command(&Command::Size(path.to_string())).await?;
+        Ok(if r.code.get() == 213 {
+            r.lines[0].trim().parse().ok()
+        } else {
+            None
+        })
+    }
+
+    /// Facts of one path via MLST, or `None` when it does not exist (or the
+    /// server lacks MLST).
+    pub async fn stat(&mut self, path: &str) -> Result<Option<FileFacts>, ClientError> {
+        if !self.features.has("MLST") {
+            // Fall back to SIZE (files) and CWD (directories).
+            if let Some(size) = self.size(path).await? {
+                return Ok(Some(facts(path, FileKind::File, size)));
+            }
+            let r = self.command(&Command::Cwd(path.to_string())).await?;
+            return Ok((r.code.get() == 250).then(|| facts(path, FileKind::Dir, 0)));
+        }
+        let r = self.command(&Command::Mlst(Some(path.to_string()))).await?;
+        if r.code.get() != 250 {
+            return Ok(None);
+        }
+        Ok(r.lines
+            .iter()
+            .skip(1)
+            .find_map(|l| parse_mlsx(l.trim_start())))
+    }
+
+    pub async fn quit(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.command(&Command::Quit)).await;
+    }
+}
+
+pub(crate) fn refused(cmd: &Command, reply: Reply) -> ClientError {
+    let command = match cmd {
+        Command::Pass(_) => "PASS".to_string(),
+        c => c.to_string(),
+    };
+    ClientError::Refused { command, reply }
+}
+
+fn facts(name: &str, kind: FileKind, size: u64) -> FileFacts {
+    FileFacts {
+        name: name.rsplit('/').next().unwrap_or(name).to_string(),
+        kind,
+        size,
+        modified: 0,
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        unique: (0, 0),
+    }
+}
+
+/// Parses one MLSx line (`fact=value;...; name`). Unknown facts are ignored.
+pub fn parse_mlsx(line: &str) -> Option<FileFacts> {
+    let (fact_str, name) = line.split_once(' ')?;
+    let mut f = facts(name, FileKind::Other, 0);
+    f.name = name.to_string();
+    for fact in fact_str.split(';').filter(|s| !s.is_empty()) {
+        let (k, v) = fact.split_once('=')?;
+        match k.to_ascii_lowercase().as_str() {
+            "type" => {
+                f.kind = match v.to_ascii_lowercase().as_str() {
+                    "file" => FileKind::File,
+                    "dir" => FileKind::Dir,
+                    "cdir" | "pdir" => return None,
+                    t if t.contains("slink") || t.contains("symlink") => FileKind::Symlink,
+                    _ => FileKind::Other,
+                }
+            }
+            "size" => f.size = v.parse().unwrap_or(0),
+            "modify" => f.modified = ferry_proto::facts::parse_time_val(v).unwrap_or(0),
+            "unix.mode" => f.mode = u32::from_str_radix(v, 8).unwrap_or(0o644),
+            _ => {}
+        }
+    }
+    Some(f)
+}
+
+/// Parses a Unix `ls -l` LIST line, for servers without MLSD (vsftpd).
+pub fn parse_list_line(line: &str) -> Option<FileFacts> {
+    let mut it = line.split_whitespace();
+    let perms = it.next()?;
+    let kind = match perms.chars().next()? {
+        'd' => FileKind::Dir,
+        '-' => FileKind::File,
+        'l' => FileKind::Symlink,
+        _ => return None,
+    };
+    let _links = it.next()?;
+    let _owner = it.next()?;
+    let _group = it.next()?;
+    let size: u64 = it.next()?.parse().ok()?;
+    // Month, day, time-or-year, then the name (which may contain spaces).
+    let mut rest = line;
+    for _ in 0..8 {
+        rest = rest.trim_start();
+        rest = &rest[rest.find(char::is_whitespace)?..];
+    }
+    let mut name = rest.trim_start().to_string();
+    if kind == FileKind::Symlink {
+        if let Some(i) = name.find(" -> ") {
+            name.truncate(i);
+        }
+    }
+    if name == "." || name == ".." {
+        return None;
+    }
+    let mut f = facts(&name, kind, size);
+    f.name = name;
+    Some(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_listing_lines() {
+        let f =
+            parse_mlsx("Type=file;Size=12;Modify=20261121011836;UNIX.mode=0600; a b.txt").unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.kind, f.size, f.mode),
+            ("a b.txt", FileKind::File, 12, 0o600)
+        );
+        assert!(parse_mlsx("Type=cdir;Modify=20261121011836; .").is_none());
+        let f = parse_list_line("drwxr-xr-x    2 1000     1000         4096 Nov 21 02:11 my dir")
+            .unwrap();
+        assert_eq!((f.name.as_str(), f.kind), ("my dir", FileKind::Dir));
+        let f = parse_list_line("-rw-r--r--    1 0 0 3000000 Jan  3  2024 big.bin").unwrap();
+        assert_eq!((f.name.as_str(), f.size), ("big.bin", 3000000));
+        assert!(parse_list_line("total 12").is_none());
+    }
+}

@@ -1,0 +1,271 @@
+//! Stream mode (RFC 959 §3.4.1): the data connection carries the file's
+//! bytes and its close marks the end.
+//!
+//! These loops run on a blocking thread per transfer: the control channel
+//! stays on the async runtime, while the kernel does the copying — binary
+//! sends go through `std::io::copy`, which on Linux uses `sendfile(2)` from
+//! the page cache to the socket, so file bytes never enter user space.
+//! ASCII transfers and listings need conversion and take the buffered path.
+
+use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use thiserror::Error;
+
+/// Size of one copy step: progress is published and the abort flag checked
+/// between steps.
+const STEP: u64 = 4 << 20;
+/// Receive buffer, allocated once per transfer.
+const RECV_BUF: usize = 1 << 20;
+
+/// Which side of a copy failed: the peer's network or our disk. The reply
+/// differs (426 vs 451/552) and so does what a user should do.
+#[derive(Debug, Error)]
+pub enum CopyError {
+    #[error("data connection: {0}")]
+    Network(io::Error),
+    #[error("disk: {0}")]
+    Disk(io::Error),
+    #[error("aborted")]
+    Aborted,
+}
+
+/// Lets the control channel stop a transfer that is blocked in a system
+/// call: it shuts the data sockets down, which makes the call return.
+#[derive(Debug, Default)]
+pub struct AbortSignal {
+    aborted: AtomicBool,
+    sockets: Mutex<Vec<TcpStream>>,
+}
+
+impl AbortSignal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a data socket so [`abort`](Self::abort) can shut it down.
+    pub fn register(&self, sock: &TcpStream) -> io::Result<()> {
+        let clone = sock.try_clone()?;
+        let mut sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_aborted() {
+            let _ = clone.shutdown(Shutdown::Both);
+        }
+        sockets.push(clone);
+        Ok(())
+    }
+
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        let sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        for s in sockets.iter() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> Result<(), CopyError> {
+        if self.is_aborted() {
+            Err(CopyError::Aborted)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn net(&self, e: io::Error) -> CopyError {
+        if self.is_aborted() {
+            CopyError::Aborted
+        } else {
+            CopyError::Network(e)
+        }
+    }
+}
+
+/// Sends `len` bytes of `file` from `offset` (to the end when `None`).
+pub fn send_file(
+    file: &File,
+    offset: u64,
+    len: Option<u64>,
+    sock: &TcpStream,
+    progress: &AtomicU64,
+    abort: &AbortSignal,
+) -> Result<u64, CopyError> {
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(offset))
+        .map_err(CopyError::Disk)?;
+    let mut remaining = len.unwrap_or(u64::MAX);
+    let mut sent = 0;
+    while remaining > 0 {
+        abort.check()?;
+        let step = remaining.min(STEP);
+        let n = io::copy(&mut reader.take(step), &mut &*sock).map_err(|e| {
+            // io::copy does not say which side failed; the file is local and
+            // was readable a moment ago, so blame the network unless the
+            // error is one only files give.
+            match e.raw_os_error() {
+                Some(libc::EIO) => CopyError::Disk(e),
+                _ => abort.net(e),
+            }
+        })?;
+        sent += n;
+        remaining -= n;
+        progress.fetch_add(n, Ordering::Relaxed);
+        if n < step {
+            break; // end of file
+        }
+    }
+    Ok(sent)
+}
+
+/// Sends a file as ASCII text (LF → CRLF) from `offset`.
+pub fn send_file_ascii(
+    file: &File,
+    offset: u64,
+    sock: &TcpStream,
+    progress: &AtomicU64,
+    abort: &AbortSignal,
+) -> Result<u64, CopyError> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut out = Vec::with_capacity(300 * 1024);
+    let mut enc = AsciiEncoder::default();
+    let mut pos = offset;
+    let mut sent = 0;
+    loop {
+        abort.check()?;
+        let n = file.read_at(&mut buf, pos).map_err(CopyError::Disk)?;
+        if n == 0 {
+            return Ok(sent);
+        }
+        pos += n as u64;
+        out.clear();
+        enc.encode(&buf[..n], &mut out);
+        (&*sock).write_all(&out).map_err(|e| abort.net(e))?;
+        sent += out.len() as u64;
+        progress.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Sends an in-memory buffer (a listing).
+pub fn send_bytes(data: &[u8], sock: &TcpStream, abort: &AbortSignal) -> Result<u64, CopyError> {
+    abort.check()?;
+    (&*sock).write_all(data).map_err(|e| abort.net(e))?;
+    Ok(data.len() as u64)
+}
+
+/// Marks the end of the data in stream mode (RFC 959 §3.4.1: the sender
+/// closes). An explicit shutdown, because [`AbortSignal`] holds a duplicate
+/// of the socket and dropping one descriptor would not close it.
+pub fn finish_send(sock: &TcpStream) -> Result<(), CopyError> {
+    sock.shutdown(Shutdown::Write).map_err(CopyError::Network)
+}
+
+/// Receives until the peer closes, writing at `offset` onwards.
+pub fn receive_file(
+    sock: &TcpStream,
+    file: &File,
+    offset: u64,
+    ascii: bool,
+    progress: &AtomicU64,
+    abort: &AbortSignal,
+) -> Result<u64, CopyError> {
+    let mut buf = vec![0u8; RECV_BUF];
+    let mut text = Vec::new();
+    let mut dec = AsciiDecoder::default();
+    let mut pos = offset;
+    let mut received = 0;
+    loop {
+        abort.check()?;
+        let n = match (&*sock).read(&mut buf) {
+            // A socket shut down by ABOR also reads as end of stream.
+            Ok(0) => {
+                abort.check()?;
+                break;
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(abort.net(e)),
+        };
+        received += n as u64;
+        progress.fetch_add(n as u64, Ordering::Relaxed);
+        let chunk = if ascii {
+            text.clear();
+            dec.decode(&buf[..n], &mut text);
+            &text[..]
+        } else {
+            &buf[..n]
+        };
+        file.write_all_at(chunk, pos).map_err(CopyError::Disk)?;
+        pos += chunk.len() as u64;
+    }
+    if ascii {
+        text.clear();
+        dec.finish(&mut text);
+        file.write_all_at(&text, pos).map_err(CopyError::Disk)?;
+        pos += text.len() as u64;
+    }
+    // Anything beyond what this upload wrote (an older, longer partial)
+    // is not part of the file.
+    file.set_len(pos).map_err(CopyError::Disk)?;
+    Ok(received)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn send_and_receive_round_trip_with_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let src_path = dir.path().join("src");
+        let data: Vec<u8> = (0..(9u32 << 20) + 7)
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        std::fs::write(&src_path, &data).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sender = std::thread::spawn(move || {
+            let sock = TcpStream::connect(addr).unwrap();
+            let f = File::open(src_path).unwrap();
+            let p = AtomicU64::new(0);
+            let n = send_file(&f, 1000, None, &sock, &p, &AbortSignal::new()).unwrap();
+            assert_eq!(p.load(Ordering::Relaxed), n);
+            n
+        });
+        let (sock, _) = listener.accept().unwrap();
+        let dst = tempfile::tempfile().unwrap();
+        dst.set_len(5_000_000_000).unwrap(); // longer stale content is cut
+        let p = AtomicU64::new(0);
+        let n = receive_file(&sock, &dst, 0, false, &p, &AbortSignal::new()).unwrap();
+        assert_eq!(sender.join().unwrap(), n);
+        let mut got = Vec::new();
+        (&dst).read_to_end(&mut got).unwrap();
+        assert_eq!(got, &data[1000..]);
+    }
+
+    #[test]
+    fn abort_unblocks_a_stalled_receive() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let _client = TcpStream::connect(addr).unwrap(); // never sends
+        let (sock, _) = listener.accept().unwrap();
+        let abort = std::sync::Arc::new(AbortSignal::new());
+        abort.register(&sock).unwrap();
+        let a = abort.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            a.abort();
+        });
+        let f = tempfile::tempfile().unwrap();
+        let r = receive_file(&sock, &f, 0, false, &AtomicU64::new(0), &abort);
+        assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
+        assert!(abort.is_aborted());
+    }
+}

@@ -1,0 +1,189 @@
+//! Server settings: one struct, read from a TOML file and overridden by
+//! command-line flags. Every limit has a safe default, so `ferry serve DIR`
+//! alone is a reasonable service: loopback only, no anonymous access.
+
+use ferry_proto::session::AnonymousAccess;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("config file {path} is not valid: {error}")]
+    Parse {
+        path: String,
+        error: toml::de::Error,
+    },
+    #[error("invalid port range {0:?}: expected LOW-HIGH with 1024 <= LOW <= HIGH <= 65535")]
+    PortRange(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AnonymousSetting {
+    #[default]
+    Off,
+    Read,
+    Write,
+}
+
+impl From<AnonymousSetting> for AnonymousAccess {
+    fn from(a: AnonymousSetting) -> Self {
+        match a {
+            AnonymousSetting::Off => AnonymousAccess::Off,
+            AnonymousSetting::Read => AnonymousAccess::Read,
+            AnonymousSetting::Write => AnonymousAccess::Write,
+        }
+    }
+}
+
+/// An inclusive range of TCP ports for passive data connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct PortRange {
+    pub low: u16,
+    pub high: u16,
+}
+
+impl TryFrom<String> for PortRange {
+    type Error = ConfigError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<PortRange> for String {
+    fn from(r: PortRange) -> String {
+        format!("{}-{}", r.low, r.high)
+    }
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ConfigError::PortRange(s.to_string());
+        let (a, b) = s.split_once('-').ok_or_else(err)?;
+        let low: u16 = a.trim().parse().map_err(|_| err())?;
+        let high: u16 = b.trim().parse().map_err(|_| err())?;
+        if low < 1024 || low > high {
+            return Err(err());
+        }
+        Ok(Self { low, high })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// The directory served.
+    pub root: PathBuf,
+    /// Control-channel address. Loopback unless the administrator says
+    /// otherwise.
+    pub listen: SocketAddr,
+    /// The users file (see `users.rs`); none means only anonymous logins.
+    pub users: Option<PathBuf>,
+    pub anonymous: AnonymousSetting,
+    /// Passive data ports; the kernel picks when unset.
+    pub passive_ports: Option<PortRange>,
+    /// Address announced in PASV replies instead of the control
+    /// connection's local address (for servers behind NAT).
+    pub passive_address: Option<std::net::Ipv4Addr>,
+    pub max_sessions: usize,
+    pub max_sessions_per_ip: usize,
+    /// Seconds without a command before a logged-in session is closed.
+    pub idle_timeout_secs: u64,
+    /// Seconds a connection may take to log in.
+    pub login_timeout_secs: u64,
+    /// Seconds a data connection may stall (no byte moved) or take to open.
+    pub data_timeout_secs: u64,
+    pub max_login_attempts: u32,
+    /// Pause before answering a failed login, against password guessing.
+    pub login_failure_delay_ms: u64,
+    /// Allow PORT/EPRT to addresses other than the client's (needed when
+    /// this server is the source of a third-party copy to another host).
+    pub allow_third_party: bool,
+    pub banner: Option<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("."),
+            listen: SocketAddr::from(([127, 0, 0, 1], 2811)),
+            users: None,
+            anonymous: AnonymousSetting::Off,
+            passive_ports: None,
+            passive_address: None,
+            max_sessions: 512,
+            max_sessions_per_ip: 64,
+            idle_timeout_secs: 300,
+            login_timeout_secs: 60,
+            data_timeout_secs: 60,
+            max_login_attempts: 3,
+            login_failure_delay_ms: 1000,
+            allow_third_party: false,
+            banner: None,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.display().to_string(),
+            error,
+        })?;
+        toml::from_str(&text).map_err(|error| ConfigError::Parse {
+            path: path.display().to_string(),
+            error,
+        })
+    }
+
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_secs)
+    }
+
+    pub fn login_timeout(&self) -> Duration {
+        Duration::from_secs(self.login_timeout_secs)
+    }
+
+    pub fn data_timeout(&self) -> Duration {
+        Duration::from_secs(self.data_timeout_secs.max(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_file_and_rejects_unknown_keys() {
+        let c: ServerConfig = toml::from_str(
+            r#"
+            root = "/srv/data"
+            listen = "0.0.0.0:2811"
+            users = "/etc/ferry/users.toml"
+            anonymous = "read"
+            passive_ports = "50000-50100"
+            max_sessions = 100
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.passive_ports,
+            Some(PortRange {
+                low: 50000,
+                high: 50100
+            })
+        );
+        assert_eq!(c.anonymous, AnonymousSetting::Read);
+        assert_eq!(c.idle_timeout_secs, 300);
+        assert!(toml::from_str::<ServerConfig>("lsiten = \"x\"").is_err());
+        assert!("80-90".parse::<PortRange>().is_err());
+        assert!("2000-1999".parse::<PortRange>().is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! The control connection: reads command lines, drives the sans-IO
+//! [`Session`], and carries out what it asks for.
+//!
+//! A reader task frames lines and parses them into a bounded channel, so a
+//! flood of commands exerts back-pressure on the socket rather than on
+//! memory. The loop here serves one command at a time; while a transfer
+//! runs it keeps reading, answers ABOR/STAT/NOOP at once and queues the
+//! rest (bounded) to serve them, in order, when the transfer ends.
+
+use crate::server::{ServerContext, SessionSlot};
+use crate::transfer::{self, ActiveTransfer, TransferContext, TransferEvent};
+use ferry_io::root::Root;
+use ferry_proto::command::Command;
+use ferry_proto::line::{parse_line, LineBuffer, DEFAULT_MAX_LINE};
+use ferry_proto::session::{
+    Action, FileDone, FileOp, FsError, Grant, LoginRequest, Session, TransferKind, TransferOutcome,
+};
+use ferry_proto::{CommandError, Reply, ReplyCode, VirtualPath};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+type Parsed = Result<Command, CommandError>;
+
+/// Commands buffered while a transfer runs (pipelining depth).
+const MAX_QUEUED: usize = 64;
+
+enum Flow {
+    Continue,
+    Close,
+}
+
+pub(crate) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<ServerContext>,
+    slot: SessionSlot,
+) {
+    let local = match stream.local_addr() {
+        Ok(a) => a,
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    // ABOR may be sent as TCP urgent data (RFC 959 §4.1.3); keep it inline
+    // so the line is not cut short by the out-of-band byte.
+    let _ = socket2::SockRef::from(&stream).set_out_of_band_inline(true);
+    let (mut rd, wr) = stream.into_split();
+    let (tx, rx) = mpsc::channel::<Parsed>(MAX_QUEUED);
+    let reader = tokio::spawn(async move {
+        let mut lines = LineBuffer::new(DEFAULT_MAX_LINE);
+        let mut buf = vec![0u8; 8192];
+        loop {
+            let n = match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            lines.push(&buf[..n]);
+            while let Some(line) = lines.next_line() {
+                if tx.send(parse_line(line)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let session = Session::new(ctx.session_config.clone(), peer);
+    let mut control = Control {
+        ctx,
+        session,
+        peer,
+        local,
+        writer: wr,
+        root: None,
+        passive: None,
+        user: String::from("-"),
+    };
+    let result = control.run(rx).await;
+    reader.abort();
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "control connection ended with an error");
+    }
+    tracing::info!(%peer, user = %control.user, "session closed");
+    drop(slot);
+}
+
+struct Control {
+    ctx: Arc<ServerContext>,
+    session: Session,
+    peer: SocketAddr,
+    local: SocketAddr,
+    writer: OwnedWriteHalf,
+    root: Option<Arc<Root>>,
+    passive: Option<TcpListener>,
+    user: String,
+}
+
+impl Control {
+    async fn send(&mut self, reply: &Reply) -> std::io::Result<()> {
+        self.writer.write_all(&reply.to_bytes()).await
+    }
+
+    fn deadline(&self) -> Instant {
+        let t = if self.session.user().is_some() {
+            self.ctx.config.idle_timeout()
+        } else {
+            self.ctx.config.login_timeout()
+        };
+        Instant::now() + t
+    }
+
+    async fn run(&mut self, mut commands: mpsc::Receiver<Parsed>) -> std::io::Result<()> {
+        let greeting = self.session.greeting();
+        self.send(&greeting).await?;
+        let mut queue: VecDeque<Parsed> = VecDeque::new();
+        let mut active: Option<ActiveTransfer> = None;
+        let mut deadline = self.deadline();
+        loop {
+            if active.is_none() {
+                if let Some(cmd) = queue.pop_front() {
+                    match self.process(cmd, &mut active).await? {
+                        Flow::Continue => {}
+                        Flow::Close => return Ok(()),
+                    }
+                    deadline = self.deadline();
+                    continue;
+                }
+            }
+            tokio::select! {
+                cmd = commands.recv(), if queue.len() < MAX_QUEUED => {
+                    let Some(cmd) = cmd else {
+                        // The client closed the control connection.
+                        if let Some(t) = &active {
+                            t.abort();
+                        }
+                        return Ok(());
+                    };
+                    deadline = self.deadline();
+                    match (&active, &cmd) {
+                        (Some(t), Ok(c)) if c.is_urgent() || matches!(c, Command::Noop) => {
+                            match self.session.handle(cmd) {
+                                Action::AbortTransfer => t.abort(),
+                                Action::Reply(r) => self.send(&r).await?,
+                                other => tracing::warn!(?other, "unexpected action during a transfer"),
+                            }
+                        }
+                        _ => queue.push_back(cmd),
+                    }
+                }
+                ev = next_event(&mut active) => {
+                    match ev {
+                        Some(TransferEvent::Started { size }) => {
+                            let what = self.describe(active.as_ref());
+                            let reply = self.session.transfer_started(&what, size, false);
+                            self.send(&reply).await?;
+                        }
+                        Some(TransferEvent::Finished(outcome)) => {
+                            if let Some(t) = active.take() {
+                                self.finish(t, outcome).await?;
+                            }
+                            deadline = self.deadline();
+                        }
+                        None => {
+                            // The task vanished without reporting (it panicked).
+                            if let Some(t) = active.take() {
+                                let outcome = TransferOutcome::Failed(ferry_proto::session::TransferError::Local("internal error".into()));
+                                self.finish(t, outcome).await?;
+                            }
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline), if active.is_none() => {
+                    let text = if self.session.user().is_some() {
+                        format!("Idle for {} s; closing the control connection.", self.ctx.config.idle_timeout_secs)
+                    } else {
+                        format!("Not logged in after {} s; closing the control connection.", self.ctx.config.login_timeout_secs)
+                    };
+                    self.send(&Reply::new(ReplyCode::SERVICE_UNAVAILABLE, text)).await?;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn describe(&self, t: Option<&ActiveTransfer>) -> String {
+        match t.map(|t| &t.request.kind) {
+            Some(TransferKind::List { .. }) => "directory listing".to_string(),
+            _ => t.map(|t| t.request.path.to_string()).unwrap_or_default(),
+        }
+    }
+
+    async fn finish(&mut self, t: ActiveTransfer, outcome: TransferOutcome) -> std::io::Result<()> {
+        let secs = t.started.elapsed().as_secs_f64();
+        let bytes = t.progress.load(Ordering::Relaxed);
+        let (direction, is_list) = match t.request.kind {
+            TransferKind::Retrieve => ("send", false),
+            TransferKind::Store | TransferKind::Append => ("receive", false),
+            TransferKind::List { .. } => ("list", true),
+        };
+        let status = match &outcome {
+            TransferOutcome::Complete { .. } => "complete".to_string(),
+            TransferOutcome::Failed(e) => format!("{e:?}"),
+        };
+        if !is_list {
+            tracing::info!(
+                target: "ferry::transfer",
+                peer = %self.peer,
+                user = %self.user,
+                path = %t.request.path,
+                direction,
+                bytes,
+                seconds = format_args!("{secs:.3}"),
+                rate_mb_s = format_args!("{:.1}", bytes as f64 / secs.max(1e-9) / 1e6),
+                status = %status,
+                "transfer finished"
+            );
+        }
+        for reply in self.session.transfer_finished(&t.request.path, outcome) {
+            self.send(&reply).await?;
+        }
+        Ok(())
+    }
+
+    async fn process(
+        &mut self,
+        cmd: Parsed,
+        active: &mut Option<ActiveTransfer>,
+    ) -> std::io::Result<Flow> {
+        if let Ok(Command::Site(ferry_proto::command::SiteCommand::ClientInfo(info))) = &cmd {
+            tracing::debug!(peer = %self.peer, %info, "client info");
+        }
+        let action = self.session.handle(cmd);
+        self.act(action, active).await
+    }
+
+    async fn act(
+        &mut self,
+        action: Action,
+        active: &mut Option<ActiveTransfer>,
+    ) -> std::io::Result<Flow> {
+        match action {
+            Action::Reply(r) => self.send(&r).await?,
+            Action::Close(r) => {
+                self.send(&r).await?;
+                let _ = self.writer.shutdown().await;
+                return Ok(Flow::Close);
+            }
+            Action::Login(req) => {
+                let granted = self.login(req).await;
+                if granted.is_none() {
+                    tokio::time::sleep(Duration::from_millis(
+                        self.ctx.config.login_failure_delay_ms,
+                    ))
+                    .await;
+                }
+                let next = self.session.login_result(granted);
+                return Box::pin(self.act(next, active)).await;
+            }
+            Action::File(op) => {
+                let reply = match self.root.clone() {
+                    Some(root) => {
+                        let result = tokio::task::spawn_blocking(move || file_op(&root, op))
+                            .await
+                            .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
+                        self.session.file_result(result)
+                    }
+                    None => self.session.file_result(Err(FsError::PermissionDenied)),
+                };
+                self.send(&reply).await?;
+            }
+            Action::Passive(_) => {
+                self.passive = None;
+                let result = self
+                    .ctx
+                    .ports
+                    .bind(self.local.ip())
+                    .map_err(|e| e.to_string())
+                    .and_then(|l| {
+                        let mut addr = l.local_addr().map_err(|e| e.to_string())?;
+                        if let (Some(public), SocketAddr::V4(_)) =
+                            (self.ctx.config.passive_address, addr)
+                        {
+                            addr.set_ip(public.into());
+                        }
+                        self.passive = Some(l);
+                        Ok(addr)
+                    });
+                let reply = self.session.passive_result(result);
+                self.send(&reply).await?;
+            }
+            Action::Transfer(req) => {
+                let Some(root) = self.root.clone() else {
+                    return Ok(Flow::Continue);
+                };
+                let ctx = TransferContext {
+                    root,
+                    passive: self.passive.take(),
+                    peer_ip: self.peer.ip(),
+                    local_ip: self.local.ip(),
+                    data_timeout: self.ctx.config.data_timeout(),
+                };
+                *active = Some(transfer::spawn(req, ctx));
+            }
+            Action::AbortTransfer => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Checks credentials; on success binds the session to its root.
+    async fn login(&mut self, req: LoginRequest) -> Option<Grant> {
+        let (grant, home) = match req {
+            LoginRequest::Anonymous { access, .. } => (
+                Grant {
+                    user: "anonymous".into(),
+                    access,
+                },
+                VirtualPath::root(),
+            ),
+            LoginRequest::Password { user, password } => {
+                let ctx = self.ctx.clone();
+                let entry = tokio::task::spawn_blocking(move || {
+                    ctx.users.verify(&user, &password).cloned()
+                })
+                .await
+                .ok()
+                .flatten();
+                let Some(entry) = entry else {
+                    tracing::warn!(peer = %self.peer, "failed login");
+                    return None;
+                };
+                let home = VirtualPath::root().resolve(&entry.root).ok()?;
+                (
+                    Grant {
+                        user: entry.name.clone(),
+                        access: entry.access.into(),
+                    },
+                    home,
+                )
+            }
+        };
+        let root = if home.is_root() {
+            self.ctx.root.clone()
+        } else {
+            match self.ctx.root.subroot(&home) {
+                Ok(r) => Arc::new(r),
+                Err(e) => {
+                    tracing::error!(user = %grant.user, home = %home, error = ?e, "user's root is not usable");
+                    return None;
+                }
+            }
+        };
+        tracing::info!(peer = %self.peer, user = %grant.user, access = ?grant.access, "login");
+        self.user = grant.user.clone();
+        self.root = Some(root);
+        Some(grant)
+    }
+}
+
+async fn next_event(active: &mut Option<ActiveTransfer>) -> Option<TransferEvent> {
+    match active {
+        Some(t) => t.events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn file_op(root: &Root, op: FileOp) -> Result<FileDone, FsError> {
+    match op {
+        FileOp::ChangeDir(p) => root.is_dir(&p).map(|_| FileDone::Done),
+        FileOp::MakeDir(p) => root.make_dir(&p).map(|_| FileDone::Done),
+        FileOp::RemoveDir(p) => root.remove_dir(&p).map(|_| FileDone::Done),
+        FileOp::Delete(p) => root.remove_file(&p).map(|_| FileDone::Done),
+        FileOp::RenameFrom(p) => root.exists(&p).map(|_| FileDone::Done),
+        FileOp::Rename { from, to } => root.rename(&from, &to).map(|_| FileDone::Done),
+        FileOp::Size(p) => {
+            let f = root.facts(&p)?;
+            if f.kind == ferry_proto::facts::FileKind::Dir {
+                return Err(FsError::IsADirectory);
+            }
+            Ok(FileDone::Size(f.size))
+        }
+        FileOp::ModTime(p) => root.facts(&p).map(|f| FileDone::ModTime(f.modified)),
+        FileOp::SetModTime { path, unix_secs } => {
+            root.set_modified(&path, unix_secs).map(|_| FileDone::Done)
+        }
+        FileOp::Facts(p) => root.facts(&p).map(FileDone::Facts),
+        FileOp::StatListing(p) => root.list(&p, false).map(FileDone::Listing),
+        FileOp::Chmod { path, mode } => root.chmod(&path, mode).map(|_| FileDone::Done),
+    }
+}
