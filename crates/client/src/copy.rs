@@ -382,8 +382,21 @@ impl Client {
         let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
         let file = File::open(src).map_err(local_err(src))?;
+        let md = file.metadata().map_err(local_err(src))?;
         let c = self.connection(dst).await?;
         c.set_type(TransferType::Image).await?;
+        // ALLO (RFC 959 §4.1.3) tells the server the size: Ferry servers
+        // preallocate and refuse to commit a short upload. Servers that do
+        // not need it answer 202; a refusal is harmless. A pipe or device
+        // has no size to announce.
+        if md.is_file() {
+            let _ = c
+                .command(&Command::Allo(ferry_proto::command::Allo {
+                    size: md.len(),
+                    record: None,
+                }))
+                .await?;
+        }
         let addr = c.passive().await?;
         let data = connect_data(addr, timeout).await?;
         let cmd = Command::Stor(dst.path.clone());

@@ -11,6 +11,8 @@
 pub mod ascii;
 pub mod command;
 pub mod facts;
+#[doc(hidden)]
+pub mod fuzz_checks;
 pub mod host_port;
 pub mod line;
 pub mod path;

@@ -18,10 +18,10 @@ use ferry_proto::session::{
 use ferry_proto::{CommandError, Reply, ReplyCode, VirtualPath};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -51,20 +51,42 @@ pub(crate) async fn serve(
     // ABOR may be sent as TCP urgent data (RFC 959 §4.1.3); keep it inline
     // so the line is not cut short by the out-of-band byte.
     let _ = socket2::SockRef::from(&stream).set_out_of_band_inline(true);
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Parsed>(MAX_QUEUED);
+    let control_closed = Arc::new(AtomicBool::new(false));
+    let closed = control_closed.clone();
     let reader = tokio::spawn(async move {
         let mut lines = LineBuffer::new(DEFAULT_MAX_LINE);
         let mut buf = vec![0u8; 8192];
         loop {
-            let n = match rd.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            lines.push(&buf[..n]);
-            while let Some(line) = lines.next_line() {
-                if tx.send(parse_line(line)).await.is_err() {
-                    return;
+            // Read until the socket is drained, not just once: a read stops
+            // at the TCP urgent mark, and tokio's `read` takes any short
+            // read as "drained" and waits for a new wake-up, which would
+            // strand the rest of an ABOR sent as urgent data. `try_read`
+            // only stops at WouldBlock.
+            if rd.readable().await.is_err() {
+                closed.store(true, Ordering::SeqCst);
+                return;
+            }
+            loop {
+                let n = match rd.try_read(&mut buf) {
+                    Ok(0) => {
+                        closed.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        closed.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                };
+                lines.push(&buf[..n]);
+                while let Some(line) = lines.next_line() {
+                    if tx.send(parse_line(line)).await.is_err() {
+                        return;
+                    }
                 }
             }
         }
@@ -79,6 +101,7 @@ pub(crate) async fn serve(
         root: None,
         passive: None,
         user: String::from("-"),
+        control_closed,
     };
     let result = control.run(rx).await;
     reader.abort();
@@ -98,6 +121,7 @@ struct Control {
     root: Option<Arc<Root>>,
     passive: Option<TcpListener>,
     user: String,
+    control_closed: Arc<AtomicBool>,
 }
 
 impl Control {
@@ -134,9 +158,24 @@ impl Control {
             tokio::select! {
                 cmd = commands.recv(), if queue.len() < MAX_QUEUED => {
                     let Some(cmd) = cmd else {
-                        // The client closed the control connection.
-                        if let Some(t) = &active {
+                        // The client closed the control connection: stop a
+                        // running transfer, wait for it so it is logged and
+                        // its files are closed, then end the session.
+                        if let Some(mut t) = active.take() {
                             t.abort();
+                            let mut outcome = None;
+                            while let Some(ev) = t.events.recv().await {
+                                if let TransferEvent::Finished(o) = ev {
+                                    outcome = Some(o);
+                                }
+                            }
+                            let outcome = match outcome {
+                                Some(TransferOutcome::Complete { bytes }) => TransferOutcome::Complete { bytes },
+                                _ => TransferOutcome::Failed(ferry_proto::session::TransferError::ConnectionLost(
+                                    "the client closed the control connection".into(),
+                                )),
+                            };
+                            let _ = self.finish(t, outcome).await;
                         }
                         return Ok(());
                     };
@@ -303,6 +342,7 @@ impl Control {
                     peer_ip: self.peer.ip(),
                     local_ip: self.local.ip(),
                     data_timeout: self.ctx.config.data_timeout(),
+                    control_closed: self.control_closed.clone(),
                 };
                 *active = Some(transfer::spawn(req, ctx));
             }

@@ -55,6 +55,18 @@ pub struct Server {
 impl Server {
     /// Opens the root, loads users and binds the control port.
     pub async fn bind(config: ServerConfig) -> anyhow::Result<Self> {
+        // Each session holds a control socket, a passive listener and data
+        // sockets; raise the descriptor limit to what the system allows so
+        // `max_sessions` is the limit that bites, not EMFILE.
+        match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(n) if (n as usize) < config.max_sessions * 4 => tracing::warn!(
+                limit = n,
+                max_sessions = config.max_sessions,
+                "the open-file limit is low for max_sessions; expect refused connections"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+        }
         let root = Root::open(&config.root).with_context(|| {
             format!("cannot open the served directory {}", config.root.display())
         })?;

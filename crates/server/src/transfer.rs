@@ -17,7 +17,7 @@ use ferry_proto::session::{
 use std::fs::File;
 use std::io;
 use std::net::IpAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
@@ -59,6 +59,17 @@ pub(crate) struct TransferContext {
     pub peer_ip: IpAddr,
     pub local_ip: IpAddr,
     pub data_timeout: Duration,
+    /// Set by the control connection's reader when the client hangs up.
+    pub control_closed: Arc<AtomicBool>,
+}
+
+enum Copied {
+    Sent(u64),
+    Received {
+        upload: Upload,
+        bytes: u64,
+        end: u64,
+    },
 }
 
 enum Prepared {
@@ -134,11 +145,10 @@ impl Task {
         setup(&sock).map_err(|e| TransferError::DataConnection(e.to_string()))?;
 
         let ascii = self.request.ty == TransferType::Ascii;
-        let root = self.ctx.root.clone();
         let progress = self.progress.clone();
         let abort = self.abort.clone();
         let timeout = self.ctx.data_timeout;
-        tokio::task::spawn_blocking(move || -> Result<u64, TransferError> {
+        let copied = tokio::task::spawn_blocking(move || -> Result<Copied, TransferError> {
             let map = |e: CopyError| copy_error(e, timeout);
             let sent = match prepared {
                 Prepared::Send { file, offset } if ascii => {
@@ -149,19 +159,59 @@ impl Task {
                 }
                 Prepared::Listing(bytes) => stream::send_bytes(&bytes, &sock, &abort),
                 Prepared::Receive { upload, offset } => {
-                    let n =
+                    let bytes =
                         stream::receive_file(&sock, &upload.file, offset, ascii, &progress, &abort)
                             .map_err(map)?;
-                    root.commit(upload).map_err(fs_to_transfer)?;
-                    return Ok(n);
+                    let end = upload
+                        .file
+                        .metadata()
+                        .map(|m| m.len())
+                        .unwrap_or(offset + bytes);
+                    return Ok(Copied::Received { upload, bytes, end });
                 }
             };
             let n = sent.map_err(map)?;
             stream::finish_send(&sock).map_err(map)?;
-            Ok(n)
+            Ok(Copied::Sent(n))
         })
         .await
-        .map_err(|e| TransferError::Local(e.to_string()))?
+        .map_err(|e| TransferError::Local(e.to_string()))??;
+        match copied {
+            Copied::Sent(n) => Ok(n),
+            Copied::Received { upload, bytes, end } => {
+                self.check_complete(end).await?;
+                let root = self.ctx.root.clone();
+                tokio::task::spawn_blocking(move || root.commit(upload))
+                    .await
+                    .map_err(|e| TransferError::Local(e.to_string()))?
+                    .map_err(fs_to_transfer)?;
+                Ok(bytes)
+            }
+        }
+    }
+
+    /// In stream mode the end of the data is just the connection closing,
+    /// which a client that died mid-upload also does. Before an upload is
+    /// renamed to its final name, refuse it when the size announced by ALLO
+    /// was not reached, or when the client's control connection is gone
+    /// (a killed client closes both; its control socket is the older one and
+    /// is normally closed first).
+    async fn check_complete(&self, end: u64) -> Result<(), TransferError> {
+        if let (Some(announced), TransferType::Image) = (self.request.allocation, self.request.ty) {
+            if end != announced {
+                return Err(TransferError::ConnectionLost(format!(
+                    "the file has {end} bytes but ALLO announced {announced}; the partial upload is kept for a resume"
+                )));
+            }
+        }
+        tokio::task::yield_now().await;
+        if self.abort.is_aborted() || self.ctx.control_closed.load(Ordering::SeqCst) {
+            return Err(TransferError::ConnectionLost(
+                "the client closed its control connection during the upload; the partial upload is kept for a resume"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     async fn open_data(&mut self) -> io::Result<TcpStream> {

@@ -1,0 +1,379 @@
+//! Shared by the integration tests: real servers on free ports, real peer
+//! programs, random data and checksums.
+#![allow(dead_code)]
+
+use rand::{RngCore, SeedableRng};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ALICE: (&str, &str) = ("alice", "alice-secret");
+pub const BOB: (&str, &str) = ("bob", "bob-secret");
+
+pub fn ferry_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ferry")
+}
+
+/// Fails the test with a clear message when a peer program is missing:
+/// these tests are the interoperability contract and must not be skipped.
+pub fn require(program: &str) -> PathBuf {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .expect("sh");
+    if !out.status.success() {
+        panic!("{program} is not installed; run scripts/deps.sh (CI installs it)");
+    }
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A free TCP port on loopback, chosen by the kernel.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn sha256_file(path: &Path) -> String {
+    let mut h = Sha256::new();
+    let mut f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::io::copy(&mut f, &mut h).unwrap();
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `size` bytes of seeded random data.
+pub fn random_file(path: &Path, size: u64, seed: u64) {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        rng.fill_bytes(&mut buf[..n]);
+        f.write_all(&buf[..n]).unwrap();
+        left -= n as u64;
+    }
+    f.flush().unwrap();
+}
+
+/// Relative path → SHA-256 for every file under `dir` (directories as "dir").
+pub fn tree_digest(dir: &Path) -> std::collections::BTreeMap<String, String> {
+    fn walk(base: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                out.insert(rel, "dir".into());
+                walk(base, &p, out);
+            } else {
+                out.insert(rel, sha256_file(&p));
+            }
+        }
+    }
+    let mut out = Default::default();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// `ferry serve` on a temporary directory and a free port, with users
+/// alice (write) and bob (read-only) and anonymous read access.
+pub struct FerryServer {
+    child: Child,
+    pub addr: SocketAddr,
+    pub root: tempfile::TempDir,
+    pub work: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl FerryServer {
+    pub fn start() -> Self {
+        Self::start_with(&["--anonymous", "read"])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let users = work.path().join("users.toml");
+        for ((name, pw), write) in [(ALICE, true), (BOB, false)] {
+            let mut cmd = Command::new(ferry_bin());
+            cmd.args(["passwd", "--users"]).arg(&users).arg(name);
+            if write {
+                cmd.arg("--write");
+            }
+            let mut child = cmd
+                .stdin(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(format!("{pw}\n").as_bytes())
+                .unwrap();
+            assert!(child.wait().unwrap().success(), "ferry passwd failed");
+        }
+        let log = work.path().join("server.log");
+        let mut child = Command::new(ferry_bin())
+            .arg("serve")
+            .arg(root.path())
+            .args(["--listen", "127.0.0.1:0", "--users"])
+            .arg(&users)
+            .args(["--login-failure-delay-ms", "100", "--log-format", "json"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line
+            .trim()
+            .strip_prefix("ferry: serving ")
+            .and_then(|r| r.rsplit_once(" on ftp://"))
+        else {
+            let _ = child.kill();
+            panic!(
+                "server did not start: {line:?}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        };
+        let addr: SocketAddr = addr.1.trim_end_matches('/').parse().unwrap();
+        Self {
+            child,
+            addr,
+            root,
+            work,
+            log,
+        }
+    }
+
+    pub fn url(&self, user: (&str, &str), path: &str) -> String {
+        format!("ftp://{}:{}@{}{}", user.0, user.1, self.addr, path)
+    }
+
+    pub fn anon_url(&self, path: &str) -> String {
+        format!("ftp://{}{}", self.addr, path)
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel.trim_start_matches('/'))
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for FerryServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// pure-ftpd from Debian, with one virtual user (pure-pw), on a free port.
+pub struct PureFtpd {
+    child: Child,
+    pub port: u16,
+    pub home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+pub const PURE_USER: (&str, &str) = ("tester", "tester-secret");
+
+impl PureFtpd {
+    pub fn start() -> Self {
+        require("pure-ftpd");
+        require("pure-pw");
+        let work = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        // Virtual users run as an unprivileged account.
+        let chown = Command::new("chown")
+            .args(["nobody:nogroup"])
+            .arg(home.path())
+            .status()
+            .unwrap();
+        assert!(chown.success());
+        let passwd = work.path().join("passwd");
+        let mut add = Command::new("pure-pw")
+            .args([
+                "useradd",
+                PURE_USER.0,
+                "-u",
+                "nobody",
+                "-g",
+                "nogroup",
+                "-d",
+            ])
+            .arg(home.path())
+            .arg("-f")
+            .arg(&passwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        add.stdin
+            .take()
+            .unwrap()
+            .write_all(format!("{0}\n{0}\n", PURE_USER.1).as_bytes())
+            .unwrap();
+        assert!(add.wait().unwrap().success(), "pure-pw useradd failed");
+        let pdb = work.path().join("passwd.pdb");
+        let mk = Command::new("pure-pw")
+            .args(["mkdb"])
+            .arg(&pdb)
+            .arg("-f")
+            .arg(&passwd)
+            .status()
+            .unwrap();
+        assert!(mk.success(), "pure-pw mkdb failed");
+        let port = free_port();
+        let child = Command::new("pure-ftpd")
+            .arg("-l")
+            .arg(format!("puredb:{}", pdb.display()))
+            .args(["-S", &format!("127.0.0.1,{port}"), "-E", "-H", "-A"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        Self {
+            child,
+            port,
+            home,
+            work,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "ftp://{}:{}@127.0.0.1:{}{}",
+            PURE_USER.0, PURE_USER.1, self.port, path
+        )
+    }
+}
+
+impl Drop for PureFtpd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn wait_for_port(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on port {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `ferry` with arguments; returns (success, stdout, stderr).
+pub fn ferry(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(ferry_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A minimal raw control-channel client for hostile-input tests.
+pub struct RawControl {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl RawControl {
+    pub fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut c = Self {
+            stream,
+            buf: Vec::new(),
+        };
+        let greeting = c.reply();
+        assert!(greeting.starts_with("220"), "{greeting}");
+        c
+    }
+
+    /// The next complete reply (all lines), or "" when the server closed.
+    pub fn reply(&mut self) -> String {
+        loop {
+            if let Some(end) = reply_end(&self.buf) {
+                let r: Vec<u8> = self.buf.drain(..end).collect();
+                return String::from_utf8_lossy(&r).into_owned();
+            }
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return String::new(),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    pub fn send(&mut self, line: &[u8]) {
+        let mut l = line.to_vec();
+        l.extend_from_slice(b"\r\n");
+        let _ = self.stream.write_all(&l);
+    }
+
+    pub fn cmd(&mut self, line: &str) -> String {
+        self.send(line.as_bytes());
+        self.reply()
+    }
+
+    pub fn login(&mut self, user: (&str, &str)) {
+        assert!(self.cmd(&format!("USER {}", user.0)).starts_with("331"));
+        let r = self.cmd(&format!("PASS {}", user.1));
+        assert!(r.starts_with("230"), "{r}");
+    }
+}
+
+/// End of the first complete reply in `buf` (RFC 959 §4.2 framing).
+fn reply_end(buf: &[u8]) -> Option<usize> {
+    let text = String::from_utf8_lossy(buf);
+    let first_nl = text.find('\n')?;
+    let first = &text[..first_nl];
+    if first.len() >= 4 && first.as_bytes()[3] == b'-' {
+        let code = &first[..3];
+        let mut pos = first_nl + 1;
+        while let Some(nl) = text[pos..].find('\n') {
+            let line = &text[pos..pos + nl];
+            if line.starts_with(code) && line.as_bytes().get(3) == Some(&b' ') {
+                return Some(pos + nl + 1);
+            }
+            pos += nl + 1;
+        }
+        None
+    } else {
+        Some(first_nl + 1)
+    }
+}

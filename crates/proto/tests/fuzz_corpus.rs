@@ -1,0 +1,23 @@
+//! Replays the committed fuzz corpus through the fuzz checks on stable
+//! Rust, so every input the fuzzer ever kept stays clean in CI.
+
+use std::path::Path;
+
+fn replay(target: &str, check: fn(&[u8])) -> usize {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        check(&std::fs::read(&path).unwrap());
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn command_parser_corpus() {
+    let n = replay("command_parser", ferry_proto::fuzz_checks::command_parser);
+    assert!(n >= 10, "corpus has only {n} inputs");
+}

@@ -1,0 +1,386 @@
+//! The session state machine driven line by line, with a scripted "driver"
+//! standing in for the I/O layer: no sockets, no files, no clock.
+
+use ferry_proto::command::Command;
+use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::session::{
+    Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, LoginRequest,
+    SessionConfig, TransferError, TransferKind, TransferOutcome,
+};
+use ferry_proto::{Reply, Session, VirtualPath};
+use proptest::prelude::*;
+
+const PEER: &str = "192.0.2.7:40000";
+
+/// Drives a session the way the server does, with canned I/O outcomes:
+/// every file exists and every operation succeeds unless the path
+/// contains "missing".
+struct Harness {
+    s: Session,
+}
+
+impl Harness {
+    fn new(anonymous: AnonymousAccess) -> Self {
+        let cfg = SessionConfig {
+            anonymous,
+            max_login_attempts: 3,
+            ..SessionConfig::default()
+        };
+        Self {
+            s: Session::new(cfg, PEER.parse().unwrap()),
+        }
+    }
+
+    fn logged_in() -> Self {
+        let mut h = Self::new(AnonymousAccess::Off);
+        assert_eq!(h.code("USER alice"), 331);
+        assert_eq!(h.code("PASS right"), 230);
+        h
+    }
+
+    /// Sends a line and returns the final replies (after the driver did
+    /// whatever the session asked).
+    fn send(&mut self, line: &str) -> Vec<Reply> {
+        let action = self.s.handle(Command::parse(line.as_bytes()));
+        self.drive(action)
+    }
+
+    fn drive(&mut self, action: Action) -> Vec<Reply> {
+        match action {
+            Action::Reply(r) | Action::Close(r) => vec![r],
+            Action::Login(LoginRequest::Password { user, password }) => {
+                let grant = (password == "right").then_some(Grant { user, access: Access::ReadWrite });
+                let next = self.s.login_result(grant);
+                self.drive(next)
+            }
+            Action::Login(LoginRequest::Anonymous { access, .. }) => {
+                let next = self.s.login_result(Some(Grant {
+                    user: "anonymous".into(),
+                    access,
+                }));
+                self.drive(next)
+            }
+            Action::File(op) => {
+                let missing = format!("{op:?}").contains("missing");
+                let result = if missing {
+                    Err(FsError::NotFound)
+                } else {
+                    Ok(match op {
+                        FileOp::Size(_) => FileDone::Size(42),
+                        FileOp::ModTime(_) => FileDone::ModTime(0),
+                        FileOp::Facts(p) => FileDone::Facts(facts(p.file_name().unwrap_or("/"))),
+                        FileOp::StatListing(_) => FileDone::Listing(vec![facts("a")]),
+                        _ => FileDone::Done,
+                    })
+                };
+                vec![self.s.file_result(result)]
+            }
+            Action::Passive(_) => vec![self
+                .s
+                .passive_result(Ok("198.51.100.1:50000".parse().unwrap()))],
+            Action::Transfer(req) => {
+                let mut out = vec![self.s.transfer_started("x", None, false)];
+                let outcome = if req.path.as_str().contains("missing") {
+                    TransferOutcome::Failed(TransferError::File(FsError::NotFound))
+                } else {
+                    TransferOutcome::Complete { bytes: 1 }
+                };
+                out.extend(self.s.transfer_finished(&req.path, outcome));
+                out
+            }
+            Action::AbortTransfer => vec![],
+        }
+    }
+
+    fn code(&mut self, line: &str) -> u16 {
+        self.send(line).last().map(|r| r.code.get()).unwrap_or(0)
+    }
+}
+
+fn facts(name: &str) -> FileFacts {
+    FileFacts {
+        name: name.into(),
+        kind: FileKind::File,
+        size: 42,
+        modified: 0,
+        mode: 0o644,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        unique: (1, 2),
+    }
+}
+
+#[test]
+fn login_sequence() {
+    let mut h = Harness::new(AnonymousAccess::Off);
+    assert_eq!(h.s.greeting().code.get(), 220);
+    assert_eq!(h.code("PASS x"), 503);
+    assert_eq!(h.code("PWD"), 530);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS wrong"), 530);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.code("PWD"), 257);
+    assert_eq!(h.code("USER bob"), 530, "no user switch");
+}
+
+#[test]
+fn too_many_failed_logins_close_the_connection() {
+    let mut h = Harness::new(AnonymousAccess::Off);
+    for _ in 0..2 {
+        h.send("USER alice");
+        assert_eq!(h.code("PASS wrong"), 530);
+    }
+    h.send("USER alice");
+    let action = h.s.handle(Command::parse(b"PASS wrong"));
+    let Action::Login(_) = action else {
+        panic!("{action:?}")
+    };
+    match h.s.login_result(None) {
+        Action::Close(r) => assert_eq!(r.code.get(), 421),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn anonymous_access() {
+    let mut off = Harness::new(AnonymousAccess::Off);
+    off.send("USER anonymous");
+    let r = off.send("PASS guest@");
+    assert_eq!(r[0].code.get(), 530);
+    assert!(r[0].text().contains("Anonymous login is not allowed"));
+
+    let mut ro = Harness::new(AnonymousAccess::Read);
+    ro.send("USER ftp");
+    assert_eq!(ro.code("PASS x"), 230);
+    assert_eq!(ro.code("PASV"), 227);
+    assert_eq!(ro.code("RETR f"), 226);
+    for cmd in [
+        "STOR f",
+        "APPE f",
+        "DELE f",
+        "MKD d",
+        "RMD d",
+        "RNFR f",
+        "SITE CHMOD 644 f",
+        "MFMT 20260101000000 f",
+    ] {
+        assert_eq!(ro.code(cmd), 550, "{cmd}");
+    }
+}
+
+#[test]
+fn rename_sequence() {
+    let mut h = Harness::logged_in();
+    assert_eq!(h.code("RNTO b"), 503);
+    assert_eq!(h.code("RNFR a"), 350);
+    assert_eq!(h.code("RNTO b"), 250);
+    assert_eq!(h.code("RNTO c"), 503, "a rename is used once");
+    assert_eq!(h.code("RNFR a"), 350);
+    assert_eq!(h.code("NOOP"), 200);
+    assert_eq!(
+        h.code("RNTO c"),
+        503,
+        "another command in between forgets RNFR"
+    );
+    assert_eq!(h.code("RNFR a"), 350);
+    assert_eq!(h.code("GARBAGE"), 500);
+    assert_eq!(h.code("RNTO c"), 503, "so does a bad line");
+    assert_eq!(h.code("RNFR missing"), 550);
+    assert_eq!(h.code("RNTO c"), 503);
+}
+
+#[test]
+fn data_channel_and_rest_sequencing() {
+    let mut h = Harness::logged_in();
+    assert_eq!(h.code("RETR f"), 425, "no PASV/PORT yet");
+    assert_eq!(h.code("REST 100"), 350);
+    assert_eq!(h.code("PASV"), 227);
+    let action = h.s.handle(Command::parse(b"RETR f"));
+    let Action::Transfer(req) = action else {
+        panic!("{action:?}")
+    };
+    assert_eq!(req.endpoint, DataEndpoint::Passive);
+    assert_eq!(req.kind, TransferKind::Retrieve);
+    assert!(matches!(
+        req.restart,
+        Some(ferry_proto::command::RestArg::Offset(100))
+    ));
+    h.s.transfer_started("f", None, false);
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+    // Stream mode consumes the setup and the restart offset.
+    assert_eq!(h.code("RETR f"), 425);
+    assert_eq!(h.code("PORT 192,0,2,7,200,10"), 200);
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else {
+        panic!()
+    };
+    assert!(req.restart.is_none());
+    assert_eq!(
+        req.endpoint,
+        DataEndpoint::Active("192.0.2.7:51210".parse().unwrap())
+    );
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+}
+
+#[test]
+fn bounce_protection_and_epsv_all() {
+    let mut h = Harness::logged_in();
+    assert_eq!(h.code("PORT 10,0,0,1,200,10"), 501, "third address");
+    assert_eq!(h.code("PORT 192,0,2,7,0,25"), 501, "privileged port");
+    assert_eq!(h.code("EPRT |1|192.0.2.7|50000|"), 200);
+    assert_eq!(h.code("EPSV ALL"), 200);
+    assert_eq!(h.code("PASV"), 503);
+    assert_eq!(h.code("PORT 192,0,2,7,200,10"), 503);
+    assert_eq!(h.code("EPSV"), 229);
+    assert_eq!(h.code("EPSV 2"), 504, "IPv4 control connection");
+}
+
+#[test]
+fn transfer_failures_and_abort() {
+    let mut h = Harness::logged_in();
+    h.send("PASV");
+    assert_eq!(h.code("RETR missing"), 550);
+    // ABOR during a transfer: the transfer ends with 426, the ABOR with 226.
+    h.send("PASV");
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR big")) else {
+        panic!()
+    };
+    assert!(h.s.is_transferring());
+    assert_eq!(h.s.handle(Command::parse(b"ABOR")), Action::AbortTransfer);
+    let r = h.s.handle(Command::parse(b"CWD x"));
+    assert!(
+        matches!(r, Action::Reply(ref r) if r.code.get() == 503),
+        "{r:?}"
+    );
+    let replies =
+        h.s.transfer_finished(&req.path, TransferOutcome::Failed(TransferError::Aborted));
+    let codes: Vec<u16> = replies.iter().map(|r| r.code.get()).collect();
+    assert_eq!(codes, [426, 226]);
+    assert!(!h.s.is_transferring());
+    assert_eq!(h.code("ABOR"), 225, "nothing to abort now");
+}
+
+#[test]
+fn cwd_pwd_and_confinement() {
+    let mut h = Harness::logged_in();
+    assert_eq!(h.code("CWD a/b"), 250);
+    let r = h.send("PWD");
+    assert_eq!(r[0].lines[0], "\"/a/b\" is the current directory.");
+    assert_eq!(h.code("CDUP"), 250);
+    assert_eq!(h.s.cwd(), &VirtualPath::root().resolve("/a").unwrap());
+    assert_eq!(h.code("CWD ../../.."), 550);
+    assert_eq!(h.code("CWD missing"), 550);
+    assert_eq!(h.s.cwd().as_str(), "/a", "failed CWD keeps the directory");
+    let r = h.send("MKD we\"ird");
+    assert_eq!(r[0].lines[0], "\"/a/we\"\"ird\" created.");
+}
+
+#[test]
+fn replies_to_simple_commands() {
+    let mut h = Harness::logged_in();
+    for (cmd, code) in [
+        ("SYST", 215),
+        ("NOOP", 200),
+        ("FEAT", 211),
+        ("HELP", 214),
+        ("SITE HELP", 214),
+        ("STAT", 211),
+        ("STAT .", 213),
+        ("TYPE I", 200),
+        ("TYPE A", 200),
+        ("MODE S", 200),
+        ("STRU F", 200),
+        ("SIZE f", 213),
+        ("MDTM f", 213),
+        ("MLST f", 250),
+        ("ALLO 100", 200),
+        ("OPTS UTF8 ON", 200),
+        ("OPTS MLST type;size;", 200),
+        ("ACCT x", 202),
+        ("AUTH TLS", 502),
+        ("PBSZ 0", 503),
+        ("SITE FOO", 500),
+        ("STOU", 502),
+        ("QUIT", 221),
+    ] {
+        assert_eq!(h.code(cmd), code, "{cmd}");
+    }
+}
+
+#[test]
+fn garbage_floods_end_the_session() {
+    let mut h = Harness::logged_in();
+    let mut closed = false;
+    for _ in 0..25 {
+        if let Action::Close(r) = h.s.handle(Command::parse(b"\x01\x02garbage")) {
+            assert_eq!(r.code.get(), 421);
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed);
+}
+
+fn arb_line() -> impl Strategy<Value = String> {
+    let verbs = prop::sample::select(vec![
+        "USER", "PASS", "CWD", "CDUP", "PWD", "PASV", "EPSV", "PORT", "EPRT", "TYPE", "MODE",
+        "STRU", "RETR", "STOR", "APPE", "REST", "RNFR", "RNTO", "DELE", "MKD", "RMD", "LIST",
+        "NLST", "MLSD", "MLST", "SIZE", "MDTM", "ABOR", "STAT", "HELP", "NOOP", "FEAT", "OPTS",
+        "SITE", "ALLO", "AUTH", "PBSZ", "PROT", "QUIT", "XYZ", "ERET", "ESTO", "CKSM", "SPAS",
+        "SPOR", "DCAU", "SBUF", "MFMT",
+    ]);
+    let args = prop::sample::select(vec![
+        "",
+        " ",
+        " alice",
+        " right",
+        " wrong",
+        " a",
+        " missing",
+        " ../..",
+        " /x/y",
+        " I",
+        " A",
+        " E",
+        " S",
+        " 100",
+        " 0-10,20-30",
+        " 192,0,2,7,200,10",
+        " 10,0,0,1,1,1",
+        " |1|192.0.2.7|5000|",
+        " ALL",
+        " UTF8 ON",
+        " RETR Parallelism=4,4,4;",
+        " HELP",
+        " CHMOD 755 f",
+        " P 0 10 f",
+        " MD5 0 -1 f",
+        " N",
+    ]);
+    (verbs, args).prop_map(|(v, a)| format!("{v}{a}"))
+}
+
+proptest! {
+    /// Any sequence of commands, with every driver request answered,
+    /// yields well-formed replies and never panics; after QUIT or a close
+    /// nothing more is sent.
+    #[test]
+    fn any_command_sequence_is_answered(lines in prop::collection::vec(arb_line(), 1..40)) {
+        let mut h = Harness::new(AnonymousAccess::Read);
+        for line in lines {
+            let action = h.s.handle(Command::parse(line.as_bytes()));
+            let closing = matches!(action, Action::Close(_));
+            for r in h.drive(action) {
+                prop_assert!((100..600).contains(&r.code.get()));
+                let wire = r.to_string();
+                prop_assert!(wire.ends_with("\r\n"));
+                let last_prefix = format!("{} ", r.code);
+                prop_assert!(wire.lines().last().unwrap().starts_with(&last_prefix));
+            }
+            if closing {
+                break;
+            }
+        }
+    }
+}
