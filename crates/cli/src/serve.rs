@@ -219,3 +219,64 @@ pub fn passwd(args: PasswdArgs) -> anyhow::Result<ExitCode> {
     );
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ferry.toml");
+        std::fs::write(
+            &file,
+            "root = \"/srv/a\"\nlisten = \"0.0.0.0:2811\"\nanonymous = \"read\"\nmax_sessions = 7\nidle_timeout_secs = 9\n",
+        )
+        .unwrap();
+        let args = Wrapper::parse_from(["x", "--config", file.to_str().unwrap()]).serve;
+        let c = config_from(&args).unwrap();
+        assert_eq!(
+            (
+                c.root.to_str(),
+                c.listen.port(),
+                c.max_sessions,
+                c.idle_timeout_secs
+            ),
+            (Some("/srv/a"), 2811, 7, 9)
+        );
+        assert_eq!(c.anonymous, AnonymousSetting::Read);
+        let args = Wrapper::parse_from([
+            "x",
+            "/srv/b",
+            "--config",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--anonymous",
+            "off",
+            "--idle-timeout",
+            "30",
+        ])
+        .serve;
+        let c = config_from(&args).unwrap();
+        assert_eq!(
+            (
+                c.root.to_str(),
+                c.listen.port(),
+                c.max_sessions,
+                c.idle_timeout_secs
+            ),
+            (Some("/srv/b"), 0, 7, 30)
+        );
+        assert_eq!(c.anonymous, AnonymousSetting::Off);
+        // Without a directory or a config file there is nothing to serve.
+        assert!(config_from(&Wrapper::parse_from(["x"]).serve).is_err());
+    }
+}

@@ -639,6 +639,9 @@ fn parse_rest(a: &str) -> Result<RestArg, CommandError> {
 fn parse_opts(a: &str) -> Result<Opts, CommandError> {
     let a = a.trim_start();
     let (name, rest) = a.split_once(' ').unwrap_or((a, ""));
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(syntax("OPTS", "expected a command name"));
+    }
     let rest = rest.trim();
     Ok(match name.to_ascii_uppercase().as_str() {
         "UTF8" | "UTF-8" => match rest.to_ascii_uppercase().as_str() {
@@ -666,6 +669,9 @@ fn parse_opts(a: &str) -> Result<Opts, CommandError> {
 fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
     let a = a.trim_start();
     let (name, rest) = a.split_once(' ').unwrap_or((a, ""));
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(syntax("SITE", "expected a SITE command name"));
+    }
     let name = name.to_ascii_uppercase();
     Ok(match name.as_str() {
         "HELP" => SiteCommand::Help,
@@ -993,6 +999,8 @@ mod tests {
         assert_eq!(code("REST 99999999999999999999999"), 501);
         assert_eq!(code("LANG en"), 502);
         assert_eq!(code("ERET X 1 2 p"), 504);
+        assert_eq!(code("OPTS \r \u{c}"), 501);
+        assert_eq!(code("SITE  "), 501);
         assert_eq!(Command::parse(b"RETR a\0b").unwrap_err().code().get(), 501);
         assert_eq!(
             Command::parse(b"RETR \xff\xfe").unwrap_err().code().get(),

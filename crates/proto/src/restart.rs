@@ -163,7 +163,12 @@ fn parse_u64(s: &str) -> Result<u64, RangeError> {
 }
 
 impl fmt::Display for RangeSet {
+    /// `a-b,c-d`; the empty set is written `0-0` (nothing received), so it
+    /// still parses.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ranges.is_empty() {
+            return f.write_str("0-0");
+        }
         for (i, r) in self.ranges.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
@@ -208,6 +213,14 @@ mod tests {
             all.insert(m);
         }
         assert_eq!(all.to_string(), "0-1073741824");
+    }
+
+    #[test]
+    fn empty_ranges_round_trip() {
+        let s = RangeSet::parse("5-5,00-\u{b}00").unwrap();
+        assert!(s.is_empty());
+        assert_eq!(s.to_string(), "0-0");
+        assert_eq!(RangeSet::parse(&s.to_string()).unwrap(), s);
     }
 
     #[test]

@@ -49,7 +49,10 @@ impl Harness {
         match action {
             Action::Reply(r) | Action::Close(r) => vec![r],
             Action::Login(LoginRequest::Password { user, password }) => {
-                let grant = (password == "right").then_some(Grant { user, access: Access::ReadWrite });
+                let grant = (password == "right").then_some(Grant {
+                    user,
+                    access: Access::ReadWrite,
+                });
                 let next = self.s.login_result(grant);
                 self.drive(next)
             }
