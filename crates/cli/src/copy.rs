@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ferry_client::{Client, CopyOptions, CopySummary, Location, Stats};
+use ferry_client::{Client, CopyOptions, CopySummary, Location, ModeChoice, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -33,8 +33,70 @@ pub struct CpArgs {
     /// Copy directories recursively.
     #[arg(short = 'r', long)]
     recursive: bool,
+    /// Parallel TCP streams per file (GridFTP MODE E).
+    #[arg(short = 'p', long = "parallel", default_value_t = 1)]
+    parallel: u32,
+    /// TCP buffer size for data connections, e.g. 8M (default: kernel autotuning).
+    #[arg(long, value_parser = parse_size_u32)]
+    tcp_bs: Option<u32>,
+    /// MODE E block size when sending, e.g. 1M.
+    #[arg(long, value_parser = parse_size_usize, default_value = "1M")]
+    block_size: usize,
+    /// Compare checksums of source and destination after each file
+    /// (optionally naming the algorithm: XXH128, MD5, ADLER32, CRC32C, SHA256...).
+    #[arg(long, num_args = 0..=1, default_missing_value = "auto", require_equals = true)]
+    verify: Option<String>,
+    /// Cap the copy's rate, e.g. 100M (bytes per second).
+    #[arg(long, value_parser = parse_size_u64)]
+    max_rate: Option<u64>,
+    /// Attempts after a failure; each resumes where the last one stopped.
+    #[arg(long, default_value_t = 3)]
+    retries: u32,
+    /// Start over instead of resuming an interrupted copy.
+    #[arg(long)]
+    no_resume: bool,
+    /// Transmission mode: auto (GridFTP MODE E when the server has it),
+    /// stream, or extended.
+    #[arg(long, value_enum, default_value = "auto")]
+    mode: ModeArg,
     #[command(flatten)]
     out: OutputArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ModeArg {
+    Auto,
+    Stream,
+    Extended,
+}
+
+/// Parses `1048576`, `1M`, `512k`, `4G`, `1.5M` (powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        Some('T') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4096, 512K, 8M, 1G)"))?;
+    if v.is_nan() || v < 0.0 || v * mult as f64 > u64::MAX as f64 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok((v * mult as f64) as u64)
+}
+
+fn parse_size_u64(s: &str) -> Result<u64, String> {
+    parse_size(s).and_then(|v| if v == 0 { Err("must be positive".into()) } else { Ok(v) })
+}
+
+fn parse_size_u32(s: &str) -> Result<u32, String> {
+    parse_size_u64(s).and_then(|v| u32::try_from(v).map_err(|_| format!("{s} is larger than 4G")))
+}
+
+fn parse_size_usize(s: &str) -> Result<usize, String> {
+    parse_size_u64(s).and_then(|v| if v > 64 << 20 { Err("at most 64M".into()) } else { Ok(v as usize) })
 }
 
 #[derive(Debug, Args)]
@@ -66,9 +128,7 @@ pub struct RmArgs {
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
 fn location(s: &str) -> anyhow::Result<Location> {
@@ -76,28 +136,22 @@ fn location(s: &str) -> anyhow::Result<Location> {
 }
 
 /// Draws a progress bar from the shared counters until told to stop.
-fn spawn_progress(
-    stats: Arc<Stats>,
-    enabled: bool,
-) -> Option<(ProgressBar, tokio::task::JoinHandle<()>)> {
+fn spawn_progress(stats: Arc<Stats>, enabled: bool) -> Option<(ProgressBar, tokio::task::JoinHandle<()>)> {
     if !enabled {
         return None;
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{msg:30!} {bytes:>10}/{total_bytes:10} {binary_bytes_per_sec:>12} ETA {eta:>4} [{bar:30}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg:30!} {bytes:>10}/{total_bytes:10} {binary_bytes_per_sec:>12} ETA {eta:>4} [{bar:30}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     let b = bar.clone();
     let task = tokio::spawn(async move {
         loop {
-            b.set_length(
-                stats
-                    .expected
-                    .load(Ordering::Relaxed)
-                    .max(stats.bytes.load(Ordering::Relaxed)),
-            );
+            b.set_length(stats.expected.load(Ordering::Relaxed).max(stats.bytes.load(Ordering::Relaxed)));
             b.set_position(stats.bytes.load(Ordering::Relaxed));
             let name = stats.current.lock().map(|s| s.clone()).unwrap_or_default();
             b.set_message(name.rsplit('/').next().unwrap_or("").to_string());
@@ -107,19 +161,10 @@ fn spawn_progress(
     Some((bar, task))
 }
 
-pub async fn copy(
-    src: &str,
-    dst: &str,
-    recursive: bool,
-    timeout: u64,
-    show_progress: bool,
-) -> anyhow::Result<CopySummary> {
+pub async fn copy(src: &str, dst: &str, opts: CopyOptions, show_progress: bool) -> anyhow::Result<CopySummary> {
     let src_loc = location(src)?;
     let dst_loc = location(dst)?;
-    let mut client = Client::new(CopyOptions {
-        recursive,
-        timeout: Duration::from_secs(timeout),
-    });
+    let mut client = Client::new(opts);
     let progress = spawn_progress(client.stats(), show_progress);
     let result = client.copy(&src_loc, &dst_loc).await;
     if let Some((bar, task)) = progress {
@@ -134,13 +179,23 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let show = !args.out.quiet && !args.out.json && std::io::stderr().is_terminal();
     let started = Instant::now();
-    let summary = rt.block_on(copy(
-        &args.src,
-        &args.dst,
-        args.recursive,
-        args.out.timeout,
-        show,
-    ))?;
+    let opts = CopyOptions {
+        recursive: args.recursive,
+        timeout: Duration::from_secs(args.out.timeout),
+        mode: match args.mode {
+            ModeArg::Auto => ModeChoice::Auto,
+            ModeArg::Stream => ModeChoice::Stream,
+            ModeArg::Extended => ModeChoice::Extended,
+        },
+        parallelism: args.parallel.clamp(1, 64),
+        tcp_buffer: args.tcp_bs,
+        block_size: args.block_size,
+        verify: args.verify.clone(),
+        max_rate: args.max_rate,
+        retries: args.retries,
+        resume: !args.no_resume,
+    };
+    let summary = rt.block_on(copy(&args.src, &args.dst, opts, show))?;
     let secs = started.elapsed().as_secs_f64();
     let rate = summary.bytes as f64 / secs.max(1e-9) / 1e6;
     if args.out.json {
@@ -154,11 +209,19 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "bytes": summary.bytes,
                 "seconds": secs,
                 "mb_per_s": rate,
+                "resumed": summary.resumed,
+                "verified": summary.verified,
+                "checksum": summary.checksum_algorithm,
             })
         );
     } else if !args.out.quiet {
+        let verified = match &summary.checksum_algorithm {
+            Some(alg) => format!(", {} verified with {alg}", summary.verified),
+            None => String::new(),
+        };
+        let resumed = if summary.resumed > 0 { format!(", {} resumed", summary.resumed) } else { String::new() };
         eprintln!(
-            "ferry: copied {} file{} ({} bytes) in {secs:.2} s, {rate:.1} MB/s",
+            "ferry: copied {} file{} ({} bytes) in {secs:.2} s, {rate:.1} MB/s{resumed}{verified}",
             summary.files,
             if summary.files == 1 { "" } else { "s" },
             summary.bytes
@@ -169,14 +232,10 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
 
 impl CpArgs {
     fn src_display(&self) -> String {
-        Location::parse(&self.src)
-            .map(|l| l.to_string())
-            .unwrap_or_else(|_| self.src.clone())
+        Location::parse(&self.src).map(|l| l.to_string()).unwrap_or_else(|_| self.src.clone())
     }
     fn dst_display(&self) -> String {
-        Location::parse(&self.dst)
-            .map(|l| l.to_string())
-            .unwrap_or_else(|_| self.dst.clone())
+        Location::parse(&self.dst).map(|l| l.to_string()).unwrap_or_else(|_| self.dst.clone())
     }
 }
 
@@ -184,14 +243,9 @@ pub fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let loc = location(&args.url)?;
-        let mut client = Client::new(CopyOptions {
-            recursive: false,
-            timeout: Duration::from_secs(args.timeout),
-        });
-        let entries = client
-            .read_dir(&loc)
-            .await
-            .with_context(|| format!("cannot list {loc}"))?;
+        let mut client =
+            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
+        let entries = client.read_dir(&loc).await.with_context(|| format!("cannot list {loc}"))?;
         client.close().await;
         for e in entries {
             let kind = match e.kind {
@@ -208,13 +262,7 @@ pub fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
                 );
             } else {
                 let suffix = if kind == "dir" { "/" } else { "" };
-                println!(
-                    "{:>14}  {}  {}{}",
-                    e.size,
-                    ferry_proto::facts::format_time_val(e.modified),
-                    e.name,
-                    suffix
-                );
+                println!("{:>14}  {}  {}{}", e.size, ferry_proto::facts::format_time_val(e.modified), e.name, suffix);
             }
         }
         Ok(ExitCode::SUCCESS)
@@ -232,14 +280,9 @@ pub fn mkdir(args: MkdirArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let url = remote(&args.url)?;
-        let mut client = Client::new(CopyOptions {
-            recursive: false,
-            timeout: Duration::from_secs(args.timeout),
-        });
-        client
-            .make_dir(&url)
-            .await
-            .with_context(|| format!("cannot create {url}"))?;
+        let mut client =
+            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
+        client.make_dir(&url).await.with_context(|| format!("cannot create {url}"))?;
         client.close().await;
         Ok(ExitCode::SUCCESS)
     })
@@ -249,19 +292,11 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let url = remote(&args.url)?;
-        let mut client = Client::new(CopyOptions {
-            recursive: false,
-            timeout: Duration::from_secs(args.timeout),
-        });
-        let n = client
-            .remove(&url, args.recursive)
-            .await
-            .with_context(|| format!("cannot remove {url}"))?;
+        let mut client =
+            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
+        let n = client.remove(&url, args.recursive).await.with_context(|| format!("cannot remove {url}"))?;
         client.close().await;
-        eprintln!(
-            "ferry: removed {n} entr{}",
-            if n == 1 { "y" } else { "ies" }
-        );
+        eprintln!("ferry: removed {n} entr{}", if n == 1 { "y" } else { "ies" });
         Ok(ExitCode::SUCCESS)
     })
 }

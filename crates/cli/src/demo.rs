@@ -66,34 +66,20 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let handle = tokio::spawn(server.run(async {
             let _ = stop_rx.await;
         }));
-        println!(
-            "ferry demo: serving {} on ftp://{addr}/ (user demo)",
-            served.display()
-        );
+        println!("ferry demo: serving {} on ftp://{addr}/ (user demo)", served.display());
         let url = format!("ftp://demo:{password}@{addr}/sample.bin");
         let shown = format!("ftp://demo@{addr}/sample.bin");
 
-        let up = copy(src.to_str().unwrap_or_default(), &url, false, 30, false).await?;
-        println!(
-            "ferry demo: uploaded   {} -> {shown}: {} bytes",
-            src.display(),
-            up.bytes
-        );
-        let down = copy(&url, back.to_str().unwrap_or_default(), false, 30, false).await?;
-        println!(
-            "ferry demo: downloaded {shown} -> {}: {} bytes",
-            back.display(),
-            down.bytes
-        );
+        let opts = ferry_client::CopyOptions { verify: Some("auto".into()), ..Default::default() };
+        let up = copy(src.to_str().unwrap_or_default(), &url, opts.clone(), false).await?;
+        println!("ferry demo: uploaded   {} -> {shown}: {} bytes", src.display(), up.bytes);
+        let down = copy(&url, back.to_str().unwrap_or_default(), opts, false).await?;
+        println!("ferry demo: downloaded {shown} -> {}: {} bytes", back.display(), down.bytes);
         let _ = stop_tx.send(());
         let _ = handle.await;
         anyhow::Ok(())
     })?;
-    let (a, b, c) = (
-        digest(&src)?,
-        digest(&served.join("sample.bin"))?,
-        digest(&back)?,
-    );
+    let (a, b, c) = (digest(&src)?, digest(&served.join("sample.bin"))?, digest(&back)?);
     if a != b || a != c {
         bail!("checksums differ: local {a}, served {b}, downloaded {c}");
     }

@@ -38,10 +38,7 @@ fn main() -> ExitCode {
         // Client commands log warnings only, unless FERRY_LOG says more.
         let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .init();
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     }
     let result = match cli.command {
         Cmd::Serve(args) => serve::run(args),

@@ -137,18 +137,14 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format);
     let config = config_from(&args)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let root = config.root.clone();
         let anonymous = config.anonymous;
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
         if server.user_count() == 0 && anonymous == AnonymousSetting::Off {
-            tracing::warn!(
-                "no users and anonymous access is off: nobody can log in (see ferry passwd)"
-            );
+            tracing::warn!("no users and anonymous access is off: nobody can log in (see ferry passwd)");
         }
         // The first line on stdout says where we listen; scripts and tests
         // that start the server with port 0 read it.
@@ -159,8 +155,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         server
             .run(async {
                 let mut term =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                        .expect("SIGTERM handler");
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => {},
                     _ = term.recv() => {},
@@ -198,25 +193,13 @@ pub fn passwd(args: PasswdArgs) -> anyhow::Result<ExitCode> {
         }
     } else {
         let mut line = String::new();
-        std::io::stdin()
-            .lock()
-            .read_line(&mut line)
-            .context("reading the password from standard input")?;
+        std::io::stdin().lock().read_line(&mut line).context("reading the password from standard input")?;
         let password = line.trim_end_matches(['\r', '\n']);
-        let access = if args.write {
-            AccessSetting::Write
-        } else {
-            AccessSetting::Read
-        };
+        let access = if args.write { AccessSetting::Write } else { AccessSetting::Read };
         db.set(&args.name, password, &args.root, access)?;
     }
     db.save(&args.users)?;
-    eprintln!(
-        "ferry: {} {} in {}",
-        if args.delete { "removed" } else { "saved" },
-        args.name,
-        args.users.display()
-    );
+    eprintln!("ferry: {} {} in {}", if args.delete { "removed" } else { "saved" }, args.name, args.users.display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -243,12 +226,7 @@ mod tests {
         let args = Wrapper::parse_from(["x", "--config", file.to_str().unwrap()]).serve;
         let c = config_from(&args).unwrap();
         assert_eq!(
-            (
-                c.root.to_str(),
-                c.listen.port(),
-                c.max_sessions,
-                c.idle_timeout_secs
-            ),
+            (c.root.to_str(), c.listen.port(), c.max_sessions, c.idle_timeout_secs),
             (Some("/srv/a"), 2811, 7, 9)
         );
         assert_eq!(c.anonymous, AnonymousSetting::Read);
@@ -266,15 +244,7 @@ mod tests {
         ])
         .serve;
         let c = config_from(&args).unwrap();
-        assert_eq!(
-            (
-                c.root.to_str(),
-                c.listen.port(),
-                c.max_sessions,
-                c.idle_timeout_secs
-            ),
-            (Some("/srv/b"), 0, 7, 30)
-        );
+        assert_eq!((c.root.to_str(), c.listen.port(), c.max_sessions, c.idle_timeout_secs), (Some("/srv/b"), 0, 7, 30));
         assert_eq!(c.anonymous, AnonymousSetting::Off);
         // Without a directory or a config file there is nothing to serve.
         assert!(config_from(&Wrapper::parse_from(["x"]).serve).is_err());

@@ -7,10 +7,7 @@ use support::*;
 
 const SIZES: [u64; 4] = [0, 1, (1 << 20) + 1, 256 << 20];
 
-fn round_trip(
-    upload_url: impl Fn(&str) -> String,
-    stored: impl Fn(&str) -> Option<std::path::PathBuf>,
-) {
+fn round_trip(upload_url: impl Fn(&str) -> String, stored: impl Fn(&str) -> Option<std::path::PathBuf>) {
     let local = tempfile::tempdir().unwrap();
     for (i, size) in SIZES.iter().enumerate() {
         let name = format!("file-{size}.bin");
@@ -20,20 +17,12 @@ fn round_trip(
         let (ok, _, err) = ferry(&["cp", "-q", src.to_str().unwrap(), &url]);
         assert!(ok, "upload of {size} bytes failed: {err}");
         if let Some(p) = stored(&name) {
-            assert_eq!(
-                sha256_file(&p),
-                sha256_file(&src),
-                "stored copy of {size} bytes differs"
-            );
+            assert_eq!(sha256_file(&p), sha256_file(&src), "stored copy of {size} bytes differs");
         }
         let back = local.path().join(format!("back-{name}"));
         let (ok, _, err) = ferry(&["cp", "-q", &url, back.to_str().unwrap()]);
         assert!(ok, "download of {size} bytes failed: {err}");
-        assert_eq!(
-            sha256_file(&back),
-            sha256_file(&src),
-            "downloaded copy of {size} bytes differs"
-        );
+        assert_eq!(sha256_file(&back), sha256_file(&src), "downloaded copy of {size} bytes differs");
         assert_eq!(std::fs::metadata(&back).unwrap().len(), *size);
     }
 }
@@ -41,15 +30,10 @@ fn round_trip(
 #[test]
 fn against_ferry() {
     let server = FerryServer::start();
-    round_trip(
-        |name| server.url(ALICE, &format!("/{name}")),
-        |name| Some(server.path(name)),
-    );
+    round_trip(|name| server.url(ALICE, &format!("/{name}")), |name| Some(server.path(name)));
     // Nothing but the final files is left in the served directory.
-    let mut names: Vec<_> = std::fs::read_dir(server.root.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<_> =
+        std::fs::read_dir(server.root.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(names.len(), SIZES.len(), "{names:?}");
     assert!(names.iter().all(|n| n.starts_with("file-")), "{names:?}");
@@ -58,10 +42,7 @@ fn against_ferry() {
 #[test]
 fn against_pure_ftpd() {
     let pure = PureFtpd::start();
-    round_trip(
-        |name| pure.url(&format!("/{name}")),
-        |name| Some(pure.home.path().join(name)),
-    );
+    round_trip(|name| pure.url(&format!("/{name}")), |name| Some(pure.home.path().join(name)));
 }
 
 #[test]
@@ -83,13 +64,7 @@ fn recursive_tree_against_ferry_and_pure_ftpd() {
         assert_eq!(tree_digest(&back), tree_digest(&tree));
     }
     // Server-to-server (stream mode, the destination listens).
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        "-r",
-        &pure.url("/tree"),
-        &server.url(ALICE, "/from-pure"),
-    ]);
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", &pure.url("/tree"), &server.url(ALICE, "/from-pure")]);
     assert!(ok, "third-party pure-ftpd -> ferry: {err}");
     assert_eq!(tree_digest(&server.path("from-pure")), tree_digest(&tree));
 }
@@ -99,43 +74,20 @@ fn failures_exit_non_zero_with_a_clear_message() {
     let server = FerryServer::start();
     let local = tempfile::tempdir().unwrap();
     let dst = local.path().join("x");
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        &server.anon_url("/missing.bin"),
-        dst.to_str().unwrap(),
-    ]);
+    let (ok, _, err) = ferry(&["cp", "-q", &server.anon_url("/missing.bin"), dst.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("no such file"), "{err}");
     let (ok, _, err) = ferry(&["cp", "-q", "/etc/hostname", &server.url(BOB, "/x")]);
     assert!(!ok);
     assert!(err.contains("550") && err.contains("read-only"), "{err}");
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        "/etc/hostname",
-        &server.url((ALICE.0, "wrong"), "/x"),
-    ]);
+    let (ok, _, err) = ferry(&["cp", "-q", "/etc/hostname", &server.url((ALICE.0, "wrong"), "/x")]);
     assert!(!ok);
-    assert!(
-        err.contains("login as alice failed") && err.contains("530"),
-        "{err}"
-    );
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        local.path().to_str().unwrap(),
-        &server.url(ALICE, "/d"),
-    ]);
+    assert!(err.contains("login as alice failed") && err.contains("530"), "{err}");
+    let (ok, _, err) = ferry(&["cp", "-q", local.path().to_str().unwrap(), &server.url(ALICE, "/d")]);
     assert!(!ok);
     assert!(err.contains("use -r"), "{err}");
     let port = free_port();
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        &format!("ftp://127.0.0.1:{port}/x"),
-        dst.to_str().unwrap(),
-    ]);
+    let (ok, _, err) = ferry(&["cp", "-q", &format!("ftp://127.0.0.1:{port}/x"), dst.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("cannot connect"), "{err}");
     assert!(!dst.exists(), "no partial file under the final name");
@@ -149,23 +101,12 @@ fn json_output_and_ls_mkdir_rm() {
     random_file(&src, 12345, 9);
     let (ok, out, err) = ferry(&["mkdir", &server.url(ALICE, "/newdir")]);
     assert!(ok, "{out}{err}");
-    let (ok, out, err) = ferry(&[
-        "cp",
-        "--json",
-        src.to_str().unwrap(),
-        &server.url(ALICE, "/newdir/"),
-    ]);
+    let (ok, out, err) = ferry(&["cp", "--json", src.to_str().unwrap(), &server.url(ALICE, "/newdir/")]);
     assert!(ok, "{err}");
-    assert!(
-        out.contains("\"bytes\":12345") && out.contains("\"files\":1"),
-        "{out}"
-    );
+    assert!(out.contains("\"bytes\":12345") && out.contains("\"files\":1"), "{out}");
     let (ok, out, _) = ferry(&["ls", "--json", &server.url(ALICE, "/newdir")]);
     assert!(ok);
-    assert!(
-        out.contains("\"name\":\"s.bin\"") && out.contains("\"size\":12345"),
-        "{out}"
-    );
+    assert!(out.contains("\"name\":\"s.bin\"") && out.contains("\"size\":12345"), "{out}");
     let (ok, _, err) = ferry(&["rm", &server.url(ALICE, "/newdir")]);
     assert!(!ok && err.contains("not empty"), "{err}");
     let (ok, _, err) = ferry(&["rm", "-r", &server.url(ALICE, "/newdir")]);

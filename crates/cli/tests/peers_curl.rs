@@ -6,16 +6,8 @@ use std::process::Command;
 use support::*;
 
 fn curl(args: &[&str]) -> (bool, Vec<u8>, String) {
-    let out = Command::new(require("curl"))
-        .args(["-sS", "--max-time", "60"])
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = Command::new(require("curl")).args(["-sS", "--max-time", "60"]).args(args).output().unwrap();
+    (out.status.success(), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
@@ -37,11 +29,7 @@ fn upload_download_list_in_every_data_mode() {
         args.extend(["--ftp-create-dirs", "-T", src.to_str().unwrap(), &url]);
         let (ok, _, err) = curl(&args);
         assert!(ok, "{name} upload: {err}");
-        assert_eq!(
-            sha256_file(&server.path(&format!("up/{name}/file.bin"))),
-            want,
-            "{name} upload"
-        );
+        assert_eq!(sha256_file(&server.path(&format!("up/{name}/file.bin"))), want, "{name} upload");
         let out = local.path().join(format!("{name}.bin"));
         let mut args: Vec<&str> = flags.to_vec();
         args.extend(["-o", out.to_str().unwrap(), &url]);
@@ -54,26 +42,17 @@ fn upload_download_list_in_every_data_mode() {
     assert!(ok, "{err}");
     let list = String::from_utf8(list).unwrap();
     assert!(
-        list.lines()
-            .any(|l| l.starts_with("-rw") && l.ends_with(" file.bin") && l.contains(" 5242883 ")),
+        list.lines().any(|l| l.starts_with("-rw") && l.ends_with(" file.bin") && l.contains(" 5242883 ")),
         "{list}"
     );
     let (ok, names, _) = curl(&["-l", &server.url(ALICE, "/up/")]);
     assert!(ok);
-    let mut names: Vec<_> = String::from_utf8(names)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let mut names: Vec<_> = String::from_utf8(names).unwrap().lines().map(str::to_string).collect();
     names.sort();
     assert_eq!(names, ["eprt", "epsv", "pasv", "port"]);
     // Anonymous download works; anonymous upload is refused.
     let out = local.path().join("anon.bin");
-    let (ok, _, err) = curl(&[
-        "-o",
-        out.to_str().unwrap(),
-        &server.anon_url("/up/pasv/file.bin"),
-    ]);
+    let (ok, _, err) = curl(&["-o", out.to_str().unwrap(), &server.anon_url("/up/pasv/file.bin")]);
     assert!(ok, "{err}");
     assert_eq!(sha256_file(&out), want);
     let (ok, _, err) = curl(&["-T", src.to_str().unwrap(), &server.anon_url("/anon.bin")]);
@@ -91,23 +70,11 @@ fn resume_download_and_quote_commands() {
     let out = local.path().join("r.bin");
     // A partial local copy: curl -C - asks SIZE, then REST + RETR.
     std::fs::write(&out, &std::fs::read(&src).unwrap()[..1_000_000]).unwrap();
-    let (ok, _, err) = curl(&[
-        "-C",
-        "-",
-        "-o",
-        out.to_str().unwrap(),
-        &server.url(ALICE, "/r.bin"),
-    ]);
+    let (ok, _, err) = curl(&["-C", "-", "-o", out.to_str().unwrap(), &server.url(ALICE, "/r.bin")]);
     assert!(ok, "{err}");
     assert_eq!(sha256_file(&out), sha256_file(&src));
     // -Q sends raw commands before the transfer.
-    let (ok, _, err) = curl(&[
-        "-Q",
-        "RNFR r.bin",
-        "-Q",
-        "RNTO renamed.bin",
-        &server.url(ALICE, "/"),
-    ]);
+    let (ok, _, err) = curl(&["-Q", "RNFR r.bin", "-Q", "RNTO renamed.bin", &server.url(ALICE, "/")]);
     assert!(ok, "{err}");
     assert!(server.path("renamed.bin").exists() && !src.exists());
     let (ok, _, err) = curl(&["-Q", "DELE renamed.bin", &server.url(ALICE, "/")]);
@@ -115,8 +82,5 @@ fn resume_download_and_quote_commands() {
     assert!(!server.path("renamed.bin").exists());
     let (ok, _, err) = curl(&["-o", "/dev/null", &server.url(ALICE, "/renamed.bin")]);
     assert!(!ok);
-    assert!(
-        err.contains("(78)") && err.contains("does not exist"),
-        "{err}"
-    );
+    assert!(err.contains("(78)") && err.contains("does not exist"), "{err}");
 }

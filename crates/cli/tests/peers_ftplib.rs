@@ -21,11 +21,7 @@ fn ftplib_suite() {
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "ftplib suite failed:\n{report}\nserver log:\n{}",
-        server.log_text()
-    );
+    assert!(out.status.success(), "ftplib suite failed:\n{report}\nserver log:\n{}", server.log_text());
     // Every case ran (a crash before the summary would hide failures).
     assert!(report.contains("Ran 28 tests"), "{report}");
 }

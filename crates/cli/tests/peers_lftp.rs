@@ -46,11 +46,7 @@ fn mirror_tree_up_and_back_down() {
         server.log_text()
     );
     let want = tree_digest(&tree);
-    assert_eq!(
-        tree_digest(&server.path("mirror")),
-        want,
-        "tree on the server"
-    );
+    assert_eq!(tree_digest(&server.path("mirror")), want, "tree on the server");
     assert_eq!(tree_digest(&back), want, "tree mirrored back");
 }
 
@@ -62,11 +58,7 @@ fn mirror_with_permissions_uses_site_chmod() {
     let tree = local.path().join("t");
     random_file(&tree.join("script.sh"), 100, 1);
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(
-        tree.join("script.sh"),
-        std::fs::Permissions::from_mode(0o750),
-    )
-    .unwrap();
+    std::fs::set_permissions(tree.join("script.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
     let script = format!(
         "set cmd:fail-exit yes; set net:max-retries 1; set ftp:ssl-allow no; open -u {},{} ftp://{}; mirror -R '{}' /p; quit",
         ALICE.0,
@@ -75,15 +67,7 @@ fn mirror_with_permissions_uses_site_chmod() {
         tree.display()
     );
     let out = Command::new(lftp).args(["-c", &script]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mode = std::fs::metadata(server.path("p/script.sh"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mode = std::fs::metadata(server.path("p/script.sh")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o750);
 }

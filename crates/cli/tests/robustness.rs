@@ -38,12 +38,7 @@ fn killed_stor_leaves_no_file_under_the_final_name() {
     for (i, allo) in ["allo", "no-allo"].iter().enumerate() {
         let name = format!("killed-{i}.bin");
         let status = Command::new(&python)
-            .args([
-                "-c",
-                KILLED_UPLOADER,
-                &server.addr.ip().to_string(),
-                &server.addr.port().to_string(),
-            ])
+            .args(["-c", KILLED_UPLOADER, &server.addr.ip().to_string(), &server.addr.port().to_string()])
             .args([ALICE.0, ALICE.1, &name, allo])
             .stderr(Stdio::null())
             .status()
@@ -52,17 +47,10 @@ fn killed_stor_leaves_no_file_under_the_final_name() {
         // Give the server time to notice and finish the transfer.
         let deadline = Instant::now() + Duration::from_secs(10);
         while !server.log_text().contains(&format!("/{name}")) {
-            assert!(
-                Instant::now() < deadline,
-                "no transfer log line for {name}:\n{}",
-                server.log_text()
-            );
+            assert!(Instant::now() < deadline, "no transfer log line for {name}:\n{}", server.log_text());
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(
-            !server.path(&name).exists(),
-            "{name} ({allo}) appeared under its final name"
-        );
+        assert!(!server.path(&name).exists(), "{name} ({allo}) appeared under its final name");
         // The partial is kept (hidden) for a resume.
         assert!(server.path(&format!(".{name}.ferry-part")).exists());
     }
@@ -70,10 +58,7 @@ fn killed_stor_leaves_no_file_under_the_final_name() {
     serves_next_client(&server);
     // The log line records the failed transfer.
     let log = server.log_text();
-    assert!(
-        log.contains("\"direction\":\"receive\"") && log.contains("ConnectionLost"),
-        "{log}"
-    );
+    assert!(log.contains("\"direction\":\"receive\"") && log.contains("ConnectionLost"), "{log}");
 }
 
 #[test]
@@ -88,9 +73,7 @@ fn data_connection_reset_mid_stor_leaves_no_file() {
     assert!(c.cmd("STOR reset.bin").starts_with("150"));
     data.write_all(&vec![7u8; 1 << 20]).unwrap();
     // Linger 0: close with RST, as a crashed network path would.
-    socket2::SockRef::from(&data)
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
+    socket2::SockRef::from(&data).set_linger(Some(Duration::ZERO)).unwrap();
     drop(data);
     let r = c.reply();
     assert!(r.starts_with("426"), "{r}");
@@ -100,13 +83,8 @@ fn data_connection_reset_mid_stor_leaves_no_file() {
 
 fn ferry_proto_pasv(reply: &str) -> std::net::SocketAddr {
     let inner = reply.split('(').nth(1).unwrap().split(')').next().unwrap();
-    let n: Vec<u16> = inner
-        .split(',')
-        .map(|x| x.trim().parse().unwrap())
-        .collect();
-    format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5])
-        .parse()
-        .unwrap()
+    let n: Vec<u16> = inner.split(',').map(|x| x.trim().parse().unwrap()).collect();
+    format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5]).parse().unwrap()
 }
 
 #[test]
@@ -147,30 +125,16 @@ fn long_lines_nul_bytes_and_garbage() {
     let mut replies = String::new();
     let _ = g.stream.read_to_string(&mut replies);
     let last = replies.lines().last().unwrap_or("");
-    assert!(
-        last.starts_with("421") || last.starts_with("5"),
-        "{replies}"
-    );
+    assert!(last.starts_with("421") || last.starts_with("5"), "{replies}");
     for line in replies.lines() {
-        assert!(
-            line.len() >= 3 && line[..3].parse::<u16>().is_ok(),
-            "not a reply line: {line:?}"
-        );
+        assert!(line.len() >= 3 && line[..3].parse::<u16>().is_ok(), "not a reply line: {line:?}");
     }
     serves_next_client(&server);
 }
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap()
+    status.lines().find(|l| l.starts_with("VmRSS:")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -197,10 +161,7 @@ fn five_hundred_abandoned_connections() {
         }
     }
     assert_eq!(greeted + refused, 500);
-    assert!(
-        greeted >= 1 && refused >= 1,
-        "greeted {greeted}, refused {refused}"
-    );
+    assert!(greeted >= 1 && refused >= 1, "greeted {greeted}, refused {refused}");
     let during = rss_kib(server.pid());
     drop(conns);
     // Abandoned sessions are released as soon as the client is gone.
@@ -211,17 +172,11 @@ fn five_hundred_abandoned_connections() {
             assert!(c.cmd(&format!("PASS {}", ALICE.1)).starts_with("230"));
             break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "server still refuses after the flood"
-        );
+        assert!(Instant::now() < deadline, "server still refuses after the flood");
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(server.is_running());
-    assert!(
-        during < before + 64 * 1024,
-        "RSS grew from {before} KiB to {during} KiB"
-    );
+    assert!(during < before + 64 * 1024, "RSS grew from {before} KiB to {during} KiB");
 }
 
 #[test]
@@ -250,10 +205,7 @@ fn failed_logins_are_delayed_then_refused() {
         assert!(c.cmd("USER alice").starts_with("331"));
         let started = Instant::now();
         let r = c.cmd("PASS guess");
-        assert!(
-            started.elapsed() >= Duration::from_millis(90),
-            "failure answered without delay"
-        );
+        assert!(started.elapsed() >= Duration::from_millis(90), "failure answered without delay");
         if attempt < 3 {
             assert!(r.starts_with("530"), "{r}");
         } else {

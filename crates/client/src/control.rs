@@ -43,11 +43,7 @@ impl Features {
     pub fn line(&self, name: &str) -> Option<&str> {
         self.lines
             .iter()
-            .find(|l| {
-                l.split_whitespace()
-                    .next()
-                    .is_some_and(|n| n.eq_ignore_ascii_case(name))
-            })
+            .find(|l| l.split_whitespace().next().is_some_and(|n| n.eq_ignore_ascii_case(name)))
             .map(String::as_str)
     }
 }
@@ -67,24 +63,11 @@ pub struct ControlChannel {
 
 impl ControlChannel {
     pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, ClientError> {
-        let addr = format!(
-            "{}:{port}",
-            if host.contains(':') {
-                format!("[{host}]")
-            } else {
-                host.to_string()
-            }
-        );
+        let addr = format!("{}:{port}", if host.contains(':') { format!("[{host}]") } else { host.to_string() });
         let stream = tokio::time::timeout(timeout, TcpStream::connect(&addr))
             .await
-            .map_err(|_| ClientError::Timeout {
-                what: format!("connecting to {addr}"),
-                secs: timeout.as_secs(),
-            })?
-            .map_err(|source| ClientError::Connect {
-                addr: addr.clone(),
-                error: source,
-            })?;
+            .map_err(|_| ClientError::Timeout { what: format!("connecting to {addr}"), secs: timeout.as_secs() })?
+            .map_err(|source| ClientError::Connect { addr: addr.clone(), error: source })?;
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
         let mut c = Self {
@@ -102,12 +85,7 @@ impl ControlChannel {
             match r.code.get() {
                 120 => continue, // "ready in nnn minutes"
                 220 => break,
-                _ => {
-                    return Err(ClientError::Refused {
-                        command: "connect".into(),
-                        reply: r,
-                    })
-                }
+                _ => return Err(ClientError::Refused { command: "connect".into(), reply: r }),
             }
         }
         Ok(c)
@@ -128,12 +106,9 @@ impl ControlChannel {
                 tracing::trace!(code = r.code.get(), text = %r.text(), "reply");
                 return Ok(r);
             }
-            let n = tokio::time::timeout(self.timeout, self.stream.read(&mut self.buf))
-                .await
-                .map_err(|_| ClientError::Timeout {
-                    what: "waiting for the server's reply".into(),
-                    secs: self.timeout.as_secs(),
-                })??;
+            let n = tokio::time::timeout(self.timeout, self.stream.read(&mut self.buf)).await.map_err(|_| {
+                ClientError::Timeout { what: "waiting for the server's reply".into(), secs: self.timeout.as_secs() }
+            })??;
             if n == 0 {
                 return Err(ClientError::Closed);
             }
@@ -194,25 +169,15 @@ impl ControlChannel {
         let r = match r.code.get() {
             230 => r,
             331 => self.command(&Command::Pass(password.to_string())).await?,
-            _ => {
-                return Err(ClientError::Login {
-                    user: user.into(),
-                    reply: r,
-                })
-            }
+            _ => return Err(ClientError::Login { user: user.into(), reply: r }),
         };
         if r.code.get() != 230 && r.code.get() != 202 {
-            return Err(ClientError::Login {
-                user: user.into(),
-                reply: r,
-            });
+            return Err(ClientError::Login { user: user.into(), reply: r });
         }
         let feat = self.command(&Command::Feat).await?;
         self.features = Features::parse(&feat);
         if self.features.has("UTF8") {
-            let _ = self
-                .command(&Command::Opts(ferry_proto::command::Opts::Utf8(true)))
-                .await;
+            let _ = self.command(&Command::Opts(ferry_proto::command::Opts::Utf8(true))).await;
         }
         Ok(())
     }
@@ -245,8 +210,7 @@ impl ControlChannel {
         if r.code.get() != 227 {
             return Err(refused(&Command::Pasv, r));
         }
-        let addr =
-            parse_pasv_reply(&r.lines[0]).ok_or_else(|| refused(&Command::Pasv, r.clone()))?;
+        let addr = parse_pasv_reply(&r.lines[0]).ok_or_else(|| refused(&Command::Pasv, r.clone()))?;
         // Servers behind NAT sometimes announce an unusable address; the
         // control peer is where the server really is (as curl and lftp do).
         Ok(SocketAddr::new(self.peer.ip(), addr.port()))
@@ -254,11 +218,7 @@ impl ControlChannel {
 
     pub async fn size(&mut self, path: &str) -> Result<Option<u64>, ClientError> {
         let r = self.command(&Command::Size(path.to_string())).await?;
-        Ok(if r.code.get() == 213 {
-            r.lines[0].trim().parse().ok()
-        } else {
-            None
-        })
+        Ok(if r.code.get() == 213 { r.lines[0].trim().parse().ok() } else { None })
     }
 
     /// Facts of one path via MLST, or `None` when it does not exist (or the
@@ -276,10 +236,7 @@ impl ControlChannel {
         if r.code.get() != 250 {
             return Ok(None);
         }
-        Ok(r.lines
-            .iter()
-            .skip(1)
-            .find_map(|l| parse_mlsx(l.trim_start())))
+        Ok(r.lines.iter().skip(1).find_map(|l| parse_mlsx(l.trim_start())))
     }
 
     pub async fn quit(mut self) {
@@ -375,15 +332,10 @@ mod tests {
 
     #[test]
     fn parses_listing_lines() {
-        let f =
-            parse_mlsx("Type=file;Size=12;Modify=20261121011836;UNIX.mode=0600; a b.txt").unwrap();
-        assert_eq!(
-            (f.name.as_str(), f.kind, f.size, f.mode),
-            ("a b.txt", FileKind::File, 12, 0o600)
-        );
+        let f = parse_mlsx("Type=file;Size=12;Modify=20261121011836;UNIX.mode=0600; a b.txt").unwrap();
+        assert_eq!((f.name.as_str(), f.kind, f.size, f.mode), ("a b.txt", FileKind::File, 12, 0o600));
         assert!(parse_mlsx("Type=cdir;Modify=20261121011836; .").is_none());
-        let f = parse_list_line("drwxr-xr-x    2 1000     1000         4096 Nov 21 02:11 my dir")
-            .unwrap();
+        let f = parse_list_line("drwxr-xr-x    2 1000     1000         4096 Nov 21 02:11 my dir").unwrap();
         assert_eq!((f.name.as_str(), f.kind), ("my dir", FileKind::Dir));
         let f = parse_list_line("-rw-r--r--    1 0 0 3000000 Jan  3  2024 big.bin").unwrap();
         assert_eq!((f.name.as_str(), f.size), ("big.bin", 3000000));

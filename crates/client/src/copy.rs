@@ -1,15 +1,23 @@
 //! Copies between local paths and servers, one file or a tree.
 //!
-//! Every destination file is written under a partial name and renamed when
-//! complete — locally `.<name>.ferry-part`, on Ferry servers by the server
-//! itself — so an interrupted copy never leaves a truncated file under the
-//! final name. Special files (`/dev/null`) are written directly.
+//! Against servers that speak GridFTP (Globus, Ferry) files travel in
+//! extended block mode: parallel streams, data channels kept across files,
+//! explicit end of file, and restart markers recorded on disk so an
+//! interrupted copy resumes — in every direction — sending only what is
+//! missing. Plain FTP servers get stream mode. Every destination file is
+//! written under a partial name and renamed when complete: locally
+//! `.<name>.ferry-part`, on Ferry servers by the server itself. Special files
+//! (`/dev/null`) are written directly.
 
 use crate::control::{parse_list_line, parse_mlsx, refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
+use crate::resume::ResumeState;
+use crate::session::{third_party_e, ChannelOptions, Marker, ServerSession};
+use ferry_io::mode_e::{BlockSink, ReceiveState, TransferControl};
+use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
-use ferry_proto::command::{Command, TransferType};
+use ferry_proto::command::{Command, TransferMode, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use std::collections::HashMap;
 use std::fs::File;
@@ -39,11 +47,35 @@ impl Stats {
     }
 }
 
+/// Which transmission mode to use with GridFTP-capable servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModeChoice {
+    /// MODE E when the server offers it, else stream mode.
+    #[default]
+    Auto,
+    Stream,
+    Extended,
+}
+
 #[derive(Debug, Clone)]
 pub struct CopyOptions {
     pub recursive: bool,
     /// Limit for each control-channel exchange and data-connection stall.
     pub timeout: Duration,
+    pub mode: ModeChoice,
+    /// Parallel TCP streams (`-p`).
+    pub parallelism: u32,
+    pub tcp_buffer: Option<u32>,
+    pub block_size: usize,
+    /// Compare checksums of source and destination after each file: an
+    /// algorithm name, or `auto` for the best both ends support.
+    pub verify: Option<String>,
+    /// Bytes per second for this copy, all streams together.
+    pub max_rate: Option<u64>,
+    /// Attempts after a failure; each resumes from what arrived.
+    pub retries: u32,
+    /// Continue interrupted copies from their restart records.
+    pub resume: bool,
 }
 
 impl Default for CopyOptions {
@@ -51,6 +83,14 @@ impl Default for CopyOptions {
         Self {
             recursive: false,
             timeout: Duration::from_secs(60),
+            mode: ModeChoice::Auto,
+            parallelism: 1,
+            tcp_buffer: None,
+            block_size: ferry_io::mode_e::DEFAULT_BLOCK_SIZE,
+            verify: None,
+            max_rate: None,
+            retries: 3,
+            resume: true,
         }
     }
 }
@@ -61,15 +101,21 @@ pub struct CopySummary {
     pub files: u64,
     pub bytes: u64,
     pub dirs: u64,
+    /// Files whose checksums were compared, and with which algorithm.
+    pub verified: u64,
+    pub checksum_algorithm: Option<String>,
+    /// Files continued from an earlier, interrupted copy.
+    pub resumed: u64,
 }
 
-/// A client session: holds one control connection per server, reused across
-/// the files of a copy.
+/// A client: one logged-in session per server, reused across the files of
+/// a copy, plus one for listings so they do not disturb cached channels.
 #[derive(Debug)]
 pub struct Client {
     opts: CopyOptions,
     stats: Arc<Stats>,
-    conns: HashMap<String, ControlChannel>,
+    sessions: HashMap<String, ServerSession>,
+    rate: Option<Arc<RateLimit>>,
 }
 
 fn key(u: &RemoteUrl) -> String {
@@ -85,71 +131,106 @@ fn remote_join(dir: &str, name: &str) -> String {
     format!("{}/{}", dir.trim_end_matches('/'), name)
 }
 
+fn local_facts(name: String, md: &std::fs::Metadata) -> FileFacts {
+    use std::os::unix::fs::MetadataExt;
+    FileFacts {
+        name,
+        kind: if md.is_dir() {
+            FileKind::Dir
+        } else if md.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        },
+        size: md.len(),
+        modified: md.mtime(),
+        mode: md.mode() & 0o7777,
+        uid: md.uid(),
+        gid: md.gid(),
+        nlink: md.nlink(),
+        unique: (md.dev(), md.ino()),
+    }
+}
+
 impl Client {
     pub fn new(opts: CopyOptions) -> Self {
-        Self {
-            opts,
-            stats: Arc::new(Stats::default()),
-            conns: HashMap::new(),
-        }
+        let rate = opts.max_rate.map(|r| Arc::new(RateLimit::new(r)));
+        Self { opts, stats: Arc::new(Stats::default()), sessions: HashMap::new(), rate }
     }
 
     pub fn stats(&self) -> Arc<Stats> {
         self.stats.clone()
     }
 
-    /// The logged-in control connection for `url`'s server.
-    pub async fn connection(
-        &mut self,
-        url: &RemoteUrl,
-    ) -> Result<&mut ControlChannel, ClientError> {
-        let k = key(url);
-        if !self.conns.contains_key(&k) {
-            if url.scheme == crate::location::Scheme::Ftps {
-                return Err(ClientError::Usage("ftps:// is not supported yet".into()));
-            }
-            let mut c = ControlChannel::connect(&url.host, url.port, self.opts.timeout).await?;
-            c.login(&url.user, &url.password).await?;
-            self.conns.insert(k.clone(), c);
+    fn channel_options(&self) -> ChannelOptions {
+        ChannelOptions {
+            timeout: self.opts.timeout,
+            parallelism: self.opts.parallelism.max(1),
+            tcp_buffer: self.opts.tcp_buffer,
+            block_size: self.opts.block_size,
         }
-        Ok(self.conns.get_mut(&k).expect("inserted above"))
+    }
+
+    /// The logged-in session for `url`'s server (`listing` for the separate
+    /// one that serves listings).
+    async fn session_for(&mut self, url: &RemoteUrl, listing: bool) -> Result<&mut ServerSession, ClientError> {
+        let k = format!("{}{}", key(url), if listing { "#list" } else { "" });
+        if !self.sessions.contains_key(&k) {
+            let s = ServerSession::open(url, self.channel_options()).await?;
+            self.sessions.insert(k.clone(), s);
+        }
+        Ok(self.sessions.get_mut(&k).expect("inserted above"))
+    }
+
+    pub async fn session(&mut self, url: &RemoteUrl) -> Result<&mut ServerSession, ClientError> {
+        self.session_for(url, false).await
+    }
+
+    /// The logged-in control connection for `url`'s server.
+    pub async fn connection(&mut self, url: &RemoteUrl) -> Result<&mut ControlChannel, ClientError> {
+        Ok(&mut self.session_for(url, false).await?.ctrl)
+    }
+
+    fn forget(&mut self, url: &RemoteUrl) {
+        self.sessions.remove(&key(url));
     }
 
     /// Closes every control connection politely.
     pub async fn close(mut self) {
-        for (_, c) in self.conns.drain() {
-            c.quit().await;
+        for (_, s) in self.sessions.drain() {
+            s.ctrl.quit().await;
+        }
+    }
+
+    async fn use_mode_e(&mut self, url: &RemoteUrl) -> Result<bool, ClientError> {
+        let mode = self.opts.mode;
+        let s = self.session(url).await?;
+        match mode {
+            ModeChoice::Stream => Ok(false),
+            ModeChoice::Auto => Ok(s.supports_mode_e()),
+            ModeChoice::Extended if s.supports_mode_e() => Ok(true),
+            ModeChoice::Extended => Err(ClientError::Usage(format!(
+                "{url}: the server does not offer GridFTP extended block mode (no PARALLEL in FEAT)"
+            ))),
         }
     }
 
     /// Copies `src` to `dst`. A destination that is an existing directory
     /// (or a URL ending in `/`) receives the source under its own name.
-    pub async fn copy(
-        &mut self,
-        src: &Location,
-        dst: &Location,
-    ) -> Result<CopySummary, ClientError> {
+    pub async fn copy(&mut self, src: &Location, dst: &Location) -> Result<CopySummary, ClientError> {
         let src_facts = self.facts(src).await?.ok_or_else(|| match src {
-            Location::Local(p) => {
-                ClientError::local(p.display(), std::io::ErrorKind::NotFound.into())
-            }
-            Location::Remote(u) => {
-                ClientError::Usage(format!("{u}: no such file or directory on the server"))
-            }
+            Location::Local(p) => ClientError::local(p.display(), std::io::ErrorKind::NotFound.into()),
+            Location::Remote(u) => ClientError::Usage(format!("{u}: no such file or directory on the server")),
         })?;
         let dst = self.resolve_destination(src, dst).await?;
         let mut summary = CopySummary::default();
         if src_facts.kind == FileKind::Dir {
             if !self.opts.recursive {
-                return Err(ClientError::Usage(format!(
-                    "{src} is a directory; use -r to copy a tree"
-                )));
+                return Err(ClientError::Usage(format!("{src} is a directory; use -r to copy a tree")));
             }
             Box::pin(self.copy_tree(src, &dst, &mut summary)).await?;
         } else {
-            let n = self.copy_file(src, &dst, Some(src_facts.size)).await?;
-            summary.files += 1;
-            summary.bytes += n;
+            self.copy_file(src, &dst, &src_facts, &mut summary).await?;
         }
         Ok(summary)
     }
@@ -157,60 +238,35 @@ impl Client {
     async fn facts(&mut self, loc: &Location) -> Result<Option<FileFacts>, ClientError> {
         match loc {
             Location::Local(p) => match std::fs::metadata(p) {
-                Ok(md) => Ok(Some(FileFacts {
-                    name: p
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    kind: if md.is_dir() {
-                        FileKind::Dir
-                    } else {
-                        FileKind::File
-                    },
-                    size: md.len(),
-                    modified: 0,
-                    mode: 0,
-                    uid: 0,
-                    gid: 0,
-                    nlink: 1,
-                    unique: (0, 0),
-                })),
+                Ok(md) => Ok(Some(local_facts(
+                    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    &md,
+                ))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(ClientError::local(p.display(), e)),
             },
             Location::Remote(u) => {
                 let path = u.path.clone();
-                let c = self.connection(u).await?;
-                c.stat(&path).await
+                self.connection(u).await?.stat(&path).await
             }
         }
     }
 
-    async fn resolve_destination(
-        &mut self,
-        src: &Location,
-        dst: &Location,
-    ) -> Result<Location, ClientError> {
+    async fn resolve_destination(&mut self, src: &Location, dst: &Location) -> Result<Location, ClientError> {
         let name = match src {
             Location::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
             Location::Remote(u) => u.file_name().map(str::to_string),
         };
-        let Some(name) = name else {
-            return Ok(dst.clone());
-        };
+        let Some(name) = name else { return Ok(dst.clone()) };
         let into_dir = match dst {
             Location::Local(p) => p.is_dir(),
             Location::Remote(u) if u.is_dir_url() => true,
-            Location::Remote(_) => {
-                matches!(self.facts(dst).await?, Some(f) if f.kind == FileKind::Dir)
-            }
+            Location::Remote(_) => matches!(self.facts(dst).await?, Some(f) if f.kind == FileKind::Dir),
         };
         Ok(match (into_dir, dst) {
             (false, d) => d.clone(),
             (true, Location::Local(p)) => Location::Local(p.join(&name)),
-            (true, Location::Remote(u)) => {
-                Location::Remote(u.with_path(remote_join(&u.path, &name)))
-            }
+            (true, Location::Remote(u)) => Location::Remote(u.with_path(remote_join(&u.path, &name))),
         })
     }
 
@@ -224,30 +280,14 @@ impl Client {
         summary.dirs += 1;
         let entries = self.read_dir(src).await?;
         for e in entries {
-            let (s, d) = match (src, dst) {
-                (Location::Local(a), Location::Local(b)) => (
-                    Location::Local(a.join(&e.name)),
-                    Location::Local(b.join(&e.name)),
-                ),
-                (Location::Local(a), Location::Remote(b)) => (
-                    Location::Local(a.join(&e.name)),
-                    Location::Remote(b.with_path(remote_join(&b.path, &e.name))),
-                ),
-                (Location::Remote(a), Location::Local(b)) => (
-                    Location::Remote(a.with_path(remote_join(&a.path, &e.name))),
-                    Location::Local(b.join(&e.name)),
-                ),
-                (Location::Remote(a), Location::Remote(b)) => (
-                    Location::Remote(a.with_path(remote_join(&a.path, &e.name))),
-                    Location::Remote(b.with_path(remote_join(&b.path, &e.name))),
-                ),
+            let child = |l: &Location| match l {
+                Location::Local(p) => Location::Local(p.join(&e.name)),
+                Location::Remote(u) => Location::Remote(u.with_path(remote_join(&u.path, &e.name))),
             };
+            let (s, d) = (child(src), child(dst));
             match e.kind {
                 FileKind::Dir => Box::pin(self.copy_tree(&s, &d, summary)).await?,
-                FileKind::File => {
-                    summary.bytes += self.copy_file(&s, &d, Some(e.size)).await?;
-                    summary.files += 1;
-                }
+                FileKind::File => self.copy_file(&s, &d, &e, summary).await?,
                 _ => tracing::warn!(path = %s, "skipping: not a regular file or directory"),
             }
         }
@@ -261,27 +301,9 @@ impl Client {
                 let mut out = Vec::new();
                 for entry in std::fs::read_dir(p).map_err(local_err(p))? {
                     let entry = entry.map_err(local_err(p))?;
-                    let md = entry.metadata().map_err(local_err(p))?;
-                    let ft = std::fs::metadata(entry.path())
-                        .map(|m| m.file_type())
-                        .unwrap_or(md.file_type());
-                    out.push(FileFacts {
-                        name: entry.file_name().to_string_lossy().into_owned(),
-                        kind: if ft.is_dir() {
-                            FileKind::Dir
-                        } else if ft.is_file() {
-                            FileKind::File
-                        } else {
-                            FileKind::Other
-                        },
-                        size: md.len(),
-                        modified: 0,
-                        mode: 0,
-                        uid: 0,
-                        gid: 0,
-                        nlink: 1,
-                        unique: (0, 0),
-                    });
+                    // Follow links, as the remote side does.
+                    let md = std::fs::metadata(entry.path()).or_else(|_| entry.metadata()).map_err(local_err(p))?;
+                    out.push(local_facts(entry.file_name().to_string_lossy().into_owned(), &md));
                 }
                 out.sort_by(|a, b| a.name.cmp(&b.name));
                 Ok(out)
@@ -289,8 +311,8 @@ impl Client {
             Location::Remote(u) => {
                 let timeout = self.opts.timeout;
                 let path = u.path.clone();
-                let c = self.connection(u).await?;
-                list_remote(c, &path, timeout).await
+                let s = self.session_for(u, true).await?;
+                list_remote(&mut s.ctrl, &path, timeout).await
             }
         }
     }
@@ -318,34 +340,216 @@ impl Client {
         }
     }
 
-    /// Copies one file; returns the bytes moved.
-    pub async fn copy_file(
+    /// Copies one file with retries and resume, then verifies it if asked.
+    async fn copy_file(
         &mut self,
         src: &Location,
         dst: &Location,
-        size: Option<u64>,
-    ) -> Result<u64, ClientError> {
-        self.stats.begin(&src.to_string(), size);
-        let n = match (src, dst) {
-            (Location::Local(s), Location::Local(d)) => copy_local(s, d, &self.stats)?,
-            (Location::Remote(s), Location::Local(d)) => self.download(s, d, size).await?,
-            (Location::Local(s), Location::Remote(d)) => self.upload(s, d).await?,
-            (Location::Remote(s), Location::Remote(d)) => self.third_party(s, d).await?,
+        facts: &FileFacts,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        self.stats.begin(&src.to_string(), Some(facts.size));
+        let mut resume = ResumeState::load(&src.to_string(), &dst.to_string(), facts.size, facts.modified);
+        if !self.opts.resume {
+            resume.clear();
+        }
+        if !resume.is_empty() {
+            summary.resumed += 1;
+            tracing::info!(source = %src, ranges = %resume.done(), "resuming from a restart record");
+        }
+        let mut attempt = 0;
+        let bytes = loop {
+            match self.copy_file_once(src, dst, facts.size, &mut resume).await {
+                Ok(n) => break n,
+                Err(e) if attempt < self.opts.retries && retryable(&e) => {
+                    attempt += 1;
+                    let wait = Duration::from_secs(1 << attempt.min(5));
+                    tracing::warn!(error = %e, attempt, wait_s = wait.as_secs(), "transfer failed; retrying");
+                    resume.save();
+                    // The sessions' state is unknown after a failure.
+                    for loc in [src, dst] {
+                        if let Location::Remote(u) = loc {
+                            self.forget(u);
+                        }
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => {
+                    resume.save();
+                    return Err(e);
+                }
+            }
         };
+        resume.clear();
+        if self.opts.verify.is_some() {
+            let alg = self.verify(src, dst).await?;
+            summary.verified += 1;
+            summary.checksum_algorithm = Some(alg);
+        }
+        summary.files += 1;
+        summary.bytes += bytes;
         self.stats.files_done.fetch_add(1, Ordering::Relaxed);
-        Ok(n)
+        Ok(())
     }
 
-    async fn download(
+    async fn copy_file_once(
+        &mut self,
+        src: &Location,
+        dst: &Location,
+        size: u64,
+        resume: &mut ResumeState,
+    ) -> Result<u64, ClientError> {
+        match (src, dst) {
+            (Location::Local(s), Location::Local(d)) => copy_local(s, d, &self.stats),
+            (Location::Remote(s), Location::Local(d)) => {
+                if self.use_mode_e(s).await? {
+                    self.download_e(s, d, size, resume).await
+                } else {
+                    self.download_s(s, d, size).await
+                }
+            }
+            (Location::Local(s), Location::Remote(d)) => {
+                if self.use_mode_e(d).await? {
+                    self.upload_e(s, d, size, resume).await
+                } else {
+                    self.upload_s(s, d).await
+                }
+            }
+            (Location::Remote(s), Location::Remote(d)) => {
+                if src.to_string() == dst.to_string() {
+                    return Err(ClientError::Usage(format!("{s} and {d} are the same file")));
+                }
+                if self.use_mode_e(s).await? && self.use_mode_e(d).await? {
+                    self.third_party_e(s, d, size, resume).await
+                } else {
+                    self.third_party_s(s, d).await
+                }
+            }
+        }
+    }
+
+    fn control(&self) -> TransferControl {
+        TransferControl {
+            progress: self.stats.bytes.clone(),
+            abort: Arc::new(AbortSignal::new()),
+            rate: self.rate.clone(),
+        }
+    }
+
+    async fn download_e(
         &mut self,
         src: &RemoteUrl,
         dst: &Path,
-        size: Option<u64>,
+        size: u64,
+        resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
+        let sink = LocalSink::open(dst, !resume.is_empty())?;
+        if sink.partial.is_some() && !resume.is_empty() && sink.existing_len == 0 {
+            // The partial file is gone: the record describes nothing.
+            resume.clear();
+        }
+        let done = resume.done().clone();
+        let file: Arc<dyn BlockSink> = Arc::new(sink.file.try_clone().map_err(local_err(dst))?);
+        let state = Arc::new(ReceiveState::default());
+        let ctl = self.control();
+        let path = src.path.clone();
+        let session = self.session(src).await?;
+        let transfer = session.retrieve_e(&path, file, Some(size), &done, state.clone(), &ctl);
+        tokio::pin!(transfer);
+        // Record what arrives as it arrives, so a kill loses at most half a
+        // second of it.
+        let result = loop {
+            tokio::select! {
+                r = &mut transfer => break r,
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                    resume.add(&state.received.lock().unwrap_or_else(|e| e.into_inner()));
+                }
+            }
+        };
+        let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        resume.add(&got);
+        result?;
+        let missing = resume.done().missing(size);
+        if !missing.is_empty() {
+            let absent: u64 = missing.iter().map(|r| r.end - r.start).sum();
+            return Err(ClientError::Incomplete { path: src.to_string(), expected: size, got: size - absent });
+        }
+        sink.file.set_len(size).map_err(local_err(dst))?;
+        sink.commit()?;
+        Ok(got.covered())
+    }
+
+    async fn upload_e(
+        &mut self,
+        src: &Path,
+        dst: &RemoteUrl,
+        size: u64,
+        resume: &mut ResumeState,
+    ) -> Result<u64, ClientError> {
+        let file = Arc::new(File::open(src).map_err(local_err(src))?);
+        let done = resume.done().clone();
+        let ctl = self.control();
+        let path = dst.path.clone();
+        let before = ctl.progress.load(Ordering::Relaxed);
+        let session = self.session(dst).await?;
+        let mut on_marker = |m: Marker| {
+            if let Marker::Restart(r) = m {
+                resume.add(&r);
+            }
+        };
+        let result = session.store_e(&path, file, size, &done, &ctl, &mut on_marker).await;
+        if let Err(ClientError::Refused { reply, .. }) = &result {
+            if reply.text().contains("missing") {
+                // The server's partial does not match our record: start over.
+                resume.clear();
+            }
+        }
+        result?;
+        Ok(ctl.progress.load(Ordering::Relaxed) - before)
+    }
+
+    async fn third_party_e(
+        &mut self,
+        src: &RemoteUrl,
+        dst: &RemoteUrl,
+        size: u64,
+        resume: &mut ResumeState,
+    ) -> Result<u64, ClientError> {
+        // Both sessions are needed at once: take them out of the pool.
+        self.session(src).await?;
+        self.session(dst).await?;
+        let mut s = self.sessions.remove(&key(src)).expect("opened above");
+        let mut d = self.sessions.remove(&key(dst)).expect("opened above");
+        let done = resume.done().clone();
+        let progress = self.stats.bytes.clone();
+        let base = progress.load(Ordering::Relaxed);
+        let mut moved = 0;
+        let mut on_marker = |m: Marker| match m {
+            Marker::Restart(r) => resume.add(&r),
+            // Third-party data never passes here: 112 markers are the
+            // only measure of progress.
+            Marker::Perf(bytes) => {
+                moved = bytes;
+                progress.store(base + bytes, Ordering::Relaxed);
+            }
+        };
+        let result = third_party_e(&mut s, &mut d, &src.path, &dst.path, Some(size), &done, &mut on_marker).await;
+        self.sessions.insert(key(src), s);
+        self.sessions.insert(key(dst), d);
+        result?;
+        let sent = size - done.covered().min(size);
+        self.stats.bytes.store(base + sent, Ordering::Relaxed);
+        Ok(sent.max(moved))
+    }
+
+    async fn download_s(&mut self, src: &RemoteUrl, dst: &Path, size: u64) -> Result<u64, ClientError> {
         let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
-        let sink = LocalSink::create(dst)?;
-        let c = self.connection(src).await?;
+        let rate = self.rate.clone();
+        let sink = LocalSink::open(dst, false)?;
+        let s = self.session(src).await?;
+        s.set_mode(TransferMode::Stream).await?;
+        let c = &mut s.ctrl;
         c.set_type(TransferType::Image).await?;
         let addr = c.passive().await?;
         let data = connect_data(addr, timeout).await?;
@@ -357,45 +561,37 @@ impl Client {
         }
         let file = sink.file.try_clone().map_err(local_err(dst))?;
         let abort = Arc::new(AbortSignal::new());
-        abort
-            .register(&data)
-            .map_err(|e| ClientError::Data(e.to_string()))?;
+        abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
-            stream::receive_file(&data, &file, 0, false, &progress, &a)
+            let (n, end) = stream::receive_file(&data, &file, 0, false, &progress, &a, rate.as_deref())?;
+            file.set_len(end).map_err(CopyError::Disk)?;
+            Ok(n)
         });
         let got = finish_transfer(c, &cmd, copy, &abort).await?;
-        if let Some(expected) = size {
-            if got != expected {
-                return Err(ClientError::Incomplete {
-                    path: src.to_string(),
-                    expected,
-                    got,
-                });
-            }
+        if got != size {
+            return Err(ClientError::Incomplete { path: src.to_string(), expected: size, got });
         }
         sink.commit()?;
         Ok(got)
     }
 
-    async fn upload(&mut self, src: &Path, dst: &RemoteUrl) -> Result<u64, ClientError> {
+    async fn upload_s(&mut self, src: &Path, dst: &RemoteUrl) -> Result<u64, ClientError> {
         let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
+        let rate = self.rate.clone();
         let file = File::open(src).map_err(local_err(src))?;
         let md = file.metadata().map_err(local_err(src))?;
-        let c = self.connection(dst).await?;
+        let s = self.session(dst).await?;
+        s.set_mode(TransferMode::Stream).await?;
+        let c = &mut s.ctrl;
         c.set_type(TransferType::Image).await?;
         // ALLO (RFC 959 §4.1.3) tells the server the size: Ferry servers
         // preallocate and refuse to commit a short upload. Servers that do
         // not need it answer 202; a refusal is harmless. A pipe or device
         // has no size to announce.
         if md.is_file() {
-            let _ = c
-                .command(&Command::Allo(ferry_proto::command::Allo {
-                    size: md.len(),
-                    record: None,
-                }))
-                .await?;
+            let _ = c.command(&Command::Allo(ferry_proto::command::Allo { size: md.len(), record: None })).await?;
         }
         let addr = c.passive().await?;
         let data = connect_data(addr, timeout).await?;
@@ -406,76 +602,62 @@ impl Client {
             return Err(refused(&cmd, r));
         }
         let abort = Arc::new(AbortSignal::new());
-        abort
-            .register(&data)
-            .map_err(|e| ClientError::Data(e.to_string()))?;
+        abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
-            let n = stream::send_file(&file, 0, None, &data, &progress, &a)?;
+            let n = stream::send_file(&file, 0, None, &data, &progress, &a, rate.as_deref())?;
             stream::finish_send(&data)?;
             Ok(n)
         });
         finish_transfer(c, &cmd, copy, &abort).await
     }
 
-    /// A server-to-server copy (RFC 959 §5.2 "third party"): the destination
-    /// listens, the source connects to it; data never passes through here.
-    async fn third_party(&mut self, src: &RemoteUrl, dst: &RemoteUrl) -> Result<u64, ClientError> {
-        if src.same_endpoint(dst) && src.path == dst.path {
-            return Err(ClientError::Usage(format!(
-                "{src} and {dst} are the same file"
-            )));
-        }
-        let d = self.connection(dst).await?;
-        d.set_type(TransferType::Image).await?;
-        let addr = d.passive().await?;
+    /// A stream-mode server-to-server copy (RFC 959 §5.2): the destination
+    /// listens, the source connects to it.
+    async fn third_party_s(&mut self, src: &RemoteUrl, dst: &RemoteUrl) -> Result<u64, ClientError> {
+        let d = self.session(dst).await?;
+        d.set_mode(TransferMode::Stream).await?;
+        d.ctrl.set_type(TransferType::Image).await?;
+        let addr = d.ctrl.passive().await?;
         let stor = Command::Stor(dst.path.clone());
-        d.send(&stor).await?;
-        let s = self.connection(src).await?;
-        s.set_type(TransferType::Image).await?;
+        d.ctrl.send(&stor).await?;
+        let s = self.session(src).await?;
+        s.set_mode(TransferMode::Stream).await?;
+        s.ctrl.set_type(TransferType::Image).await?;
         let SocketAddr::V4(v4) = addr else {
-            return Err(ClientError::Usage(
-                "third-party copies over IPv6 need EPRT; not supported yet".into(),
-            ));
+            return Err(ClientError::Usage("stream-mode third-party copies over IPv6 are not supported".into()));
         };
         let port = Command::Port(v4);
-        let r = s.command(&port).await?;
+        let r = s.ctrl.command(&port).await?;
         let src_result = if r.code.get() != 200 {
             Err(refused(&port, r))
         } else {
             let retr = Command::Retr(src.path.clone());
-            s.send(&retr).await?;
+            s.ctrl.send(&retr).await?;
             async {
                 loop {
-                    let r = s.reply_untimed().await?;
+                    let r = s.ctrl.reply_untimed().await?;
                     if r.code.is_preliminary() {
                         continue;
                     }
-                    return if r.code.is_positive_completion() {
-                        Ok(())
-                    } else {
-                        Err(refused(&retr, r))
-                    };
+                    return if r.code.is_positive_completion() { Ok(()) } else { Err(refused(&retr, r)) };
                 }
             }
             .await
         };
-        let d = self.connection(dst).await?;
+        let d = self.session(dst).await?;
         if let Err(e) = src_result {
             // The destination is waiting for a connection that will not come.
-            let _ = d.send(&Command::Abor).await;
-            while let Ok(r) = d.reply().await {
-                if r.code.get() == 226
-                    || r.code.get() == 225
-                    || r.code.is_negative() && r.code.get() != 426
-                {
+            let _ = d.ctrl.send(&Command::Abor).await;
+            while let Ok(r) = d.ctrl.reply().await {
+                if matches!(r.code.get(), 225 | 226) || (r.code.is_negative() && r.code.get() != 426) {
                     break;
                 }
             }
             return Err(e);
         }
         loop {
-            let r = d.reply_untimed().await?;
+            let r = d.ctrl.reply_untimed().await?;
             if r.code.is_preliminary() {
                 continue;
             }
@@ -484,23 +666,79 @@ impl Client {
             }
             break;
         }
-        let size = self
-            .connection(dst)
-            .await?
-            .size(&dst.path)
-            .await?
-            .unwrap_or(0);
+        let size = d.ctrl.size(&dst.path).await?.unwrap_or(0);
         self.stats.bytes.fetch_add(size, Ordering::Relaxed);
         Ok(size)
     }
 
+    /// Compares checksums of source and destination; returns the algorithm.
+    async fn verify(&mut self, src: &Location, dst: &Location) -> Result<String, ClientError> {
+        let requested = self.opts.verify.clone().unwrap_or_else(|| "auto".into()).to_ascii_uppercase();
+        let mut supported: Option<Vec<String>> = None;
+        for loc in [src, dst] {
+            if let Location::Remote(u) = loc {
+                let algs = self.session(u).await?.checksums();
+                supported = Some(match supported {
+                    None => algs,
+                    Some(prev) => prev.into_iter().filter(|a| algs.contains(a)).collect(),
+                });
+            }
+        }
+        // Local files can be summed with anything Ferry knows.
+        let supported = supported
+            .unwrap_or_else(|| ferry_proto::session::CHECKSUM_ALGORITHMS.iter().map(|s| s.to_string()).collect());
+        let alg = if requested == "AUTO" {
+            ["XXH128", "MD5", "ADLER32", "CRC32C", "SHA256", "SHA1", "SHA512"]
+                .into_iter()
+                .find(|a| supported.iter().any(|s| s == a))
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    ClientError::Usage("cannot verify: the servers have no checksum algorithm in common (CKSM)".into())
+                })?
+        } else if supported.contains(&requested) {
+            requested
+        } else {
+            return Err(ClientError::Usage(format!(
+                "cannot verify with {requested}: supported at both ends are {}",
+                supported.join(", ")
+            )));
+        };
+        let a = self.checksum_of(src, &alg).await?;
+        let b = self.checksum_of(dst, &alg).await?;
+        // gfal2 compares ignoring case and leading zeros; so do we.
+        let norm = |s: &str| s.trim_start_matches('0').to_ascii_lowercase();
+        if norm(&a) != norm(&b) {
+            return Err(ClientError::ChecksumMismatch {
+                path: dst.to_string(),
+                algorithm: alg,
+                source_value: a,
+                destination_value: b,
+            });
+        }
+        Ok(alg)
+    }
+
+    async fn checksum_of(&mut self, loc: &Location, alg: &str) -> Result<String, ClientError> {
+        match loc {
+            Location::Local(p) => {
+                let (p, alg) = (p.clone(), alg.to_string());
+                tokio::task::spawn_blocking(move || {
+                    let f = File::open(&p).map_err(local_err(&p))?;
+                    ferry_io::checksum::file_checksum(&f, &alg, 0, None).map_err(local_err(&p))
+                })
+                .await
+                .map_err(|e| ClientError::Data(e.to_string()))?
+            }
+            Location::Remote(u) => {
+                let path = u.path.clone();
+                self.session(u).await?.checksum(alg, &path).await
+            }
+        }
+    }
+
     pub async fn make_dir(&mut self, url: &RemoteUrl) -> Result<(), ClientError> {
         let path = url.path.trim_end_matches('/').to_string();
-        self.connection(url)
-            .await?
-            .expect(&Command::Mkd(path))
-            .await
-            .map(|_| ())
+        self.connection(url).await?.expect(&Command::Mkd(path)).await.map(|_| ())
     }
 
     /// Removes a file, or a directory (with its contents when `recursive`).
@@ -508,65 +746,59 @@ impl Client {
         let path = url.path.trim_end_matches('/').to_string();
         let facts = self.connection(url).await?.stat(&path).await?;
         match facts {
-            None => Err(ClientError::Usage(format!(
-                "{url}: no such file or directory on the server"
-            ))),
+            None => Err(ClientError::Usage(format!("{url}: no such file or directory on the server"))),
             Some(f) if f.kind == FileKind::Dir => {
                 let mut n = 0;
-                if recursive {
-                    for e in self.read_dir(&Location::Remote(url.clone())).await? {
-                        n += Box::pin(
-                            self.remove(&url.with_path(remote_join(&path, &e.name)), true),
-                        )
-                        .await?;
-                    }
-                } else if !self
-                    .read_dir(&Location::Remote(url.clone()))
-                    .await?
-                    .is_empty()
-                {
-                    return Err(ClientError::Usage(format!(
-                        "{url} is a directory that is not empty; use -r"
-                    )));
+                let entries = self.read_dir(&Location::Remote(url.clone())).await?;
+                if !recursive && !entries.is_empty() {
+                    return Err(ClientError::Usage(format!("{url} is a directory that is not empty; use -r")));
                 }
-                self.connection(url)
-                    .await?
-                    .expect(&Command::Rmd(path))
-                    .await?;
+                for e in entries {
+                    n += Box::pin(self.remove(&url.with_path(remote_join(&path, &e.name)), true)).await?;
+                }
+                self.connection(url).await?.expect(&Command::Rmd(path)).await?;
                 Ok(n + 1)
             }
             Some(_) => {
-                self.connection(url)
-                    .await?
-                    .expect(&Command::Dele(path))
-                    .await?;
+                self.connection(url).await?.expect(&Command::Dele(path)).await?;
                 Ok(1)
             }
         }
     }
 }
 
-/// Waits for the end of a transfer on both channels: the copy thread and
-/// the final reply. If the server reports failure first, the copy is
-/// stopped rather than left to time out.
+/// Failures worth another attempt: the network and the server's transient
+/// (4xx) replies, not a missing file or a refused login.
+fn retryable(e: &ClientError) -> bool {
+    match e {
+        ClientError::Connect { .. }
+        | ClientError::Timeout { .. }
+        | ClientError::Closed
+        | ClientError::Io(_)
+        | ClientError::Data(_)
+        | ClientError::Incomplete { .. } => true,
+        ClientError::Refused { reply, .. } => (400..500).contains(&reply.code.get()),
+        _ => false,
+    }
+}
+
+/// Waits for the end of a stream-mode transfer on both channels: the copy
+/// thread and the final reply. If the server reports failure first, the
+/// copy is stopped rather than left to time out.
 async fn finish_transfer(
     c: &mut ControlChannel,
     cmd: &Command,
     mut copy: tokio::task::JoinHandle<Result<u64, CopyError>>,
     abort: &AbortSignal,
 ) -> Result<u64, ClientError> {
-    let map_copy =
-        |r: Result<Result<u64, CopyError>, tokio::task::JoinError>| -> Result<u64, ClientError> {
-            match r {
-                Ok(Ok(n)) => Ok(n),
-                Ok(Err(CopyError::Disk(e))) => Err(ClientError::Local {
-                    path: "local file".into(),
-                    error: e,
-                }),
-                Ok(Err(e)) => Err(ClientError::Data(e.to_string())),
-                Err(e) => Err(ClientError::Data(e.to_string())),
-            }
-        };
+    let map_copy = |r: Result<Result<u64, CopyError>, tokio::task::JoinError>| -> Result<u64, ClientError> {
+        match r {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(CopyError::Disk(e))) => Err(ClientError::Local { path: "local file".into(), error: e }),
+            Ok(Err(e)) => Err(ClientError::Data(e.to_string())),
+            Err(e) => Err(ClientError::Data(e.to_string())),
+        }
+    };
     let (reply, copied) = tokio::select! {
         r = c.reply_untimed() => {
             let r = r?;
@@ -586,10 +818,7 @@ async fn finish_transfer(
     copied
 }
 
-async fn connect_data(
-    addr: SocketAddr,
-    timeout: Duration,
-) -> Result<std::net::TcpStream, ClientError> {
+async fn connect_data(addr: SocketAddr, timeout: Duration) -> Result<std::net::TcpStream, ClientError> {
     let s = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr))
         .await
         .map_err(|_| ClientError::Timeout {
@@ -598,13 +827,12 @@ async fn connect_data(
         })?
         .map_err(|e| ClientError::Data(format!("cannot connect to {addr}: {e}")))?;
     let s = s.into_std()?;
-    s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
+    ferry_io::socket::configure_data_socket(&s, None, timeout)?;
     Ok(s)
 }
 
-/// Reads a directory listing: MLSD where the server has it, LIST otherwise.
+/// Reads a directory listing in stream mode: MLSD where the server has it,
+/// LIST otherwise.
 pub(crate) async fn list_remote(
     c: &mut ControlChannel,
     path: &str,
@@ -614,11 +842,7 @@ pub(crate) async fn list_remote(
     let addr = c.passive().await?;
     let data = connect_data(addr, timeout).await?;
     let mlsd = c.features.has("MLST");
-    let cmd = if mlsd {
-        Command::Mlsd(Some(path.to_string()))
-    } else {
-        Command::List(Some(path.to_string()))
-    };
+    let cmd = if mlsd { Command::Mlsd(Some(path.to_string())) } else { Command::List(Some(path.to_string())) };
     c.send(&cmd).await?;
     let r = c.reply().await?;
     if !r.code.is_preliminary() {
@@ -635,22 +859,14 @@ pub(crate) async fn list_remote(
     if !r.code.is_positive_completion() {
         return Err(refused(&cmd, r));
     }
-    let bytes = read
-        .await
-        .map_err(|e| ClientError::Data(e.to_string()))?
-        .map_err(|e| ClientError::Data(e.to_string()))?;
+    let bytes =
+        read.await.map_err(|e| ClientError::Data(e.to_string()))?.map_err(|e| ClientError::Data(e.to_string()))?;
     let text = String::from_utf8_lossy(&bytes);
     let mut out: Vec<FileFacts> = text
         .split('\n')
         .map(|l| l.trim_end_matches('\r'))
         .filter(|l| !l.is_empty())
-        .filter_map(|l| {
-            if mlsd {
-                parse_mlsx(l)
-            } else {
-                parse_list_line(l)
-            }
-        })
+        .filter_map(|l| if mlsd { parse_mlsx(l) } else { parse_list_line(l) })
         .filter(|f| f.name != "." && f.name != ".." && !f.name.contains('/'))
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -663,41 +879,35 @@ struct LocalSink {
     file: File,
     partial: Option<PathBuf>,
     target: PathBuf,
+    existing_len: u64,
 }
 
 impl LocalSink {
-    fn create(target: &Path) -> Result<Self, ClientError> {
+    /// Opens the destination; with `keep`, an existing partial file is
+    /// continued rather than emptied (a resumed download).
+    fn open(target: &Path, keep: bool) -> Result<Self, ClientError> {
         use std::os::unix::fs::FileTypeExt;
         if let Ok(md) = std::fs::metadata(target) {
             let ft = md.file_type();
             if ft.is_char_device() || ft.is_fifo() {
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(target)
-                    .map_err(local_err(target))?;
-                return Ok(Self {
-                    file,
-                    partial: None,
-                    target: target.to_path_buf(),
-                });
+                let file = std::fs::OpenOptions::new().write(true).open(target).map_err(local_err(target))?;
+                return Ok(Self { file, partial: None, target: target.to_path_buf(), existing_len: 0 });
             }
             if md.is_dir() {
-                return Err(ClientError::local(
-                    target.display(),
-                    std::io::ErrorKind::IsADirectory.into(),
-                ));
+                return Err(ClientError::local(target.display(), std::io::ErrorKind::IsADirectory.into()));
             }
         }
-        let name = target
-            .file_name()
-            .ok_or_else(|| ClientError::Usage(format!("{}: not a file name", target.display())))?;
+        let name =
+            target.file_name().ok_or_else(|| ClientError::Usage(format!("{}: not a file name", target.display())))?;
         let partial = target.with_file_name(format!(".{}.ferry-part", name.to_string_lossy()));
-        let file = File::create(&partial).map_err(local_err(&partial))?;
-        Ok(Self {
-            file,
-            partial: Some(partial),
-            target: target.to_path_buf(),
-        })
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(!keep)
+            .open(&partial)
+            .map_err(local_err(&partial))?;
+        let existing_len = file.metadata().map_err(local_err(&partial))?.len();
+        Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len })
     }
 
     fn commit(self) -> Result<(), ClientError> {
@@ -709,7 +919,7 @@ impl LocalSink {
 }
 
 fn copy_local(src: &Path, dst: &Path, stats: &Stats) -> Result<u64, ClientError> {
-    let sink = LocalSink::create(dst)?;
+    let sink = LocalSink::open(dst, false)?;
     let mut input = File::open(src).map_err(local_err(src))?;
     let mut out = &sink.file;
     let n = std::io::copy(&mut input, &mut out).map_err(local_err(dst))?;

@@ -24,13 +24,11 @@ pub enum ClientError {
     #[error("data connection: {0}")]
     Data(String),
     #[error("{path}: expected {expected} bytes but {got} arrived")]
-    Incomplete {
-        path: String,
-        expected: u64,
-        got: u64,
-    },
+    Incomplete { path: String, expected: u64, got: u64 },
     #[error("{0}")]
     Usage(String),
+    #[error("checksum mismatch for {path}: {algorithm} is {source_value} at the source but {destination_value} at the destination")]
+    ChecksumMismatch { path: String, algorithm: String, source_value: String, destination_value: String },
 }
 
 fn reply_text(r: &Reply) -> String {
@@ -39,10 +37,7 @@ fn reply_text(r: &Reply) -> String {
 
 impl ClientError {
     pub fn local(path: impl std::fmt::Display, error: io::Error) -> Self {
-        Self::Local {
-            path: path.to_string(),
-            error,
-        }
+        Self::Local { path: path.to_string(), error }
     }
 
     /// The server's reply code, when the server refused.

@@ -5,8 +5,10 @@ pub mod control;
 pub mod copy;
 pub mod error;
 pub mod location;
+pub mod resume;
+pub mod session;
 
 pub use control::ControlChannel;
-pub use copy::{Client, CopyOptions, CopySummary, Stats};
+pub use copy::{Client, CopyOptions, CopySummary, ModeChoice, Stats};
 pub use error::ClientError;
 pub use location::{Location, RemoteUrl};

@@ -55,16 +55,8 @@ impl fmt::Display for RemoteUrl {
             Scheme::Ftp => "ftp",
             Scheme::Ftps => "ftps",
         };
-        let user = if self.user == "anonymous" {
-            String::new()
-        } else {
-            format!("{}@", self.user)
-        };
-        let host = if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        };
+        let user = if self.user == "anonymous" { String::new() } else { format!("{}@", self.user) };
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         write!(f, "{scheme}://{user}{host}:{}{}", self.port, self.path)
     }
 }
@@ -76,27 +68,17 @@ impl RemoteUrl {
 
     /// The same server with another path.
     pub fn with_path(&self, path: String) -> Self {
-        Self {
-            path,
-            ..self.clone()
-        }
+        Self { path, ..self.clone() }
     }
 
     /// The last path component, if any.
     pub fn file_name(&self) -> Option<&str> {
-        self.path
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .filter(|s| !s.is_empty())
+        self.path.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty())
     }
 
     /// Whether both URLs name the same server and account.
     pub fn same_endpoint(&self, other: &RemoteUrl) -> bool {
-        self.host == other.host
-            && self.port == other.port
-            && self.user == other.user
-            && self.scheme == other.scheme
+        self.host == other.host && self.port == other.port && self.user == other.user && self.scheme == other.scheme
     }
 }
 
@@ -122,11 +104,8 @@ impl Location {
         };
         let scheme = scheme.to_ascii_lowercase();
         if scheme == "file" {
-            let url =
-                url::Url::parse(s).map_err(|e| LocationError::BadUrl(s.into(), e.to_string()))?;
-            let path = url
-                .to_file_path()
-                .map_err(|_| LocationError::BadUrl(s.into(), "not a file path".into()))?;
+            let url = url::Url::parse(s).map_err(|e| LocationError::BadUrl(s.into(), e.to_string()))?;
+            let path = url.to_file_path().map_err(|_| LocationError::BadUrl(s.into(), "not a file path".into()))?;
             return Ok(Location::Local(path));
         }
         let scheme = match scheme.as_str() {
@@ -141,16 +120,9 @@ impl Location {
             None => return Err(LocationError::NoHost(s.into())),
         };
         let decode = |x: &str| {
-            percent_decode_str(x)
-                .decode_utf8()
-                .map(|c| c.into_owned())
-                .map_err(|_| LocationError::NotUtf8(s.into()))
+            percent_decode_str(x).decode_utf8().map(|c| c.into_owned()).map_err(|_| LocationError::NotUtf8(s.into()))
         };
-        let user = if url.username().is_empty() {
-            "anonymous".to_string()
-        } else {
-            decode(url.username())?
-        };
+        let user = if url.username().is_empty() { "anonymous".to_string() } else { decode(url.username())? };
         let password = match url.password() {
             Some(p) => decode(p)?,
             None if user == "anonymous" => "ferry@".to_string(),
@@ -160,14 +132,7 @@ impl Location {
         if path.is_empty() {
             path.push('/');
         }
-        Ok(Location::Remote(RemoteUrl {
-            scheme,
-            host,
-            port: url.port().unwrap_or(21),
-            user,
-            password,
-            path,
-        }))
+        Ok(Location::Remote(RemoteUrl { scheme, host, port: url.port().unwrap_or(21), user, password, path }))
     }
 }
 
@@ -177,8 +142,7 @@ mod tests {
 
     #[test]
     fn parses_urls_and_paths() {
-        let Location::Remote(u) =
-            Location::parse("ftp://al%40ce:p%3Ass@127.0.0.1:2811/a%20b/%C3%BC.bin").unwrap()
+        let Location::Remote(u) = Location::parse("ftp://al%40ce:p%3Ass@127.0.0.1:2811/a%20b/%C3%BC.bin").unwrap()
         else {
             panic!()
         };
@@ -187,29 +151,12 @@ mod tests {
         assert_eq!(u.port, 2811);
         assert_eq!(u.to_string(), "ftp://al@ce@127.0.0.1:2811/a b/ü.bin");
         assert!(!u.to_string().contains("p:ss"));
-        let Location::Remote(u) = Location::parse("ftp://[::1]/dir/").unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            (u.host.as_str(), u.port, u.user.as_str()),
-            ("::1", 21, "anonymous")
-        );
+        let Location::Remote(u) = Location::parse("ftp://[::1]/dir/").unwrap() else { panic!() };
+        assert_eq!((u.host.as_str(), u.port, u.user.as_str()), ("::1", 21, "anonymous"));
         assert!(u.is_dir_url());
-        assert_eq!(
-            Location::parse("/tmp/x").unwrap(),
-            Location::Local("/tmp/x".into())
-        );
-        assert_eq!(
-            Location::parse("file:///tmp/a%20b").unwrap(),
-            Location::Local("/tmp/a b".into())
-        );
-        assert!(matches!(
-            Location::parse("gsiftp://h/x"),
-            Err(LocationError::Scheme(_))
-        ));
-        assert!(matches!(
-            Location::parse("ftp://h/%ff"),
-            Err(LocationError::NotUtf8(_))
-        ));
+        assert_eq!(Location::parse("/tmp/x").unwrap(), Location::Local("/tmp/x".into()));
+        assert_eq!(Location::parse("file:///tmp/a%20b").unwrap(), Location::Local("/tmp/a b".into()));
+        assert!(matches!(Location::parse("gsiftp://h/x"), Err(LocationError::Scheme(_))));
+        assert!(matches!(Location::parse("ftp://h/%ff"), Err(LocationError::NotUtf8(_))));
     }
 }

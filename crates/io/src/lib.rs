@@ -2,5 +2,9 @@
 //! loops that move bytes between them. Everything that owns a file
 //! descriptor lives here; the protocol rules live in `ferry-proto`.
 
+pub mod checksum;
+pub mod mode_e;
+pub mod rate;
 pub mod root;
+pub mod socket;
 pub mod stream;

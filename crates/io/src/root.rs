@@ -47,9 +47,7 @@ pub fn fs_error(e: &io::Error) -> FsError {
         K::NotFound => FsError::NotFound,
         // cap-std reports a path that leaves the root as PermissionDenied
         // with this message; tell the client precisely.
-        K::PermissionDenied if e.to_string().contains("outside of the filesystem") => {
-            FsError::Escapes
-        }
+        K::PermissionDenied if e.to_string().contains("outside of the filesystem") => FsError::Escapes,
         K::PermissionDenied => FsError::PermissionDenied,
         K::AlreadyExists => FsError::AlreadyExists,
         _ => FsError::Other(e.to_string()),
@@ -68,6 +66,9 @@ pub enum StoreMode {
     Resume,
     /// APPE: the user asked to extend the existing file in place.
     Append,
+    /// ESTO: write into the file itself at an offset, creating it if
+    /// needed and never truncating (GFD.20 "adjusted store").
+    InPlace,
 }
 
 /// An upload in progress. Call [`Root::commit`] when every byte arrived;
@@ -92,23 +93,14 @@ impl Root {
     /// exactly once, here.
     pub fn open(path: &Path) -> io::Result<Self> {
         let dir = Dir::open_ambient_dir(path, ambient_authority())?;
-        Ok(Self {
-            dir,
-            path: path.to_path_buf(),
-        })
+        Ok(Self { dir, path: path.to_path_buf() })
     }
 
     /// A root confined further to `sub` (a user's home inside the served
     /// directory), resolved with the same confinement.
     pub fn subroot(&self, sub: &VirtualPath) -> Result<Self, FsError> {
-        let dir = self
-            .dir
-            .open_dir(sub.relative())
-            .map_err(|e| fs_error(&e))?;
-        Ok(Self {
-            dir,
-            path: self.path.join(sub.relative()),
-        })
+        let dir = self.dir.open_dir(sub.relative()).map_err(|e| fs_error(&e))?;
+        Ok(Self { dir, path: self.path.join(sub.relative()) })
     }
 
     /// The host path this root was opened from (for logs only).
@@ -143,10 +135,7 @@ impl Root {
         let md = self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?;
         if !md.is_dir() {
             // LIST of a file describes that file (as ls does).
-            return Ok(vec![to_facts(
-                p.file_name().unwrap_or("/").to_string(),
-                &md,
-            )]);
+            return Ok(vec![to_facts(p.file_name().unwrap_or("/").to_string(), &md)]);
         }
         let dir = self.dir.open_dir(Self::rel(p)).map_err(|e| fs_error(&e))?;
         let mut out = Vec::new();
@@ -194,11 +183,7 @@ impl Root {
     /// Size of the partial upload for `p`, if one was left behind.
     pub fn partial_len(&self, p: &VirtualPath) -> Option<u64> {
         let partial = Self::partial_path(p).ok()?;
-        self.dir
-            .symlink_metadata(&partial)
-            .ok()
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
+        self.dir.symlink_metadata(&partial).ok().filter(|m| m.is_file()).map(|m| m.len())
     }
 
     /// Starts an upload to `p`.
@@ -212,24 +197,15 @@ impl Root {
             _ => {}
         }
         let in_place = match mode {
-            StoreMode::Append => true,
-            StoreMode::Resume => {
-                self.partial_len(p).is_none() && self.dir.metadata(&target).is_ok()
-            }
+            StoreMode::Append | StoreMode::InPlace => true,
+            StoreMode::Resume => self.partial_len(p).is_none() && self.dir.metadata(&target).is_ok(),
             StoreMode::Replace => false,
         };
         if in_place {
-            let file = self
-                .dir
-                .open_with(&target, OpenOptions::new().write(true).create(true))
-                .map_err(|e| fs_error(&e))?;
+            let file =
+                self.dir.open_with(&target, OpenOptions::new().write(true).create(true)).map_err(|e| fs_error(&e))?;
             let existing_len = file.metadata().map_err(|e| fs_error(&e))?.len();
-            return Ok(Upload {
-                file: file.into_std(),
-                existing_len,
-                partial: None,
-                target,
-            });
+            return Ok(Upload { file: file.into_std(), existing_len, partial: None, target });
         }
         let partial = Self::partial_path(p)?;
         let mut opts = OpenOptions::new();
@@ -243,32 +219,17 @@ impl Root {
                 self.dir.remove_file(&partial).map_err(|e| fs_error(&e))?;
             }
         }
-        let file = self
-            .dir
-            .open_with(&partial, &opts)
-            .map_err(|e| fs_error(&e))?;
+        let file = self.dir.open_with(&partial, &opts).map_err(|e| fs_error(&e))?;
         let existing_len = file.metadata().map_err(|e| fs_error(&e))?.len();
-        Ok(Upload {
-            file: file.into_std(),
-            existing_len,
-            partial: Some(partial),
-            target,
-        })
+        Ok(Upload { file: file.into_std(), existing_len, partial: Some(partial), target })
     }
 
     /// Makes a finished upload visible under its final name.
     pub fn commit(&self, upload: Upload) -> Result<(), FsError> {
-        let Upload {
-            file,
-            partial,
-            target,
-            ..
-        } = upload;
+        let Upload { file, partial, target, .. } = upload;
         drop(file);
         if let Some(partial) = partial {
-            self.dir
-                .rename(&partial, &self.dir, &target)
-                .map_err(|e| fs_error(&e))?;
+            self.dir.rename(&partial, &self.dir, &target).map_err(|e| fs_error(&e))?;
         }
         Ok(())
     }
@@ -287,10 +248,7 @@ impl Root {
 
     pub fn remove_file(&self, p: &VirtualPath) -> Result<(), FsError> {
         Self::check_name(p)?;
-        let md = self
-            .dir
-            .symlink_metadata(Self::rel(p))
-            .map_err(|e| fs_error(&e))?;
+        let md = self.dir.symlink_metadata(Self::rel(p)).map_err(|e| fs_error(&e))?;
         if md.is_dir() {
             return Err(FsError::IsADirectory);
         }
@@ -303,10 +261,7 @@ impl Root {
         if p.is_root() {
             return Err(FsError::PermissionDenied);
         }
-        self.dir
-            .symlink_metadata(Self::rel(p))
-            .map(|_| ())
-            .map_err(|e| fs_error(&e))
+        self.dir.symlink_metadata(Self::rel(p)).map(|_| ()).map_err(|e| fs_error(&e))
     }
 
     pub fn rename(&self, from: &VirtualPath, to: &VirtualPath) -> Result<(), FsError> {
@@ -315,9 +270,7 @@ impl Root {
         if from.is_root() || to.is_root() || to.starts_with(from) && to != from {
             return Err(FsError::PermissionDenied);
         }
-        self.dir
-            .rename(Self::rel(from), &self.dir, Self::rel(to))
-            .map_err(|e| fs_error(&e))
+        self.dir.rename(Self::rel(from), &self.dir, Self::rel(to)).map_err(|e| fs_error(&e))
     }
 
     pub fn is_dir(&self, p: &VirtualPath) -> Result<(), FsError> {
@@ -335,11 +288,7 @@ impl Root {
             .checked_add(std::time::Duration::from_secs(unix_secs.max(0) as u64))
             .ok_or_else(|| FsError::Other("time out of range".into()))?;
         self.dir
-            .set_times(
-                Self::rel(p),
-                None,
-                Some(SystemTimeSpec::Absolute(SystemTime::from_std(t))),
-            )
+            .set_times(Self::rel(p), None, Some(SystemTimeSpec::Absolute(SystemTime::from_std(t))))
             .map_err(|e| fs_error(&e))
     }
 
@@ -347,9 +296,7 @@ impl Root {
     pub fn chmod(&self, p: &VirtualPath, mode: u32) -> Result<(), FsError> {
         Self::check_name(p)?;
         let perms = cap_std::fs::Permissions::from_mode(mode & 0o777);
-        self.dir
-            .set_permissions(Self::rel(p), perms)
-            .map_err(|e| fs_error(&e))
+        self.dir.set_permissions(Self::rel(p), perms).map_err(|e| fs_error(&e))
     }
 }
 
@@ -390,10 +337,8 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret"), b"x").unwrap();
         let root_dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret"), root_dir.path().join("abs"))
-            .unwrap();
-        std::os::unix::fs::symlink("../../../../../../etc/passwd", root_dir.path().join("rel"))
-            .unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root_dir.path().join("abs")).unwrap();
+        std::os::unix::fs::symlink("../../../../../../etc/passwd", root_dir.path().join("rel")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root_dir.path().join("dirlink")).unwrap();
         std::fs::write(root_dir.path().join("inside"), b"ok").unwrap();
         std::os::unix::fs::symlink("inside", root_dir.path().join("good")).unwrap();
@@ -401,18 +346,11 @@ mod tests {
         for p in ["/abs", "/rel", "/dirlink/secret"] {
             assert_eq!(root.open_read(&vp(p)).unwrap_err(), FsError::Escapes, "{p}");
         }
-        assert!(root
-            .begin_store(&vp("/dirlink/new"), StoreMode::Replace)
-            .is_err());
+        assert!(root.begin_store(&vp("/dirlink/new"), StoreMode::Replace).is_err());
         assert!(!outside.path().join("new").exists());
         assert_eq!(root.open_read(&vp("/good")).unwrap().1.size, 2);
         // Listing shows the escaping links as links, without following them.
-        let names: Vec<_> = root
-            .list(&vp("/"), false)
-            .unwrap()
-            .into_iter()
-            .map(|f| (f.name, f.kind))
-            .collect();
+        let names: Vec<_> = root.list(&vp("/"), false).unwrap().into_iter().map(|f| (f.name, f.kind)).collect();
         assert!(names.contains(&("abs".to_string(), FileKind::Symlink)));
         assert!(names.contains(&("good".to_string(), FileKind::File)));
     }
@@ -424,10 +362,7 @@ mod tests {
         let mut up = root.begin_store(&vp("/f.bin"), StoreMode::Replace).unwrap();
         up.file.write_all(b"hello").unwrap();
         assert!(!d.path().join("f.bin").exists());
-        assert!(
-            root.list(&vp("/"), true).unwrap().is_empty(),
-            "partial is hidden"
-        );
+        assert!(root.list(&vp("/"), true).unwrap().is_empty(), "partial is hidden");
         assert_eq!(root.partial_len(&vp("/f.bin")), Some(5));
         drop(up); // interrupted: partial kept for resume
         let up = root.begin_store(&vp("/f.bin"), StoreMode::Resume).unwrap();
@@ -435,9 +370,6 @@ mod tests {
         root.commit(up).unwrap();
         assert_eq!(std::fs::read(d.path().join("f.bin")).unwrap(), b"hello");
         assert_eq!(root.partial_len(&vp("/f.bin")), None);
-        assert!(matches!(
-            root.begin_store(&vp("/.x.ferry-part"), StoreMode::Replace),
-            Err(FsError::InvalidName(_))
-        ));
+        assert!(matches!(root.begin_store(&vp("/.x.ferry-part"), StoreMode::Replace), Err(FsError::InvalidName(_))));
     }
 }

@@ -7,6 +7,7 @@
 //! the page cache to the socket, so file bytes never enter user space.
 //! ASCII transfers and listings need conversion and take the buffered path.
 
+use crate::rate::RateLimit;
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -95,16 +96,19 @@ pub fn send_file(
     sock: &TcpStream,
     progress: &AtomicU64,
     abort: &AbortSignal,
+    rate: Option<&RateLimit>,
 ) -> Result<u64, CopyError> {
     let mut reader = file;
-    reader
-        .seek(SeekFrom::Start(offset))
-        .map_err(CopyError::Disk)?;
+    reader.seek(SeekFrom::Start(offset)).map_err(CopyError::Disk)?;
     let mut remaining = len.unwrap_or(u64::MAX);
     let mut sent = 0;
     while remaining > 0 {
         abort.check()?;
-        let step = remaining.min(STEP);
+        // Under a rate limit, move 256 KiB at a time so the pacing is smooth.
+        let step = remaining.min(if rate.is_some() { 256 << 10 } else { STEP });
+        if let Some(rate) = rate {
+            rate.acquire(step as usize);
+        }
         let n = io::copy(&mut reader.take(step), &mut &*sock).map_err(|e| {
             // io::copy does not say which side failed; the file is local and
             // was readable a moment ago, so blame the network unless the
@@ -166,7 +170,10 @@ pub fn finish_send(sock: &TcpStream) -> Result<(), CopyError> {
     sock.shutdown(Shutdown::Write).map_err(CopyError::Network)
 }
 
-/// Receives until the peer closes, writing at `offset` onwards.
+/// Receives until the peer closes, writing at `offset` onwards. Returns
+/// the bytes received and the file position after the last one written
+/// (they differ for ASCII); the caller truncates there when the upload
+/// replaces the file's content (not for APPE or ESTO).
 pub fn receive_file(
     sock: &TcpStream,
     file: &File,
@@ -174,7 +181,8 @@ pub fn receive_file(
     ascii: bool,
     progress: &AtomicU64,
     abort: &AbortSignal,
-) -> Result<u64, CopyError> {
+    rate: Option<&RateLimit>,
+) -> Result<(u64, u64), CopyError> {
     let mut buf = vec![0u8; RECV_BUF];
     let mut text = Vec::new();
     let mut dec = AsciiDecoder::default();
@@ -194,6 +202,9 @@ pub fn receive_file(
         };
         received += n as u64;
         progress.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(rate) = rate {
+            rate.acquire(n);
+        }
         let chunk = if ascii {
             text.clear();
             dec.decode(&buf[..n], &mut text);
@@ -210,10 +221,7 @@ pub fn receive_file(
         file.write_all_at(&text, pos).map_err(CopyError::Disk)?;
         pos += text.len() as u64;
     }
-    // Anything beyond what this upload wrote (an older, longer partial)
-    // is not part of the file.
-    file.set_len(pos).map_err(CopyError::Disk)?;
-    Ok(received)
+    Ok((received, pos))
 }
 
 #[cfg(test)]
@@ -225,9 +233,7 @@ mod tests {
     fn send_and_receive_round_trip_with_offset() {
         let dir = tempfile::tempdir().unwrap();
         let src_path = dir.path().join("src");
-        let data: Vec<u8> = (0..(9u32 << 20) + 7)
-            .map(|i| (i * 31 % 251) as u8)
-            .collect();
+        let data: Vec<u8> = (0..(9u32 << 20) + 7).map(|i| (i * 31 % 251) as u8).collect();
         std::fs::write(&src_path, &data).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -235,16 +241,18 @@ mod tests {
             let sock = TcpStream::connect(addr).unwrap();
             let f = File::open(src_path).unwrap();
             let p = AtomicU64::new(0);
-            let n = send_file(&f, 1000, None, &sock, &p, &AbortSignal::new()).unwrap();
+            let n = send_file(&f, 1000, None, &sock, &p, &AbortSignal::new(), None).unwrap();
             assert_eq!(p.load(Ordering::Relaxed), n);
             n
         });
         let (sock, _) = listener.accept().unwrap();
         let dst = tempfile::tempfile().unwrap();
-        dst.set_len(5_000_000_000).unwrap(); // longer stale content is cut
+        dst.set_len(5_000_000_000).unwrap(); // longer stale content, cut by the caller
         let p = AtomicU64::new(0);
-        let n = receive_file(&sock, &dst, 0, false, &p, &AbortSignal::new()).unwrap();
+        let (n, end) = receive_file(&sock, &dst, 0, false, &p, &AbortSignal::new(), None).unwrap();
         assert_eq!(sender.join().unwrap(), n);
+        assert_eq!(end, n);
+        dst.set_len(end).unwrap();
         let mut got = Vec::new();
         (&dst).read_to_end(&mut got).unwrap();
         assert_eq!(got, &data[1000..]);
@@ -264,7 +272,7 @@ mod tests {
             a.abort();
         });
         let f = tempfile::tempfile().unwrap();
-        let r = receive_file(&sock, &f, 0, false, &AtomicU64::new(0), &abort);
+        let r = receive_file(&sock, &f, 0, false, &AtomicU64::new(0), &abort, None);
         assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
         assert!(abort.is_aborted());
     }

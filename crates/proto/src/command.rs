@@ -194,6 +194,18 @@ pub enum Command {
         length: Option<u64>,
         path: String,
     },
+    /// `TREV PERF|RESTART <seconds>`: marker frequencies (Globus).
+    Trev {
+        event: TrevEvent,
+        seconds: u32,
+    },
+}
+
+/// Events whose frequency `TREV` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrevEvent {
+    Perf,
+    Restart,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -249,27 +261,12 @@ fn capitalize(s: &str) -> String {
 }
 
 fn syntax(verb: &'static str, reason: impl Into<String>) -> CommandError {
-    CommandError::Syntax {
-        verb,
-        reason: reason.into(),
-    }
+    CommandError::Syntax { verb, reason: reason.into() }
 }
 
 fn unsupported(verb: &'static str, reason: impl Into<String>) -> CommandError {
-    CommandError::ParameterNotImplemented {
-        verb,
-        reason: reason.into(),
-    }
+    CommandError::ParameterNotImplemented { verb, reason: reason.into() }
 }
-
-/// Verbs this parser knows, canonical spelling, for HELP.
-pub const KNOWN_VERBS: &[&str] = &[
-    "ABOR", "ALLO", "APPE", "AUTH", "CCC", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV",
-    "ERET", "ESTO", "FEAT", "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLST", "MODE", "NLST",
-    "NOOP", "OPTS", "PASS", "PASV", "PBSZ", "PORT", "PROT", "PWD", "QUIT", "REST", "RETR", "RMD",
-    "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT", "STOR", "STRU", "SYST", "TYPE",
-    "USER",
-];
 
 fn required<'a>(verb: &'static str, arg: Option<&'a str>) -> Result<&'a str, CommandError> {
     match arg {
@@ -288,10 +285,7 @@ fn no_arg(verb: &'static str, arg: Option<&str>) -> Result<(), CommandError> {
 fn number(verb: &'static str, s: &str) -> Result<u64, CommandError> {
     let s = s.trim();
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(syntax(
-            verb,
-            format!("expected a decimal number, got '{}'", truncate(s)),
-        ));
+        return Err(syntax(verb, format!("expected a decimal number, got '{}'", truncate(s))));
     }
     s.parse().map_err(|_| syntax(verb, "number out of range"))
 }
@@ -307,12 +301,9 @@ fn truncate(s: &str) -> &str {
 fn kv_list(verb: &'static str, s: &str) -> Result<Vec<(String, String)>, CommandError> {
     let mut out = Vec::new();
     for item in s.split(';').map(str::trim).filter(|i| !i.is_empty()) {
-        let (k, v) = item.split_once('=').ok_or_else(|| {
-            syntax(
-                verb,
-                format!("expected name=value, got '{}'", truncate(item)),
-            )
-        })?;
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| syntax(verb, format!("expected name=value, got '{}'", truncate(item))))?;
         out.push((k.trim().to_string(), v.trim().to_string()));
         if out.len() > 64 {
             return Err(syntax(verb, "too many options"));
@@ -333,13 +324,10 @@ impl Command {
             return Err(CommandError::Empty);
         }
         if verb_bytes.len() > 8 || !verb_bytes.iter().all(u8::is_ascii_alphabetic) {
-            let shown =
-                String::from_utf8_lossy(&verb_bytes[..verb_bytes.len().min(16)]).into_owned();
+            let shown = String::from_utf8_lossy(&verb_bytes[..verb_bytes.len().min(16)]).into_owned();
             return Err(CommandError::Unknown(shown.escape_default().to_string()));
         }
-        let verb = std::str::from_utf8(verb_bytes)
-            .map_err(|_| CommandError::NotUtf8)?
-            .to_ascii_uppercase();
+        let verb = std::str::from_utf8(verb_bytes).map_err(|_| CommandError::NotUtf8)?.to_ascii_uppercase();
         let arg = if verb_end < line.len() {
             Some(std::str::from_utf8(&line[verb_end + 1..]).map_err(|_| CommandError::NotUtf8)?)
         } else {
@@ -376,19 +364,14 @@ impl Command {
             "TYPE" => C::Type(parse_type(required("TYPE", arg)?)?),
             "STRU" => match required("STRU", arg)?.trim().to_ascii_uppercase().as_str() {
                 "F" => C::Stru,
-                "R" | "P" => {
-                    return Err(unsupported("STRU", "only file structure (F) is supported"))
-                }
+                "R" | "P" => return Err(unsupported("STRU", "only file structure (F) is supported")),
                 _ => return Err(syntax("STRU", "expected F, R or P")),
             },
             "MODE" => match required("MODE", arg)?.trim().to_ascii_uppercase().as_str() {
                 "S" => C::Mode(TransferMode::Stream),
                 "E" => C::Mode(TransferMode::ExtendedBlock),
                 "B" | "C" => {
-                    return Err(unsupported(
-                        "MODE",
-                        "only stream (S) and extended block (E) modes are supported",
-                    ))
+                    return Err(unsupported("MODE", "only stream (S) and extended block (E) modes are supported"))
                 }
                 _ => return Err(syntax("MODE", "expected S, B, C or E")),
             },
@@ -418,56 +401,39 @@ impl Command {
             "MDTM" => C::Mdtm(path("MDTM")?),
             "MLST" => C::Mlst(opt()),
             "MLSD" => C::Mlsd(opt()),
-            "EPRT" => C::Eprt(host_port::parse_eprt(required("EPRT", arg)?).map_err(
-                |e| match e {
-                    HostPortError::UnsupportedProtocol(_) => {
-                        CommandError::ParameterNotImplemented {
-                            verb: "EPRT",
-                            reason: "network protocol not supported, use (1,2)".into(),
-                        }
-                    }
-                    e => syntax("EPRT", e.to_string()),
+            "EPRT" => C::Eprt(host_port::parse_eprt(required("EPRT", arg)?).map_err(|e| match e {
+                HostPortError::UnsupportedProtocol(_) => CommandError::ParameterNotImplemented {
+                    verb: "EPRT",
+                    reason: "network protocol not supported, use (1,2)".into(),
                 },
-            )?),
+                e => syntax("EPRT", e.to_string()),
+            })?),
             "EPSV" => C::Epsv(match arg.map(str::trim) {
                 None | Some("") => EpsvArg::Any,
                 Some(a) if a.eq_ignore_ascii_case("ALL") => EpsvArg::All,
                 Some("1") => EpsvArg::Protocol(1),
                 Some("2") => EpsvArg::Protocol(2),
-                Some(_) => {
-                    return Err(unsupported(
-                        "EPSV",
-                        "network protocol not supported, use (1,2)",
-                    ))
-                }
+                Some(_) => return Err(unsupported("EPSV", "network protocol not supported, use (1,2)")),
             }),
             "AUTH" => C::Auth(required("AUTH", arg)?.trim().to_ascii_uppercase()),
             "PBSZ" => C::Pbsz(number("PBSZ", required("PBSZ", arg)?)?),
-            "PROT" => C::Prot(
-                match required("PROT", arg)?.trim().to_ascii_uppercase().as_str() {
-                    "C" => ProtectionLevel::Clear,
-                    "S" => ProtectionLevel::Safe,
-                    "E" => ProtectionLevel::Confidential,
-                    "P" => ProtectionLevel::Private,
-                    _ => return Err(syntax("PROT", "expected C, S, E or P")),
-                },
-            ),
+            "PROT" => C::Prot(match required("PROT", arg)?.trim().to_ascii_uppercase().as_str() {
+                "C" => ProtectionLevel::Clear,
+                "S" => ProtectionLevel::Safe,
+                "E" => ProtectionLevel::Confidential,
+                "P" => ProtectionLevel::Private,
+                _ => return Err(syntax("PROT", "expected C, S, E or P")),
+            }),
             "CCC" => C::Ccc,
-            "ADAT" | "MIC" | "CONF" | "ENC" => {
-                return Err(CommandError::NotImplemented("RFC 2228 security exchange"))
-            }
+            "ADAT" | "MIC" | "CONF" | "ENC" => return Err(CommandError::NotImplemented("RFC 2228 security exchange")),
             "MFMT" => {
                 let (time, path) = required("MFMT", arg)?
                     .split_once(' ')
                     .ok_or_else(|| syntax("MFMT", "expected YYYYMMDDHHMMSS path"))?;
-                if time.len() != 14 || !time.bytes().all(|b| b.is_ascii_digit()) || path.is_empty()
-                {
+                if time.len() != 14 || !time.bytes().all(|b| b.is_ascii_digit()) || path.is_empty() {
                     return Err(syntax("MFMT", "expected YYYYMMDDHHMMSS path"));
                 }
-                C::Mfmt {
-                    time: time.to_string(),
-                    path: path.to_string(),
-                }
+                C::Mfmt { time: time.to_string(), path: path.to_string() }
             }
             "SPAS" => C::Spas,
             "SPOR" => {
@@ -476,10 +442,7 @@ impl Command {
                     if addrs.len() >= 256 {
                         return Err(syntax("SPOR", "too many addresses"));
                     }
-                    addrs.push(
-                        host_port::parse_host_port(hp)
-                            .map_err(|e| syntax("SPOR", e.to_string()))?,
-                    );
+                    addrs.push(host_port::parse_host_port(hp).map_err(|e| syntax("SPOR", e.to_string()))?);
                 }
                 if addrs.is_empty() {
                     return Err(syntax("SPOR", "an address is required"));
@@ -501,6 +464,18 @@ impl Command {
                 })
             }
             "CKSM" => parse_cksm(required("CKSM", arg)?)?,
+            "TREV" => {
+                let a = required("TREV", arg)?;
+                let mut it = a.split_whitespace();
+                let event = match it.next().map(str::to_ascii_uppercase).as_deref() {
+                    Some("PERF") => TrevEvent::Perf,
+                    Some("RESTART") => TrevEvent::Restart,
+                    _ => return Err(unsupported("TREV", "unsupported event; use PERF or RESTART")),
+                };
+                let secs = it.next().ok_or_else(|| syntax("TREV", "expected an interval in seconds"))?;
+                let seconds = number("TREV", secs)?;
+                C::Trev { event, seconds: u32::try_from(seconds).map_err(|_| syntax("TREV", "interval too large"))? }
+            }
             "LANG" => return Err(CommandError::NotImplemented("LANG")),
             other => return Err(CommandError::Unknown(other.to_string())),
         })
@@ -563,6 +538,7 @@ impl Command {
             C::Sbuf(_) => "SBUF",
             C::Dcau(_) => "DCAU",
             C::Cksm { .. } => "CKSM",
+            C::Trev { .. } => "TREV",
         }
     }
 
@@ -593,18 +569,10 @@ impl Command {
 
 fn parse_type(a: &str) -> Result<TransferType, CommandError> {
     let parts: Vec<String> = a.split_whitespace().map(str::to_ascii_uppercase).collect();
-    match parts
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .as_slice()
-    {
+    match parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["A"] | ["A", "N"] => Ok(TransferType::Ascii),
         ["I"] | ["L", "8"] => Ok(TransferType::Image),
-        ["A", "T" | "C"] => Err(unsupported(
-            "TYPE",
-            "only non-print format (N) is supported",
-        )),
+        ["A", "T" | "C"] => Err(unsupported("TYPE", "only non-print format (N) is supported")),
         ["E", ..] => Err(unsupported("TYPE", "EBCDIC is not supported")),
         ["L", _] => Err(unsupported("TYPE", "only byte size 8 is supported")),
         _ => Err(syntax("TYPE", "expected A, I or L 8")),
@@ -628,9 +596,7 @@ fn parse_allo(a: &str) -> Result<Allo, CommandError> {
 fn parse_rest(a: &str) -> Result<RestArg, CommandError> {
     let a = a.trim();
     if a.contains('-') {
-        RangeSet::parse(a)
-            .map(RestArg::Ranges)
-            .map_err(|e: RangeError| syntax("REST", e.to_string()))
+        RangeSet::parse(a).map(RestArg::Ranges).map_err(|e: RangeError| syntax("REST", e.to_string()))
     } else {
         number("REST", a).map(RestArg::Offset)
     }
@@ -651,18 +617,10 @@ fn parse_opts(a: &str) -> Result<Opts, CommandError> {
         },
         "RETR" => Opts::Retr(kv_list("OPTS", rest)?),
         "PASV" => Opts::Pasv(kv_list("OPTS", rest)?),
-        "MLST" => Opts::Mlst(
-            rest.split(';')
-                .map(str::trim)
-                .filter(|f| !f.is_empty())
-                .map(str::to_string)
-                .take(64)
-                .collect(),
-        ),
-        _ => Opts::Other {
-            command: name.to_ascii_uppercase(),
-            args: rest.to_string(),
-        },
+        "MLST" => {
+            Opts::Mlst(rest.split(';').map(str::trim).filter(|f| !f.is_empty()).map(str::to_string).take(64).collect())
+        }
+        _ => Opts::Other { command: name.to_ascii_uppercase(), args: rest.to_string() },
     })
 }
 
@@ -676,8 +634,8 @@ fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
     Ok(match name.as_str() {
         "HELP" => SiteCommand::Help,
         "CLIENTINFO" => SiteCommand::ClientInfo(rest.to_string()),
-        "RETRBUFSIZE" => SiteCommand::RetrBufSize(number("SITE", rest)?),
-        "STORBUFSIZE" => SiteCommand::StorBufSize(number("SITE", rest)?),
+        "RETRBUFSIZE" | "RBUFSZ" | "RBUFSIZ" => SiteCommand::RetrBufSize(number("SITE", rest)?),
+        "STORBUFSIZE" | "SBUFSZ" | "SBUFSIZ" => SiteCommand::StorBufSize(number("SITE", rest)?),
         "BUFSIZE" | "SBUF" => SiteCommand::BufSize(number("SITE", rest)?),
         "CHMOD" => {
             let (mode, path) = rest
@@ -691,15 +649,9 @@ fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
             if path.is_empty() {
                 return Err(syntax("SITE", "expected CHMOD <octal mode> <path>"));
             }
-            SiteCommand::Chmod {
-                mode,
-                path: path.to_string(),
-            }
+            SiteCommand::Chmod { mode, path: path.to_string() }
         }
-        _ => SiteCommand::Other {
-            name,
-            args: rest.to_string(),
-        },
+        _ => SiteCommand::Other { name, args: rest.to_string() },
     })
 }
 
@@ -718,45 +670,26 @@ fn words_then_path(a: &str, n: usize) -> Option<(Vec<&str>, &str)> {
 
 fn parse_eret(a: &str) -> Result<Command, CommandError> {
     // GFD.20: ERET <module> <args> <path>; module "P" takes "<offset> <length>".
-    let (w, path) = words_then_path(a, 3)
-        .ok_or_else(|| syntax("ERET", "expected P <offset> <length> <path>"))?;
+    let (w, path) = words_then_path(a, 3).ok_or_else(|| syntax("ERET", "expected P <offset> <length> <path>"))?;
     if !w[0].eq_ignore_ascii_case("P") {
-        return Err(unsupported(
-            "ERET",
-            "only the partial-file module P is supported",
-        ));
+        return Err(unsupported("ERET", "only the partial-file module P is supported"));
     }
-    Ok(Command::Eret {
-        offset: number("ERET", w[1])?,
-        length: number("ERET", w[2])?,
-        path: path.to_string(),
-    })
+    Ok(Command::Eret { offset: number("ERET", w[1])?, length: number("ERET", w[2])?, path: path.to_string() })
 }
 
 fn parse_esto(a: &str) -> Result<Command, CommandError> {
     // GFD.20: ESTO <module> <args> <path>; module "A" takes "<offset>".
-    let (w, path) =
-        words_then_path(a, 2).ok_or_else(|| syntax("ESTO", "expected A <offset> <path>"))?;
+    let (w, path) = words_then_path(a, 2).ok_or_else(|| syntax("ESTO", "expected A <offset> <path>"))?;
     if !w[0].eq_ignore_ascii_case("A") {
-        return Err(unsupported(
-            "ESTO",
-            "only the adjusted-offset module A is supported",
-        ));
+        return Err(unsupported("ESTO", "only the adjusted-offset module A is supported"));
     }
-    Ok(Command::Esto {
-        offset: number("ESTO", w[1])?,
-        path: path.to_string(),
-    })
+    Ok(Command::Esto { offset: number("ESTO", w[1])?, path: path.to_string() })
 }
 
 fn parse_cksm(a: &str) -> Result<Command, CommandError> {
-    let (w, path) = words_then_path(a, 3)
-        .ok_or_else(|| syntax("CKSM", "expected <algorithm> <offset> <length> <path>"))?;
-    let length = if w[2] == "-1" {
-        None
-    } else {
-        Some(number("CKSM", w[2])?)
-    };
+    let (w, path) =
+        words_then_path(a, 3).ok_or_else(|| syntax("CKSM", "expected <algorithm> <offset> <length> <path>"))?;
+    let length = if w[2] == "-1" { None } else { Some(number("CKSM", w[2])?) };
     if w[0].is_empty() || w[0].len() > 16 || !w[0].bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(syntax("CKSM", "bad algorithm name"));
     }
@@ -794,12 +727,10 @@ impl fmt::Display for Command {
             | C::Size(a)
             | C::Mdtm(a)
             | C::Auth(a) => write!(f, "{v} {a}"),
-            C::List(a) | C::Nlst(a) | C::Stat(a) | C::Help(a) | C::Mlst(a) | C::Mlsd(a) => {
-                match a {
-                    Some(a) => write!(f, "{v} {a}"),
-                    None => f.write_str(v),
-                }
-            }
+            C::List(a) | C::Nlst(a) | C::Stat(a) | C::Help(a) | C::Mlst(a) | C::Mlsd(a) => match a {
+                Some(a) => write!(f, "{v} {a}"),
+                None => f.write_str(v),
+            },
             C::Cdup
             | C::Rein
             | C::Quit
@@ -819,10 +750,7 @@ impl fmt::Display for Command {
             C::Mode(TransferMode::Stream) => write!(f, "{v} S"),
             C::Mode(TransferMode::ExtendedBlock) => write!(f, "{v} E"),
             C::Allo(Allo { size, record: None }) => write!(f, "{v} {size}"),
-            C::Allo(Allo {
-                size,
-                record: Some(r),
-            }) => write!(f, "{v} {size} R {r}"),
+            C::Allo(Allo { size, record: Some(r) }) => write!(f, "{v} {size} R {r}"),
             C::Rest(RestArg::Offset(o)) => write!(f, "{v} {o}"),
             C::Rest(RestArg::Ranges(r)) => write!(f, "{v} {r}"),
             C::Site(s) => match s {
@@ -840,11 +768,9 @@ impl fmt::Display for Command {
                 Opts::Utf8(false) => write!(f, "OPTS UTF8 OFF"),
                 Opts::Retr(kv) => write!(f, "OPTS RETR {}", kv_to_string(kv)),
                 Opts::Pasv(kv) => write!(f, "OPTS PASV {}", kv_to_string(kv)),
-                Opts::Mlst(facts) => write!(
-                    f,
-                    "OPTS MLST {}",
-                    facts.iter().map(|x| format!("{x};")).collect::<String>()
-                ),
+                Opts::Mlst(facts) => {
+                    write!(f, "OPTS MLST {}", facts.iter().map(|x| format!("{x};")).collect::<String>())
+                }
                 Opts::Other { command, args } if args.is_empty() => write!(f, "OPTS {command}"),
                 Opts::Other { command, args } => write!(f, "OPTS {command} {args}"),
             },
@@ -871,24 +797,19 @@ impl fmt::Display for Command {
                 }
                 Ok(())
             }
-            C::Eret {
-                offset,
-                length,
-                path,
-            } => write!(f, "{v} P {offset} {length} {path}"),
+            C::Eret { offset, length, path } => write!(f, "{v} P {offset} {length} {path}"),
             C::Esto { offset, path } => write!(f, "{v} A {offset} {path}"),
             C::Sbuf(n) => write!(f, "{v} {n}"),
             C::Dcau(Dcau::None) => write!(f, "{v} N"),
             C::Dcau(Dcau::Self_) => write!(f, "{v} A"),
             C::Dcau(Dcau::Subject(s)) => write!(f, "{v} S {s}"),
-            C::Cksm {
-                algorithm,
-                offset,
-                length,
-                path,
-            } => match length {
+            C::Cksm { algorithm, offset, length, path } => match length {
                 Some(l) => write!(f, "{v} {algorithm} {offset} {l} {path}"),
                 None => write!(f, "{v} {algorithm} {offset} -1 {path}"),
+            },
+            C::Trev { event, seconds } => match event {
+                TrevEvent::Perf => write!(f, "{v} PERF {seconds}"),
+                TrevEvent::Restart => write!(f, "{v} RESTART {seconds}"),
             },
         }
     }
@@ -908,75 +829,35 @@ mod tests {
         assert_eq!(p("USER anonymous"), Ok(Command::User("anonymous".into())));
         assert_eq!(p("user bob"), Ok(Command::User("bob".into())));
         assert_eq!(p("PASS"), Ok(Command::Pass(String::new())));
-        assert_eq!(
-            p("RETR a file with spaces"),
-            Ok(Command::Retr("a file with spaces".into()))
-        );
+        assert_eq!(p("RETR a file with spaces"), Ok(Command::Retr("a file with spaces".into())));
         assert_eq!(p("TYPE I"), Ok(Command::Type(TransferType::Image)));
         assert_eq!(p("TYPE A N"), Ok(Command::Type(TransferType::Ascii)));
         assert_eq!(p("MODE E"), Ok(Command::Mode(TransferMode::ExtendedBlock)));
         assert_eq!(
             p("OPTS RETR Parallelism=4,4,4;"),
-            Ok(Command::Opts(Opts::Retr(vec![(
-                "Parallelism".into(),
-                "4,4,4".into()
-            )])))
+            Ok(Command::Opts(Opts::Retr(vec![("Parallelism".into(), "4,4,4".into())])))
         );
         assert_eq!(
             p("OPTS PASV AllowDelayed=1;"),
-            Ok(Command::Opts(Opts::Pasv(vec![(
-                "AllowDelayed".into(),
-                "1".into()
-            )])))
+            Ok(Command::Opts(Opts::Pasv(vec![("AllowDelayed".into(), "1".into())])))
         );
-        assert_eq!(
-            p("SITE RETRBUFSIZE 4194304"),
-            Ok(Command::Site(SiteCommand::RetrBufSize(4194304)))
-        );
+        assert_eq!(p("SITE RETRBUFSIZE 4194304"), Ok(Command::Site(SiteCommand::RetrBufSize(4194304))));
         assert_eq!(
             p("SITE CLIENTINFO scheme=ftp;appname=\"globus-url-copy\";"),
-            Ok(Command::Site(SiteCommand::ClientInfo(
-                "scheme=ftp;appname=\"globus-url-copy\";".into()
-            )))
+            Ok(Command::Site(SiteCommand::ClientInfo("scheme=ftp;appname=\"globus-url-copy\";".into())))
         );
         assert_eq!(
             p("ERET P 1000 5000 /dev/shm/x y"),
-            Ok(Command::Eret {
-                offset: 1000,
-                length: 5000,
-                path: "/dev/shm/x y".into()
-            })
+            Ok(Command::Eret { offset: 1000, length: 5000, path: "/dev/shm/x y".into() })
         );
-        assert_eq!(
-            p("ESTO A 77 /f"),
-            Ok(Command::Esto {
-                offset: 77,
-                path: "/f".into()
-            })
-        );
+        assert_eq!(p("ESTO A 77 /f"), Ok(Command::Esto { offset: 77, path: "/f".into() }));
         assert_eq!(
             p("CKSM MD5 0 -1 /p"),
-            Ok(Command::Cksm {
-                algorithm: "MD5".into(),
-                offset: 0,
-                length: None,
-                path: "/p".into()
-            })
+            Ok(Command::Cksm { algorithm: "MD5".into(), offset: 0, length: None, path: "/p".into() })
         );
         assert_eq!(p("REST 100"), Ok(Command::Rest(RestArg::Offset(100))));
-        assert_eq!(
-            p("REST 0-10,20-30"),
-            Ok(Command::Rest(RestArg::Ranges(
-                RangeSet::parse("0-10,20-30").unwrap()
-            )))
-        );
-        assert_eq!(
-            p("ALLO 5000000"),
-            Ok(Command::Allo(Allo {
-                size: 5000000,
-                record: None
-            }))
-        );
+        assert_eq!(p("REST 0-10,20-30"), Ok(Command::Rest(RestArg::Ranges(RangeSet::parse("0-10,20-30").unwrap()))));
+        assert_eq!(p("ALLO 5000000"), Ok(Command::Allo(Allo { size: 5000000, record: None })));
         assert_eq!(p("EPSV ALL"), Ok(Command::Epsv(EpsvArg::All)));
         assert_eq!(p("XPWD"), Ok(Command::Pwd));
         assert_eq!(p("LIST -la"), Ok(Command::List(Some("-la".into()))));
@@ -1002,15 +883,11 @@ mod tests {
         assert_eq!(code("OPTS \r \u{c}"), 501);
         assert_eq!(code("SITE  "), 501);
         assert_eq!(Command::parse(b"RETR a\0b").unwrap_err().code().get(), 501);
-        assert_eq!(
-            Command::parse(b"RETR \xff\xfe").unwrap_err().code().get(),
-            501
-        );
+        assert_eq!(Command::parse(b"RETR \xff\xfe").unwrap_err().code().get(), 501);
     }
 
     fn arb_path() -> impl Strategy<Value = String> {
-        "[a-zA-Z0-9_./ äö-]{1,20}"
-            .prop_filter("non-empty", |s| !s.is_empty() && !s.starts_with(' '))
+        "[a-zA-Z0-9_./ äö-]{1,20}".prop_filter("non-empty", |s| !s.is_empty() && !s.starts_with(' '))
     }
 
     fn arb_command() -> impl Strategy<Value = Command> {
@@ -1020,30 +897,15 @@ mod tests {
             arb_path().prop_map(Command::Cwd),
             arb_path().prop_map(|p| Command::Mlsd(Some(p))),
             any::<u64>().prop_map(|o| Command::Rest(RestArg::Offset(o))),
-            (any::<[u8; 4]>(), any::<u16>())
-                .prop_map(|(ip, port)| Command::Port(SocketAddrV4::new(ip.into(), port))),
-            (any::<u64>(), any::<u64>(), arb_path()).prop_map(|(offset, length, path)| {
-                Command::Eret {
-                    offset,
-                    length,
-                    path,
-                }
-            }),
-            (any::<u64>(), proptest::option::of(any::<u64>()), arb_path()).prop_map(
-                |(offset, length, path)| Command::Cksm {
-                    algorithm: "ADLER32".into(),
-                    offset,
-                    length,
-                    path
-                }
-            ),
+            (any::<[u8; 4]>(), any::<u16>()).prop_map(|(ip, port)| Command::Port(SocketAddrV4::new(ip.into(), port))),
+            (any::<u64>(), any::<u64>(), arb_path())
+                .prop_map(|(offset, length, path)| { Command::Eret { offset, length, path } }),
+            (any::<u64>(), proptest::option::of(any::<u64>()), arb_path())
+                .prop_map(|(offset, length, path)| Command::Cksm { algorithm: "ADLER32".into(), offset, length, path }),
             Just(Command::Pasv),
             Just(Command::Mode(TransferMode::ExtendedBlock)),
             Just(Command::Type(TransferType::Ascii)),
-            (1u32..64).prop_map(|n| Command::Opts(Opts::Retr(vec![(
-                "Parallelism".into(),
-                format!("{n},{n},{n}")
-            )]))),
+            (1u32..64).prop_map(|n| Command::Opts(Opts::Retr(vec![("Parallelism".into(), format!("{n},{n},{n}"))]))),
         ]
     }
 

@@ -30,8 +30,7 @@ pub struct FileFacts {
     pub unique: (u64, u64),
 }
 
-const MDTM_FORMAT: &[FormatItem<'static>] =
-    format_description!("[year][month][day][hour][minute][second]");
+const MDTM_FORMAT: &[FormatItem<'static>] = format_description!("[year][month][day][hour][minute][second]");
 
 /// `YYYYMMDDHHMMSS` in UTC (RFC 3659 §2.3 `time-val`).
 pub fn format_time_val(unix_secs: i64) -> String {
@@ -48,18 +47,11 @@ pub fn parse_time_val(s: &str) -> Option<i64> {
         return None;
     }
     let n = |r: std::ops::Range<usize>| s[r].parse::<u32>().ok();
-    let date = time::Date::from_calendar_date(
-        n(0..4)? as i32,
-        time::Month::try_from(n(4..6)? as u8).ok()?,
-        n(6..8)? as u8,
-    )
-    .ok()?;
+    let date =
+        time::Date::from_calendar_date(n(0..4)? as i32, time::Month::try_from(n(4..6)? as u8).ok()?, n(6..8)? as u8)
+            .ok()?;
     let t = time::Time::from_hms(n(8..10)? as u8, n(10..12)? as u8, n(12..14)? as u8).ok()?;
-    Some(
-        time::PrimitiveDateTime::new(date, t)
-            .assume_utc()
-            .unix_timestamp(),
-    )
+    Some(time::PrimitiveDateTime::new(date, t).assume_utc().unix_timestamp())
 }
 
 impl FileFacts {
@@ -115,31 +107,20 @@ impl FileFacts {
             perms.push(if bits & 2 != 0 { 'w' } else { '-' });
             perms.push(if bits & 1 != 0 { 'x' } else { '-' });
         }
-        let when = OffsetDateTime::from_unix_timestamp(self.modified)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let when = OffsetDateTime::from_unix_timestamp(self.modified).unwrap_or(OffsetDateTime::UNIX_EPOCH);
         const SIX_MONTHS: i64 = 182 * 24 * 3600;
         let recent = (now - self.modified).abs() < SIX_MONTHS;
         let month = &MONTHS[when.month() as usize - 1];
         let date = if recent {
-            format!(
-                "{month} {:>2} {:02}:{:02}",
-                when.day(),
-                when.hour(),
-                when.minute()
-            )
+            format!("{month} {:>2} {:02}:{:02}", when.day(), when.hour(), when.minute())
         } else {
             format!("{month} {:>2}  {}", when.day(), when.year())
         };
-        format!(
-            "{perms} {:>3} {:<8} {:<8} {:>12} {date} {}",
-            self.nlink, self.uid, self.gid, self.size, self.name
-        )
+        format!("{perms} {:>3} {:<8} {:<8} {:>12} {date} {}", self.nlink, self.uid, self.gid, self.size, self.name)
     }
 }
 
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 #[cfg(test)]
 mod tests {
@@ -184,8 +165,6 @@ mod tests {
             f.list_line(1_795_223_916 + 3600),
             "-rw-r--r--   1 999      995           5000000 Nov 21 01:18 data 1.bin"
         );
-        assert!(f
-            .list_line(1_795_223_916 + 400 * 86400)
-            .contains("Nov 21  2026 data 1.bin"));
+        assert!(f.list_line(1_795_223_916 + 400 * 86400).contains("Nov 21  2026 data 1.bin"));
     }
 }

@@ -2,9 +2,7 @@
 //! replays the committed corpus on stable Rust (`tests/fuzz_corpus.rs`).
 
 use crate::line::{parse_line, LineBuffer};
-use crate::session::{
-    Access, Action, AnonymousAccess, FsError, Grant, SessionConfig, TransferOutcome,
-};
+use crate::session::{Access, Action, AnonymousAccess, FsError, Grant, SessionConfig, TransferOutcome};
 use crate::{Command, Session};
 
 /// Control-channel bytes through the command parser, the line framing and
@@ -15,17 +13,11 @@ pub fn command_parser(data: &[u8]) {
         let again = Command::parse(cmd.to_string().as_bytes());
         assert_eq!(again.as_ref(), Ok(&cmd), "{cmd}");
     }
-    let cfg = SessionConfig {
-        anonymous: AnonymousAccess::Write,
-        ..SessionConfig::default()
-    };
+    let cfg = SessionConfig { anonymous: AnonymousAccess::Write, ..SessionConfig::default() };
     let mut session = Session::new(cfg, "127.0.0.1:1".parse().expect("literal address"));
     let _ = session.handle(Command::parse(b"USER anonymous"));
     if let Action::Login(_) = session.handle(Command::parse(b"PASS x")) {
-        let _ = session.login_result(Some(Grant {
-            user: "anonymous".into(),
-            access: Access::ReadWrite,
-        }));
+        let _ = session.login_result(Some(Grant { user: "anonymous".into(), access: Access::ReadWrite }));
     }
     const MAX_LINE: usize = 512;
     const CHUNK: usize = 97;
@@ -45,10 +37,7 @@ pub fn command_parser(data: &[u8]) {
                 },
                 Action::Transfer(req) => {
                     let mut out = vec![session.transfer_started("x", None, false)];
-                    out.extend(
-                        session
-                            .transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 }),
-                    );
+                    out.extend(session.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 }));
                     out
                 }
                 Action::AbortTransfer => vec![],
@@ -56,17 +45,10 @@ pub fn command_parser(data: &[u8]) {
             for reply in replies {
                 // One CRLF per reply line and no stray CR or LF elsewhere.
                 let wire = reply.to_string();
-                assert_eq!(
-                    wire.matches("\r\n").count(),
-                    reply.lines.len().max(1),
-                    "{wire:?}"
-                );
+                assert_eq!(wire.matches("\r\n").count(), reply.lines.len().max(1), "{wire:?}");
                 assert!(!wire.replace("\r\n", "").contains(['\r', '\n']), "{wire:?}");
             }
         }
-        assert!(
-            lines.buffered() <= MAX_LINE + CHUNK,
-            "line buffer exceeded its bound"
-        );
+        assert!(lines.buffered() <= MAX_LINE + CHUNK, "line buffer exceeded its bound");
     }
 }

@@ -33,10 +33,7 @@ pub fn parse_host_port(s: &str) -> Result<SocketAddrV4, HostPortError> {
     if count != 6 {
         return Err(HostPortError::BadPort);
     }
-    Ok(SocketAddrV4::new(
-        Ipv4Addr::new(n[0], n[1], n[2], n[3]),
-        u16::from(n[4]) << 8 | u16::from(n[5]),
-    ))
+    Ok(SocketAddrV4::new(Ipv4Addr::new(n[0], n[1], n[2], n[3]), u16::from(n[4]) << 8 | u16::from(n[5])))
 }
 
 pub fn format_host_port(addr: SocketAddrV4) -> String {
@@ -59,16 +56,8 @@ pub fn parse_eprt(s: &str) -> Result<SocketAddr, HostPortError> {
     }
     let port: u16 = fields[2].parse().map_err(|_| HostPortError::BadEprt)?;
     let ip: IpAddr = match fields[0] {
-        "1" => IpAddr::V4(
-            fields[1]
-                .parse::<Ipv4Addr>()
-                .map_err(|_| HostPortError::BadEprt)?,
-        ),
-        "2" => IpAddr::V6(
-            fields[1]
-                .parse::<Ipv6Addr>()
-                .map_err(|_| HostPortError::BadEprt)?,
-        ),
+        "1" => IpAddr::V4(fields[1].parse::<Ipv4Addr>().map_err(|_| HostPortError::BadEprt)?),
+        "2" => IpAddr::V6(fields[1].parse::<Ipv6Addr>().map_err(|_| HostPortError::BadEprt)?),
         other => return Err(HostPortError::UnsupportedProtocol(other.to_string())),
     };
     Ok(SocketAddr::new(ip, port))
@@ -84,9 +73,7 @@ pub fn format_eprt(addr: SocketAddr) -> String {
 pub fn parse_pasv_reply(text: &str) -> Option<SocketAddrV4> {
     let start = text.find(|c: char| c.is_ascii_digit())?;
     let rest = &text[start..];
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == ','))
-        .unwrap_or(rest.len());
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == ',')).unwrap_or(rest.len());
     parse_host_port(&rest[..end]).ok()
 }
 
@@ -113,32 +100,16 @@ mod tests {
         let a = parse_host_port("127,0,0,1,113,186").unwrap();
         assert_eq!(a, "127.0.0.1:29114".parse().unwrap());
         assert_eq!(format_host_port(a), "127,0,0,1,113,186");
-        for bad in [
-            "",
-            "1,2,3,4,5",
-            "1,2,3,4,5,6,7",
-            "256,0,0,1,1,1",
-            "a,b,c,d,e,f",
-            "1,2,3,4,5,+6",
-        ] {
+        for bad in ["", "1,2,3,4,5", "1,2,3,4,5,6,7", "256,0,0,1,1,1", "a,b,c,d,e,f", "1,2,3,4,5,+6"] {
             assert!(parse_host_port(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn eprt_forms() {
-        assert_eq!(
-            parse_eprt("|1|132.235.1.2|6275|").unwrap(),
-            "132.235.1.2:6275".parse().unwrap()
-        );
-        assert_eq!(
-            parse_eprt("|2|::1|5282|").unwrap(),
-            "[::1]:5282".parse().unwrap()
-        );
-        assert_eq!(
-            parse_eprt("!1!10.0.0.1!21!").unwrap(),
-            "10.0.0.1:21".parse().unwrap()
-        );
+        assert_eq!(parse_eprt("|1|132.235.1.2|6275|").unwrap(), "132.235.1.2:6275".parse().unwrap());
+        assert_eq!(parse_eprt("|2|::1|5282|").unwrap(), "[::1]:5282".parse().unwrap());
+        assert_eq!(parse_eprt("!1!10.0.0.1!21!").unwrap(), "10.0.0.1:21".parse().unwrap());
         assert!(parse_eprt("|3|x|1|").is_err());
         assert!(parse_eprt("|1|::1|1|").is_err());
         assert!(parse_eprt("|1|1.2.3.4|70000|").is_err());
@@ -151,10 +122,7 @@ mod tests {
             parse_pasv_reply("Entering Passive Mode (127,0,0,1,113,186)"),
             Some("127.0.0.1:29114".parse().unwrap())
         );
-        assert_eq!(
-            parse_epsv_reply("Entering Extended Passive Mode (|||6446|)"),
-            Some(6446)
-        );
+        assert_eq!(parse_epsv_reply("Entering Extended Passive Mode (|||6446|)"), Some(6446));
     }
 
     proptest! {

@@ -15,6 +15,8 @@ pub mod facts;
 pub mod fuzz_checks;
 pub mod host_port;
 pub mod line;
+pub mod markers;
+pub mod mode_e;
 pub mod path;
 pub mod reply;
 pub mod restart;

@@ -37,12 +37,7 @@ pub struct LineBuffer {
 
 impl LineBuffer {
     pub fn new(max_line: usize) -> Self {
-        Self {
-            buf: Vec::new(),
-            max_line,
-            discarding: false,
-            overflowed: false,
-        }
+        Self { buf: Vec::new(), max_line, discarding: false, overflowed: false }
     }
 
     /// Bytes currently held.
@@ -65,10 +60,7 @@ impl LineBuffer {
         self.buf.extend_from_slice(data);
         let tail_start = match data.iter().rposition(|&b| b == b'\n') {
             Some(i) => old_len + i + 1,
-            None => self.buf[..old_len]
-                .iter()
-                .rposition(|&b| b == b'\n')
-                .map_or(0, |i| i + 1),
+            None => self.buf[..old_len].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1),
         };
         if self.buf.len() - tail_start > self.max_line {
             self.buf.truncate(tail_start);
@@ -148,10 +140,7 @@ mod tests {
     fn splits_crlf_and_lf() {
         let mut b = LineBuffer::new(100);
         b.push(b"USER a\r\nPASS b\nNO");
-        assert_eq!(
-            lines(&mut b),
-            vec![Ok(b"USER a".to_vec()), Ok(b"PASS b".to_vec())]
-        );
+        assert_eq!(lines(&mut b), vec![Ok(b"USER a".to_vec()), Ok(b"PASS b".to_vec())]);
         b.push(b"OP\r\n");
         assert_eq!(lines(&mut b), vec![Ok(b"NOOP".to_vec())]);
     }
@@ -174,10 +163,7 @@ mod tests {
         let mut data = vec![b'a'; 100];
         data.extend_from_slice(b"\r\nNOOP\r\n");
         b.push(&data);
-        assert_eq!(
-            lines(&mut b),
-            vec![Err(LineError::TooLong { max: 10 }), Ok(b"NOOP".to_vec())]
-        );
+        assert_eq!(lines(&mut b), vec![Err(LineError::TooLong { max: 10 }), Ok(b"NOOP".to_vec())]);
     }
 
     #[test]
@@ -185,9 +171,6 @@ mod tests {
         let mut b = LineBuffer::new(100);
         b.push(b"\xff\xf4\xff\xf2ABOR\r\n");
         assert_eq!(lines(&mut b), vec![Ok(b"ABOR".to_vec())]);
-        assert_eq!(
-            strip_telnet(b"a\xff\xffb\xff\xfb\x01c"),
-            b"a\xffbc".to_vec()
-        );
+        assert_eq!(strip_telnet(b"a\xff\xffb\xff\xfb\x01c"), b"a\xffbc".to_vec());
     }
 }

@@ -39,11 +39,7 @@ impl VirtualPath {
         if arg.is_empty() {
             return Err(PathError::Empty);
         }
-        let mut parts: Vec<&str> = if arg.starts_with('/') {
-            Vec::new()
-        } else {
-            self.components().collect()
-        };
+        let mut parts: Vec<&str> = if arg.starts_with('/') { Vec::new() } else { self.components().collect() };
         for comp in arg.split('/') {
             match comp {
                 "" | "." => {}

@@ -106,10 +106,7 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(code: ReplyCode, text: impl Into<String>) -> Self {
-        Self {
-            code,
-            lines: vec![text.into()],
-        }
+        Self { code, lines: vec![text.into()] }
     }
 
     /// A multi-line reply: `first`, the `body` lines verbatim (callers that
@@ -206,12 +203,7 @@ impl Default for ReplyParser {
 
 impl ReplyParser {
     pub fn new(max_line: usize, max_lines: usize) -> Self {
-        Self {
-            buf: Vec::new(),
-            partial: None,
-            max_line,
-            max_lines,
-        }
+        Self { buf: Vec::new(), partial: None, max_line, max_lines }
     }
 
     pub fn push(&mut self, data: &[u8]) {
@@ -273,12 +265,11 @@ impl ReplyParser {
                     }
                     // Intermediate lines may repeat the code with a '-'
                     // (`213-`, `250-`): keep the text only.
-                    let text =
-                        if code == Some(partial.code) && line.as_bytes().get(3) == Some(&b'-') {
-                            line[4..].to_string()
-                        } else {
-                            line
-                        };
+                    let text = if code == Some(partial.code) && line.as_bytes().get(3) == Some(&b'-') {
+                        line[4..].to_string()
+                    } else {
+                        line
+                    };
                     partial.lines.push(text);
                     Ok(None)
                 }
@@ -312,10 +303,7 @@ mod tests {
             [" SIZE".to_string(), "211 sneaky".to_string()],
             "End.",
         );
-        assert_eq!(
-            r.to_string(),
-            "211-Extensions supported\r\n SIZE\r\n 211 sneaky\r\n211 End.\r\n"
-        );
+        assert_eq!(r.to_string(), "211-Extensions supported\r\n SIZE\r\n 211 sneaky\r\n211 End.\r\n");
     }
 
     #[test]
@@ -328,10 +316,7 @@ mod tests {
     fn parses_multiline_across_pushes() {
         let mut p = ReplyParser::default();
         p.push(b"220 ready\r\n250-status of x\r\n Type=file; x\r\n");
-        assert_eq!(
-            p.next_reply().unwrap(),
-            Some(Reply::new(ReplyCode::SERVICE_READY, "ready"))
-        );
+        assert_eq!(p.next_reply().unwrap(), Some(Reply::new(ReplyCode::SERVICE_READY, "ready")));
         assert_eq!(p.next_reply().unwrap(), None);
         p.push(b"250 End.\r\n");
         let r = p.next_reply().unwrap().unwrap();

@@ -86,9 +86,7 @@ impl RangeSet {
             return true;
         }
         let i = self.ranges.partition_point(|x| x.end <= r.start);
-        self.ranges
-            .get(i)
-            .is_some_and(|x| x.start <= r.start && r.end <= x.end)
+        self.ranges.get(i).is_some_and(|x| x.start <= r.start && r.end <= x.end)
     }
 
     /// The parts of `0..len` not in the set: what still has to be sent.
@@ -200,14 +198,7 @@ mod tests {
     fn globus_restart_example() {
         let s = RangeSet::parse("0-270008320,270532608-271319040,271581184-272629760").unwrap();
         let missing = s.missing(1073741824);
-        assert_eq!(
-            missing,
-            vec![
-                270008320..270532608,
-                271319040..271581184,
-                272629760..1073741824
-            ]
-        );
+        assert_eq!(missing, vec![270008320..270532608, 271319040..271581184, 272629760..1073741824]);
         let mut all = s.clone();
         for m in missing {
             all.insert(m);

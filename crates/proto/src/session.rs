@@ -19,8 +19,8 @@
 //!   EPRT) first (`425`), and consumes it.
 
 use crate::command::{
-    Allo, Command, CommandError, EpsvArg, Opts, ProtectionLevel, RestArg, SiteCommand,
-    TransferMode, TransferType,
+    Allo, Command, CommandError, Dcau, EpsvArg, Opts, ProtectionLevel, RestArg, SiteCommand, TransferMode,
+    TransferType, TrevEvent,
 };
 use crate::facts::{format_time_val, parse_time_val, FileFacts};
 use crate::host_port::format_host_port;
@@ -68,6 +68,9 @@ pub struct SessionConfig {
     pub port_policy: PortPolicy,
     /// Whether `AUTH TLS` can be offered (a certificate is configured).
     pub tls_available: bool,
+    /// Default seconds between restart and performance markers while
+    /// receiving in MODE E (Globus: 5; TREV changes it per session).
+    pub marker_interval_secs: u32,
 }
 
 impl Default for SessionConfig {
@@ -79,6 +82,7 @@ impl Default for SessionConfig {
             max_bad_commands: 20,
             port_policy: PortPolicy::PeerOnly,
             tls_available: false,
+            marker_interval_secs: 5,
         }
     }
 }
@@ -120,39 +124,17 @@ impl FsError {
     pub fn reply(&self, path: &VirtualPath) -> Reply {
         use FsError as E;
         let (code, text) = match self {
-            E::NotFound => (
-                ReplyCode::FILE_UNAVAILABLE,
-                format!("{path}: No such file or directory."),
-            ),
-            E::PermissionDenied => (
-                ReplyCode::FILE_UNAVAILABLE,
-                format!("{path}: Permission denied."),
-            ),
+            E::NotFound => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: No such file or directory.")),
+            E::PermissionDenied => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: Permission denied.")),
             E::AlreadyExists => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: File exists.")),
-            E::NotADirectory => (
-                ReplyCode::FILE_UNAVAILABLE,
-                format!("{path}: Not a directory."),
-            ),
-            E::IsADirectory => (
-                ReplyCode::FILE_UNAVAILABLE,
-                format!("{path}: Is a directory."),
-            ),
-            E::DirectoryNotEmpty => (
-                ReplyCode::FILE_UNAVAILABLE,
-                format!("{path}: Directory not empty."),
-            ),
-            E::Escapes => (
-                ReplyCode::FILE_UNAVAILABLE,
-                format!("{path}: Path leads outside the served directory; refused."),
-            ),
-            E::InvalidName(why) => (
-                ReplyCode::NAME_NOT_ALLOWED,
-                format!("{path}: File name not allowed: {why}."),
-            ),
-            E::NoSpace => (
-                ReplyCode::EXCEEDED_STORAGE,
-                format!("{path}: No space left on the server's disk."),
-            ),
+            E::NotADirectory => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: Not a directory.")),
+            E::IsADirectory => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: Is a directory.")),
+            E::DirectoryNotEmpty => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: Directory not empty.")),
+            E::Escapes => {
+                (ReplyCode::FILE_UNAVAILABLE, format!("{path}: Path leads outside the served directory; refused."))
+            }
+            E::InvalidName(why) => (ReplyCode::NAME_NOT_ALLOWED, format!("{path}: File name not allowed: {why}.")),
+            E::NoSpace => (ReplyCode::EXCEEDED_STORAGE, format!("{path}: No space left on the server's disk.")),
             E::Other(msg) => (ReplyCode::LOCAL_ERROR, format!("{path}: {msg}.")),
         };
         Reply::new(code, text)
@@ -171,6 +153,13 @@ pub enum FileOp {
     Rename {
         from: VirtualPath,
         to: VirtualPath,
+    },
+    /// CKSM: a checksum of `length` bytes from `offset` (to the end if None).
+    Checksum {
+        path: VirtualPath,
+        algorithm: String,
+        offset: u64,
+        length: Option<u64>,
     },
     Size(VirtualPath),
     ModTime(VirtualPath),
@@ -196,7 +185,14 @@ pub enum FileDone {
     ModTime(i64),
     Facts(FileFacts),
     Listing(Vec<FileFacts>),
+    /// Lowercase hex (ADLER32 and CRC32C as `%08x`, like Globus).
+    Checksum(String),
 }
+
+/// Checksum algorithms CKSM accepts, as FEAT lists them. XXH128 is the
+/// fast one for Ferry-to-Ferry verification; the others are what Globus,
+/// gfal2 and storage systems use.
+pub const CHECKSUM_ALGORITHMS: &[&str] = &["ADLER32", "CRC32C", "MD5", "SHA1", "SHA256", "SHA512", "XXH128"];
 
 /// How listings are formatted on the data connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,10 +210,7 @@ pub enum TransferKind {
     Retrieve,
     Store,
     Append,
-    List {
-        format: ListFormat,
-        show_hidden: bool,
-    },
+    List { format: ListFormat, show_hidden: bool },
 }
 
 impl TransferKind {
@@ -225,14 +218,66 @@ impl TransferKind {
     pub fn server_sends(&self) -> bool {
         matches!(self, TransferKind::Retrieve | TransferKind::List { .. })
     }
+
+    pub fn direction(&self) -> Direction {
+        if self.server_sends() {
+            Direction::Send
+        } else {
+            Direction::Receive
+        }
+    }
+}
+
+/// Which way data flows, seen from the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Send,
+    Receive,
+}
+
+/// The part of a file a transfer covers: ERET P (offset, length) or
+/// ESTO A (offset). Block offsets, REST ranges and markers are relative to
+/// `offset` (GFD.20 §"ERET"/§"ESTO").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub offset: u64,
+    pub length: Option<u64>,
+}
+
+/// Data-channel parameters of one transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelPlan {
+    /// Identifies the data-channel setup (PASV/PORT...) this transfer uses:
+    /// MODE E connections cached under another id must be closed.
+    pub generation: u64,
+    /// MODE E connections cached by the previous transfer in the same
+    /// direction on this setup may carry this one (`125` instead of `150`).
+    pub reuse: bool,
+    /// Connections the sending side opens (OPTS RETR Parallelism).
+    pub parallelism: u32,
+    /// TCP buffer size for data sockets (SBUF, SITE RETRBUFSIZE...).
+    pub buffer_size: Option<u32>,
+}
+
+/// When to send markers during a transfer; `None` sends none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MarkerPlan {
+    /// Seconds between `112` performance markers.
+    pub perf_secs: Option<u32>,
+    /// Seconds between `111` restart markers.
+    pub restart_secs: Option<u32>,
 }
 
 /// How the data connection(s) for a transfer are obtained.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataEndpoint {
-    /// Accept on the listener the driver opened for the last PASV/EPSV.
+    /// Accept on the listener the driver opened for the last PASV/EPSV/SPAS.
     Passive,
-    /// Connect to the address given by PORT/EPRT.
+    /// Delayed passive (Globus `OPTS PASV AllowDelayed=1;`): open a listener
+    /// now and announce it with [`Session::delayed_passive_reply`] before
+    /// the 150.
+    DelayedPassive(PassiveKind),
+    /// Connect to the address given by PORT/EPRT/SPOR.
     Active(SocketAddr),
 }
 
@@ -244,6 +289,10 @@ pub struct TransferRequest {
     pub ty: TransferType,
     pub mode: TransferMode,
     pub endpoint: DataEndpoint,
+    pub channel: ChannelPlan,
+    pub markers: MarkerPlan,
+    /// ERET/ESTO window.
+    pub window: Option<Window>,
     /// Size announced by ALLO, for preallocation.
     pub allocation: Option<u64>,
     /// Whether the user may write (shapes the MLSD `Perm` fact).
@@ -281,6 +330,8 @@ pub enum TransferOutcome {
 pub enum PassiveKind {
     Pasv,
     Epsv,
+    /// GridFTP striped passive; Ferry is one stripe.
+    Spas,
 }
 
 /// The session's answer to a command.
@@ -319,7 +370,12 @@ enum Login {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum DataSetup {
     None,
-    Passive,
+    /// A listener is open (`delayed: false`), or will be opened at the
+    /// next transfer command (`delayed: true`).
+    Passive {
+        delayed: bool,
+        kind: PassiveKind,
+    },
     Active(SocketAddr),
 }
 
@@ -342,6 +398,19 @@ pub struct Session {
     ty: TransferType,
     mode: TransferMode,
     data: DataSetup,
+    /// Bumped whenever the data-channel setup changes (PASV, PORT, MODE,
+    /// DCAU, PROT): cached MODE E connections belong to one generation.
+    generation: u64,
+    /// Direction of the MODE E connections the last transfer left open.
+    cached: Option<Direction>,
+    /// OPTS PASV AllowDelayed=1 was accepted (cleared by PORT).
+    allow_delayed: bool,
+    parallelism: u32,
+    buffer_size: Option<u32>,
+    /// OPTS RETR markers=N: perf markers while sending.
+    send_markers: Option<u32>,
+    perf_secs: u32,
+    restart_secs: u32,
     epsv_all: bool,
     rest: Option<RestArg>,
     allocation: Option<u64>,
@@ -351,10 +420,18 @@ pub struct Session {
     abort_requested: bool,
 }
 
+/// Most streams one transfer may use; beyond this parallel TCP brings
+/// nothing but contention.
+pub const MAX_PARALLELISM: u32 = 64;
+
+/// Largest TCP buffer a client may ask for (SBUF and SITE ...BUFSIZE).
+pub const MAX_BUFFER_SIZE: u64 = 256 << 20;
+
 const TEXT_NOT_LOGGED_IN: &str = "Please log in with USER and PASS first.";
 
 impl Session {
     pub fn new(config: SessionConfig, peer: SocketAddr) -> Self {
+        let interval = config.marker_interval_secs;
         Self {
             config,
             peer,
@@ -365,6 +442,14 @@ impl Session {
             ty: TransferType::Ascii,
             mode: TransferMode::Stream,
             data: DataSetup::None,
+            generation: 0,
+            cached: None,
+            allow_delayed: false,
+            parallelism: 1,
+            buffer_size: None,
+            send_markers: None,
+            perf_secs: interval,
+            restart_secs: interval,
             epsv_all: false,
             rest: None,
             allocation: None,
@@ -397,6 +482,17 @@ impl Session {
 
     pub fn mode(&self) -> TransferMode {
         self.mode
+    }
+
+    /// The current data-channel generation: cached MODE E connections and
+    /// listeners of an older generation are to be closed.
+    pub fn data_generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The TCP buffer size asked for with SBUF or SITE ...BUFSIZE.
+    pub fn buffer_size(&self) -> Option<u32> {
+        self.buffer_size
     }
 
     pub fn is_transferring(&self) -> bool {
@@ -435,10 +531,7 @@ impl Session {
         if self.pending != Pending::None {
             // The driver must finish one request before feeding the next
             // command; reaching here is a driver bug, answered safely.
-            return Self::reply(
-                ReplyCode::BAD_SEQUENCE,
-                "Previous command still in progress.",
-            );
+            return Self::reply(ReplyCode::BAD_SEQUENCE, "Previous command still in progress.");
         }
         // RFC 959 §4.1.3: RNTO must immediately follow RNFR, so any command
         // consumes the pending rename.
@@ -456,10 +549,7 @@ impl Session {
             Command::Noop => Self::reply(ReplyCode::OK, "NOOP ok."),
             other => Self::reply(
                 ReplyCode::BAD_SEQUENCE,
-                format!(
-                    "{} cannot be served while a transfer is in progress.",
-                    other.verb()
-                ),
+                format!("{} cannot be served while a transfer is in progress.", other.verb()),
             ),
         }
     }
@@ -481,41 +571,31 @@ impl Session {
             C::Noop => Self::reply(ReplyCode::OK, "NOOP ok."),
             C::Auth(_) | C::Pbsz(_) | C::Prot(_) | C::Ccc => self.on_security(&cmd),
             C::Opts(Opts::Utf8(true)) => Self::reply(ReplyCode::OK, "UTF8 set to on."),
-            C::Opts(Opts::Utf8(false)) => Self::reply(
-                ReplyCode::PARAMETER_NOT_IMPLEMENTED,
-                "Ferry always uses UTF-8 paths.",
-            ),
+            C::Opts(Opts::Utf8(false)) => {
+                Self::reply(ReplyCode::PARAMETER_NOT_IMPLEMENTED, "Ferry always uses UTF-8 paths.")
+            }
             C::Acct(_) => Self::reply(ReplyCode::SUPERFLUOUS, "ACCT not needed."),
             _ if !self.logged_in() => Self::reply(ReplyCode::NOT_LOGGED_IN, TEXT_NOT_LOGGED_IN),
 
             // Navigation and file management.
             C::Cwd(p) => self.file_op(&p, false, FileOp::ChangeDir),
             C::Cdup => self.file_op("..", false, FileOp::ChangeDir),
-            C::Pwd => Self::reply(
-                ReplyCode::PATH_CREATED,
-                format!("{} is the current directory.", quote_path(&self.cwd)),
-            ),
+            C::Pwd => {
+                Self::reply(ReplyCode::PATH_CREATED, format!("{} is the current directory.", quote_path(&self.cwd)))
+            }
             C::Mkd(p) => self.file_op(&p, true, FileOp::MakeDir),
             C::Rmd(p) => self.file_op(&p, true, FileOp::RemoveDir),
             C::Dele(p) => self.file_op(&p, true, FileOp::Delete),
             C::Rnfr(p) => self.file_op(&p, true, FileOp::RenameFrom),
             C::Rnto(p) => match rename_from {
-                None => Self::reply(
-                    ReplyCode::BAD_SEQUENCE,
-                    "RNTO must immediately follow a successful RNFR.",
-                ),
+                None => Self::reply(ReplyCode::BAD_SEQUENCE, "RNTO must immediately follow a successful RNFR."),
                 Some(from) => self.file_op(&p, true, |to| FileOp::Rename { from, to }),
             },
             C::Size(p) => self.file_op(&p, false, FileOp::Size),
             C::Mdtm(p) => self.file_op(&p, false, FileOp::ModTime),
             C::Mfmt { time, path } => match parse_time_val(&time) {
-                Some(unix_secs) => {
-                    self.file_op(&path, true, |path| FileOp::SetModTime { path, unix_secs })
-                }
-                None => Self::reply(
-                    ReplyCode::PARAMETER_SYNTAX_ERROR,
-                    "MFMT: invalid time value.",
-                ),
+                Some(unix_secs) => self.file_op(&path, true, |path| FileOp::SetModTime { path, unix_secs }),
+                None => Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "MFMT: invalid time value."),
             },
             C::Mlst(p) => self.file_op(p.as_deref().unwrap_or("."), false, FileOp::Facts),
             C::Stat(None) => Action::Reply(self.status()),
@@ -535,108 +615,151 @@ impl Session {
                 Self::reply(ReplyCode::OK, format!("Type set to {name}."))
             }
             C::Stru => Self::reply(ReplyCode::OK, "Structure set to F."),
-            C::Mode(TransferMode::Stream) => {
-                self.mode = TransferMode::Stream;
-                Self::reply(ReplyCode::OK, "Mode set to S.")
+            C::Mode(mode) => {
+                if mode != self.mode {
+                    // Cached MODE E connections do not survive a mode change.
+                    self.new_generation();
+                }
+                self.mode = mode;
+                let name = match mode {
+                    TransferMode::Stream => "S",
+                    TransferMode::ExtendedBlock => "E",
+                };
+                Self::reply(ReplyCode::OK, format!("Mode set to {name}."))
             }
-            C::Mode(TransferMode::ExtendedBlock) => Self::reply(
-                ReplyCode::PARAMETER_NOT_IMPLEMENTED,
-                "MODE E is not available; use MODE S.",
-            ),
             C::Port(addr) => self.on_active(SocketAddr::V4(addr)),
             C::Eprt(addr) => self.on_active(addr),
-            C::Pasv => {
-                if self.epsv_all {
-                    return Self::reply(
-                        ReplyCode::BAD_SEQUENCE,
-                        "PASV is not allowed after EPSV ALL.",
-                    );
-                }
-                if self.peer.is_ipv6() {
-                    return Self::reply(
-                        ReplyCode::CANT_OPEN_DATA,
-                        "PASV cannot describe an IPv6 address; use EPSV.",
-                    );
-                }
-                self.pending = Pending::Passive(PassiveKind::Pasv);
-                Action::Passive(PassiveKind::Pasv)
-            }
+            C::Spor(addrs) => match addrs.as_slice() {
+                [one] => self.on_active(SocketAddr::V4(*one)),
+                _ => Self::reply(
+                    ReplyCode::PARAMETER_SYNTAX_ERROR,
+                    "SPOR with several addresses (a striped receiver) is not supported; \
+                     Ferry is a single stripe, send one address.",
+                ),
+            },
+            C::Pasv => self.on_passive(PassiveKind::Pasv),
+            C::Spas => self.on_passive(PassiveKind::Spas),
             C::Epsv(EpsvArg::All) => {
                 self.epsv_all = true;
                 Self::reply(ReplyCode::OK, "EPSV ALL ok.")
             }
             C::Epsv(EpsvArg::Protocol(p)) if (p == 1) != self.peer.is_ipv4() => Self::reply(
                 ReplyCode::PARAMETER_NOT_IMPLEMENTED,
-                format!(
-                    "Network protocol not supported, use ({})",
-                    if self.peer.is_ipv4() { 1 } else { 2 }
-                ),
+                format!("Network protocol not supported, use ({})", if self.peer.is_ipv4() { 1 } else { 2 }),
             ),
-            C::Epsv(_) => {
-                self.pending = Pending::Passive(PassiveKind::Epsv);
-                Action::Passive(PassiveKind::Epsv)
-            }
-            C::Rest(RestArg::Offset(o)) => {
-                self.rest = Some(RestArg::Offset(o));
+            C::Epsv(_) => self.on_passive(PassiveKind::Epsv),
+            C::Rest(arg) => {
+                self.rest = Some(arg);
                 Self::reply(
                     ReplyCode::PENDING_FURTHER_INFO,
-                    format!("Restarting at {o}. Send STORE or RETRIEVE to initiate transfer."),
+                    "Restart Marker OK. Send STORE or RETR to initiate transfer.",
                 )
             }
-            C::Rest(RestArg::Ranges(_)) => Self::reply(
-                ReplyCode::PARAMETER_NOT_IMPLEMENTED,
-                "REST with byte ranges needs MODE E, which this server does not offer.",
-            ),
             C::Allo(Allo { size, .. }) => {
                 self.allocation = Some(size);
                 Self::reply(ReplyCode::OK, "ALLO command successful.")
             }
             C::Opts(o) => self.on_opts(o),
+            C::Sbuf(n) => match self.set_buffer(n) {
+                Ok(()) => Self::reply(ReplyCode::OK, "SBUF Command Successful."),
+                Err(r) => Action::Reply(r),
+            },
+            C::Dcau(Dcau::None) => {
+                self.new_generation();
+                Self::reply(ReplyCode::OK, "DCAU N: data channels are not authenticated.")
+            }
+            C::Dcau(_) => Self::reply(
+                ReplyCode::PARAMETER_NOT_IMPLEMENTED,
+                "DCAU A and S need Globus GSI credentials, which Ferry does not use; only \
+                 DCAU N is supported (protect data channels with AUTH TLS and PROT P instead).",
+            ),
+            C::Trev { event, seconds } => {
+                match event {
+                    TrevEvent::Perf => self.perf_secs = seconds,
+                    TrevEvent::Restart => self.restart_secs = seconds,
+                }
+                Self::reply(ReplyCode::OK, "Command Successful.")
+            }
+            C::Cksm { algorithm, offset, length, path } => {
+                if !CHECKSUM_ALGORITHMS.contains(&algorithm.as_str()) {
+                    return Self::reply(
+                        ReplyCode::PARAMETER_NOT_IMPLEMENTED,
+                        format!(
+                            "Unknown checksum algorithm {algorithm}; this server supports {}.",
+                            CHECKSUM_ALGORITHMS.join(", ")
+                        ),
+                    );
+                }
+                self.file_op(&path, false, |path| FileOp::Checksum { path, algorithm, offset, length })
+            }
 
             // Transfers.
             C::Abor => Self::reply(ReplyCode::ABORT_OK, "No transfer to abort."),
-            C::Retr(p) => self.transfer(&p, TransferKind::Retrieve),
-            C::Stor(p) => self.transfer(&p, TransferKind::Store),
-            C::Appe(p) => self.transfer(&p, TransferKind::Append),
+            C::Retr(p) => self.transfer(&p, TransferKind::Retrieve, None),
+            C::Stor(p) => self.transfer(&p, TransferKind::Store, None),
+            C::Appe(p) => self.transfer(&p, TransferKind::Append, None),
+            C::Eret { offset, length, path } => {
+                self.transfer(&path, TransferKind::Retrieve, Some(Window { offset, length: Some(length) }))
+            }
+            C::Esto { offset, path } => {
+                self.transfer(&path, TransferKind::Store, Some(Window { offset, length: None }))
+            }
             C::List(arg) => self.list(arg.as_deref(), ListFormat::Long),
             C::Nlst(arg) => self.list(arg.as_deref(), ListFormat::Names),
             C::Mlsd(arg) => self.list(arg.as_deref(), ListFormat::Machine),
 
-            C::Stou | C::Smnt(_) | C::Rein => Self::reply(
-                ReplyCode::NOT_IMPLEMENTED,
-                "Command not implemented by this server.",
-            ),
-            C::Spas
-            | C::Spor(_)
-            | C::Eret { .. }
-            | C::Esto { .. }
-            | C::Sbuf(_)
-            | C::Dcau(_)
-            | C::Cksm { .. } => Self::reply(
-                ReplyCode::NOT_IMPLEMENTED,
-                "GridFTP extension not implemented by this server.",
-            ),
+            C::Stou | C::Smnt(_) | C::Rein => {
+                Self::reply(ReplyCode::NOT_IMPLEMENTED, "Command not implemented by this server.")
+            }
         }
+    }
+
+    /// Starts a new data-channel generation: cached MODE E connections of
+    /// the previous one are to be closed by the driver.
+    fn new_generation(&mut self) {
+        self.generation += 1;
+        self.cached = None;
+    }
+
+    /// Records a TCP buffer size; the refusal is a reply.
+    fn set_buffer(&mut self, n: u64) -> Result<(), Reply> {
+        if n == 0 || n > MAX_BUFFER_SIZE {
+            return Err(Reply::new(
+                ReplyCode::PARAMETER_SYNTAX_ERROR,
+                format!("Buffer size must be between 1 and {MAX_BUFFER_SIZE} bytes."),
+            ));
+        }
+        self.buffer_size = Some(n as u32);
+        Ok(())
+    }
+
+    fn on_passive(&mut self, kind: PassiveKind) -> Action {
+        if self.epsv_all && kind != PassiveKind::Epsv {
+            return Self::reply(ReplyCode::BAD_SEQUENCE, "Only EPSV is allowed after EPSV ALL.");
+        }
+        if self.peer.is_ipv6() && kind != PassiveKind::Epsv {
+            return Self::reply(ReplyCode::CANT_OPEN_DATA, "PASV cannot describe an IPv6 address; use EPSV.");
+        }
+        self.new_generation();
+        if self.allow_delayed {
+            // The listener is opened when the transfer command names the
+            // file (Globus delayed passive, used by gfal2).
+            self.data = DataSetup::Passive { delayed: true, kind };
+            return Self::reply(ReplyCode::OK, "Passive delayed.");
+        }
+        self.pending = Pending::Passive(kind);
+        Action::Passive(kind)
     }
 
     fn on_user(&mut self, name: &str) -> Action {
         if self.logged_in() {
-            return Self::reply(
-                ReplyCode::NOT_LOGGED_IN,
-                "Already logged in; cannot change to another user.",
-            );
+            return Self::reply(ReplyCode::NOT_LOGGED_IN, "Already logged in; cannot change to another user.");
         }
         self.login = Login::NeedPass(name.to_string());
         if is_anonymous_name(name) {
-            Self::reply(
-                ReplyCode::NEED_PASSWORD,
-                "Anonymous login: send any password.",
-            )
+            Self::reply(ReplyCode::NEED_PASSWORD, "Anonymous login: send any password.")
         } else {
-            Self::reply(
-                ReplyCode::NEED_PASSWORD,
-                format!("Password required for {name}."),
-            )
+            Self::reply(ReplyCode::NEED_PASSWORD, format!("Password required for {name}."))
         }
     }
 
@@ -708,19 +831,13 @@ impl Session {
                 "AUTH is not available: this server has no TLS certificate configured.",
             ),
             Command::Auth(mech) if mech != "TLS" && mech != "TLS-C" && mech != "SSL" => {
-                Self::reply(
-                    ReplyCode::PARAMETER_NOT_IMPLEMENTED,
-                    "Security mechanism not understood; use AUTH TLS.",
-                )
+                Self::reply(ReplyCode::PARAMETER_NOT_IMPLEMENTED, "Security mechanism not understood; use AUTH TLS.")
             }
             Command::Ccc => Self::reply(ReplyCode::NOT_IMPLEMENTED, "CCC is not supported."),
             Command::Prot(ProtectionLevel::Clear) if !self.config.tls_available => {
                 Self::reply(ReplyCode::OK, "Protection level set to Clear.")
             }
-            _ => Self::reply(
-                ReplyCode::BAD_SEQUENCE,
-                "AUTH TLS must succeed before PBSZ and PROT.",
-            ),
+            _ => Self::reply(ReplyCode::BAD_SEQUENCE, "AUTH TLS must succeed before PBSZ and PROT."),
         }
     }
 
@@ -728,19 +845,18 @@ impl Session {
         match site {
             SiteCommand::Help => Action::Reply(help_reply(ReplyCode::HELP)),
             SiteCommand::ClientInfo(_) => Self::reply(ReplyCode::FILE_ACTION_OK, "OK."),
-            SiteCommand::Chmod { mode, path } => {
-                self.file_op(&path, true, |path| FileOp::Chmod { path, mode })
+            SiteCommand::Chmod { mode, path } => self.file_op(&path, true, |path| FileOp::Chmod { path, mode }),
+            // Globus keeps separate send and receive sizes and uses the
+            // larger; one size for both directions comes to the same.
+            SiteCommand::RetrBufSize(n) | SiteCommand::StorBufSize(n) | SiteCommand::BufSize(n) => {
+                match self.set_buffer(n) {
+                    Ok(()) => Self::reply(ReplyCode::OK, "Site Command Successful."),
+                    Err(r) => Action::Reply(r),
+                }
             }
-            SiteCommand::RetrBufSize(_) | SiteCommand::StorBufSize(_) | SiteCommand::BufSize(_) => {
-                Self::reply(
-                    ReplyCode::NOT_IMPLEMENTED,
-                    "SITE buffer sizes are not supported by this server.",
-                )
+            SiteCommand::Other { name, .. } => {
+                Self::reply(ReplyCode::SYNTAX_ERROR, format!("Unknown SITE command {name}; see SITE HELP."))
             }
-            SiteCommand::Other { name, .. } => Self::reply(
-                ReplyCode::SYNTAX_ERROR,
-                format!("Unknown SITE command {name}; see SITE HELP."),
-            ),
         }
     }
 
@@ -751,20 +867,65 @@ impl Session {
                 ReplyCode::PARAMETER_SYNTAX_ERROR,
                 format!("OPTS {command}: no options are defined for this command."),
             ),
-            Opts::Retr(_) | Opts::Pasv(_) => Self::reply(
-                ReplyCode::PARAMETER_SYNTAX_ERROR,
-                "OPTS for GridFTP are not supported by this server.",
-            ),
+            Opts::Retr(items) => self.on_opts_retr(&items),
+            Opts::Pasv(items) => {
+                for (k, v) in &items {
+                    match (k.to_ascii_lowercase().as_str(), v.as_str()) {
+                        ("allowdelayed", "1") => self.allow_delayed = true,
+                        ("allowdelayed", "0") => self.allow_delayed = false,
+                        _ => {
+                            return Self::reply(
+                                ReplyCode::PARAMETER_SYNTAX_ERROR,
+                                format!("OPTS PASV: unknown option {k}={v}."),
+                            )
+                        }
+                    }
+                }
+                Self::reply(ReplyCode::OK, "OPTS Command Successful.")
+            }
             Opts::Utf8(_) => Self::reply(ReplyCode::OK, "UTF8 set to on."),
         }
     }
 
+    /// `OPTS RETR Parallelism=n,min,max;markers=s;StripeLayout=...;`
+    /// (GFD.20; Globus uses only the first parallelism number).
+    fn on_opts_retr(&mut self, items: &[(String, String)]) -> Action {
+        let mut parallelism = self.parallelism;
+        let mut markers = self.send_markers;
+        for (k, v) in items {
+            match k.to_ascii_lowercase().as_str() {
+                "parallelism" => {
+                    let first = v.split(',').next().unwrap_or("").trim();
+                    match first.parse::<u32>() {
+                        Ok(n) if (1..=MAX_PARALLELISM).contains(&n) => parallelism = n,
+                        _ => {
+                            return Self::reply(
+                                ReplyCode::PARAMETER_SYNTAX_ERROR,
+                                format!("OPTS RETR: Parallelism must be 1 to {MAX_PARALLELISM}."),
+                            )
+                        }
+                    }
+                }
+                "markers" => match v.trim().parse::<u32>() {
+                    Ok(0) => markers = None,
+                    Ok(n) => markers = Some(n),
+                    Err(_) => {
+                        return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "OPTS RETR: markers takes seconds.")
+                    }
+                },
+                // One stripe: every layout is the same layout.
+                "stripelayout" | "blocksize" => {}
+                _ => return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, format!("OPTS RETR: unknown option {k}.")),
+            }
+        }
+        self.parallelism = parallelism;
+        self.send_markers = markers;
+        Self::reply(ReplyCode::OK, "OPTS Command Successful.")
+    }
+
     fn on_active(&mut self, addr: SocketAddr) -> Action {
         if self.epsv_all {
-            return Self::reply(
-                ReplyCode::BAD_SEQUENCE,
-                "PORT and EPRT are not allowed after EPSV ALL.",
-            );
+            return Self::reply(ReplyCode::BAD_SEQUENCE, "PORT and EPRT are not allowed after EPSV ALL.");
         }
         if addr.port() < 1024 {
             return Self::reply(
@@ -772,29 +933,24 @@ impl Session {
                 "Refusing a data connection to a privileged port (below 1024).",
             );
         }
-        if self.config.port_policy == PortPolicy::PeerOnly && !same_host(addr.ip(), self.peer.ip())
-        {
+        if self.config.port_policy == PortPolicy::PeerOnly && !same_host(addr.ip(), self.peer.ip()) {
             return Self::reply(
                 ReplyCode::PARAMETER_SYNTAX_ERROR,
-                "Data connections may only go to the client's own address (FTP bounce protection).",
+                "Data connections may only go to the client's own address (FTP bounce \
+                 protection; the administrator can allow third-party copies with allow_third_party).",
             );
         }
+        self.new_generation();
+        // A PORT ends delayed passive mode, as in Globus.
+        self.allow_delayed = false;
         self.data = DataSetup::Active(addr);
-        Self::reply(ReplyCode::OK, "PORT command successful.")
+        Self::reply(ReplyCode::OK, "PORT Command successful.")
     }
 
     /// Resolves a path argument and hands the operation to the driver.
-    fn file_op(
-        &mut self,
-        arg: &str,
-        needs_write: bool,
-        make: impl FnOnce(VirtualPath) -> FileOp,
-    ) -> Action {
+    fn file_op(&mut self, arg: &str, needs_write: bool, make: impl FnOnce(VirtualPath) -> FileOp) -> Action {
         if needs_write && !self.writable() {
-            return Self::reply(
-                ReplyCode::FILE_UNAVAILABLE,
-                "Permission denied: this account is read-only.",
-            );
+            return Self::reply(ReplyCode::FILE_UNAVAILABLE, "Permission denied: this account is read-only.");
         }
         let path = match self.cwd.resolve(arg) {
             Ok(p) => p,
@@ -821,30 +977,19 @@ impl Session {
                 self.cwd = p;
                 ok(text)
             }
-            (FileOp::MakeDir(p), _) => Reply::new(
-                ReplyCode::PATH_CREATED,
-                format!("{} created.", quote_path(&p)),
-            ),
+            (FileOp::MakeDir(p), _) => Reply::new(ReplyCode::PATH_CREATED, format!("{} created.", quote_path(&p))),
             (FileOp::RemoveDir(p), _) => ok(format!("{p}: directory removed.")),
             (FileOp::Delete(p), _) => ok(format!("{p}: file deleted.")),
             (FileOp::RenameFrom(p), _) => {
                 self.rename_from = Some(p);
-                Reply::new(
-                    ReplyCode::PENDING_FURTHER_INFO,
-                    "File exists, ready for destination name.",
-                )
+                Reply::new(ReplyCode::PENDING_FURTHER_INFO, "File exists, ready for destination name.")
             }
             (FileOp::Rename { from, to }, _) => ok(format!("Renamed {from} to {to}.")),
-            (FileOp::Size(_), FileDone::Size(n)) => {
-                Reply::new(ReplyCode::FILE_STATUS, n.to_string())
+            (FileOp::Size(_), FileDone::Size(n)) => Reply::new(ReplyCode::FILE_STATUS, n.to_string()),
+            (FileOp::ModTime(_), FileDone::ModTime(t)) => Reply::new(ReplyCode::FILE_STATUS, format_time_val(t)),
+            (FileOp::SetModTime { path, unix_secs }, _) => {
+                Reply::new(ReplyCode::FILE_STATUS, format!("Modify={}; {path}", format_time_val(unix_secs)))
             }
-            (FileOp::ModTime(_), FileDone::ModTime(t)) => {
-                Reply::new(ReplyCode::FILE_STATUS, format_time_val(t))
-            }
-            (FileOp::SetModTime { path, unix_secs }, _) => Reply::new(
-                ReplyCode::FILE_STATUS,
-                format!("Modify={}; {path}", format_time_val(unix_secs)),
-            ),
             (FileOp::Facts(p), FileDone::Facts(f)) => Reply::multiline(
                 ReplyCode::FILE_ACTION_OK,
                 format!("Listing {p}"),
@@ -862,13 +1007,11 @@ impl Session {
                     "End of status.",
                 )
             }
-            (FileOp::Chmod { .. }, _) => {
-                Reply::new(ReplyCode::OK, "SITE CHMOD command successful.")
+            (FileOp::Checksum { .. }, FileDone::Checksum(hex)) => Reply::new(ReplyCode::FILE_STATUS, hex),
+            (FileOp::Chmod { .. }, _) => Reply::new(ReplyCode::OK, "SITE CHMOD command successful."),
+            (op, other) => {
+                Reply::new(ReplyCode::LOCAL_ERROR, format!("Internal error: {op:?} answered with {other:?}."))
             }
-            (op, other) => Reply::new(
-                ReplyCode::LOCAL_ERROR,
-                format!("Internal error: {op:?} answered with {other:?}."),
-            ),
         }
     }
 
@@ -878,36 +1021,24 @@ impl Session {
         let Pending::Passive(kind) = std::mem::replace(&mut self.pending, Pending::None) else {
             return Reply::new(ReplyCode::BAD_SEQUENCE, "No passive request in progress.");
         };
-        match (result, kind) {
-            (Err(why), _) => {
+        match result.and_then(|addr| passive_reply(kind, addr, false)) {
+            Ok(reply) => {
+                self.data = DataSetup::Passive { delayed: false, kind };
+                reply
+            }
+            Err(why) => {
                 self.data = DataSetup::None;
-                Reply::new(
-                    ReplyCode::CANT_OPEN_DATA,
-                    format!("Cannot open a passive data port: {why}."),
-                )
-            }
-            (Ok(SocketAddr::V4(a)), PassiveKind::Pasv) => {
-                self.data = DataSetup::Passive;
-                Reply::new(
-                    ReplyCode::PASSIVE,
-                    format!("Entering Passive Mode ({}).", format_host_port(a)),
-                )
-            }
-            (Ok(SocketAddr::V6(_)), PassiveKind::Pasv) => {
-                self.data = DataSetup::None;
-                Reply::new(
-                    ReplyCode::CANT_OPEN_DATA,
-                    "PASV cannot describe an IPv6 address; use EPSV.",
-                )
-            }
-            (Ok(a), PassiveKind::Epsv) => {
-                self.data = DataSetup::Passive;
-                Reply::new(
-                    ReplyCode::EXTENDED_PASSIVE,
-                    format!("Entering Extended Passive Mode (|||{}|)", a.port()),
-                )
+                Reply::new(ReplyCode::CANT_OPEN_DATA, format!("Cannot open a passive data port: {why}."))
             }
         }
+    }
+
+    /// The `127`/`129` reply that announces a delayed-passive listener,
+    /// sent before the transfer's 150 (Globus delayed passive).
+    pub fn delayed_passive_reply(&mut self, kind: PassiveKind, addr: SocketAddr) -> Reply {
+        // From now on the listener exists; later MODE E transfers reuse it.
+        self.data = DataSetup::Passive { delayed: false, kind };
+        passive_reply(kind, addr, true).unwrap_or_else(|why| Reply::new(ReplyCode::CANT_OPEN_DATA, why))
     }
 
     fn list(&mut self, arg: Option<&str>, format: ListFormat) -> Action {
@@ -916,56 +1047,101 @@ impl Session {
             None => (String::new(), None),
         };
         let show_hidden = options.contains('a') || format == ListFormat::Machine;
-        self.transfer(
-            path.unwrap_or("."),
-            TransferKind::List {
-                format,
-                show_hidden,
-            },
-        )
+        self.transfer(path.unwrap_or("."), TransferKind::List { format, show_hidden }, None)
     }
 
-    fn transfer(&mut self, arg: &str, kind: TransferKind) -> Action {
+    fn transfer(&mut self, arg: &str, kind: TransferKind, window: Option<Window>) -> Action {
         let needs_write = matches!(kind, TransferKind::Store | TransferKind::Append);
         if needs_write && !self.writable() {
-            return Self::reply(
-                ReplyCode::FILE_UNAVAILABLE,
-                "Permission denied: this account is read-only.",
-            );
+            return Self::reply(ReplyCode::FILE_UNAVAILABLE, "Permission denied: this account is read-only.");
         }
         let path = match self.cwd.resolve(arg) {
             Ok(p) => p,
             Err(e) => return path_error_reply(&e),
         };
-        let endpoint = match std::mem::replace(&mut self.data, DataSetup::None) {
-            DataSetup::None => {
-                return Self::reply(
-                    ReplyCode::CANT_OPEN_DATA,
-                    "Use PORT, EPRT, PASV or EPSV first.",
-                );
+        let direction = kind.direction();
+        let extended = self.mode == TransferMode::ExtendedBlock;
+        let endpoint = match (&self.data, extended) {
+            (DataSetup::None, _) => {
+                return Self::reply(ReplyCode::CANT_OPEN_DATA, "Use PORT, EPRT, PASV or EPSV first.");
             }
-            DataSetup::Passive => DataEndpoint::Passive,
-            DataSetup::Active(a) => DataEndpoint::Active(a),
+            // GFD.20: in extended block mode the sending side opens the
+            // data connections, so it must know where to (PORT), and the
+            // receiver must be listening (PASV).
+            (DataSetup::Passive { .. }, true) if direction == Direction::Send => {
+                return Self::reply(
+                    ReplyCode::BAD_SEQUENCE,
+                    "In MODE E the sender opens the data connections: send PORT (or EPRT/SPOR) \
+                     before RETR, LIST or MLSD.",
+                )
+            }
+            (DataSetup::Active(_), true) if direction == Direction::Receive => {
+                return Self::reply(
+                    ReplyCode::BAD_SEQUENCE,
+                    "In MODE E the sender opens the data connections: send PASV (or EPSV/SPAS) \
+                     before STOR, APPE or ESTO.",
+                )
+            }
+            (DataSetup::Passive { delayed: true, kind }, _) => DataEndpoint::DelayedPassive(*kind),
+            (DataSetup::Passive { delayed: false, .. }, _) => DataEndpoint::Passive,
+            (DataSetup::Active(a), _) => DataEndpoint::Active(*a),
         };
-        let restart = match kind {
+        if !extended {
+            // Stream mode: the connection closes with the file, so every
+            // transfer needs a new PASV or PORT.
+            self.data = DataSetup::None;
+        }
+        let mut restart = match kind {
             TransferKind::Retrieve | TransferKind::Store => self.rest.take(),
             _ => None,
         };
         self.rest = None;
+        if !extended {
+            // In stream mode a restart is an offset; a range list that is
+            // one prefix means the same (what REST 0-N says in MODE E).
+            if let Some(RestArg::Ranges(r)) = &restart {
+                match r.ranges() {
+                    [] => restart = None,
+                    [only] if only.start == 0 => restart = Some(RestArg::Offset(only.end)),
+                    _ => {
+                        return Self::reply(
+                            ReplyCode::INVALID_RESTART,
+                            "In stream mode REST takes a single offset; byte-range restarts need MODE E.",
+                        )
+                    }
+                }
+            }
+        }
+        let is_data = matches!(kind, TransferKind::Retrieve | TransferKind::Store);
+        let markers = match (direction, extended && is_data) {
+            (Direction::Receive, true) => MarkerPlan {
+                perf_secs: (self.perf_secs > 0).then_some(self.perf_secs),
+                restart_secs: (self.restart_secs > 0).then_some(self.restart_secs),
+            },
+            (Direction::Send, _) if is_data => MarkerPlan { perf_secs: self.send_markers, restart_secs: None },
+            _ => MarkerPlan::default(),
+        };
         let req = TransferRequest {
             kind: kind.clone(),
             path,
             restart,
-            ty: if matches!(kind, TransferKind::List { .. }) {
-                TransferType::Ascii
-            } else {
-                self.ty
-            },
+            ty: if matches!(kind, TransferKind::List { .. }) { TransferType::Ascii } else { self.ty },
             mode: self.mode,
             endpoint,
+            channel: ChannelPlan {
+                generation: self.generation,
+                reuse: extended && self.cached == Some(direction),
+                parallelism: self.parallelism,
+                buffer_size: self.buffer_size,
+            },
+            markers,
+            window,
             allocation: self.allocation.take(),
             writable: self.writable(),
         };
+        // The channels are in use; they are cached again only if this
+        // transfer ends cleanly.
+        self.cached = None;
         self.transfer = Some(kind);
         self.abort_requested = false;
         Action::Transfer(req)
@@ -985,47 +1161,38 @@ impl Session {
                 format!("Reusing existing data connection; transfer of {what}{size} starting."),
             )
         } else {
-            Reply::new(
-                ReplyCode::FILE_STATUS_OK,
-                format!("Opening {mode} mode data connection for {what}{size}."),
-            )
+            Reply::new(ReplyCode::FILE_STATUS_OK, format!("Opening {mode} mode data connection for {what}{size}."))
         }
     }
 
     /// The final replies of a transfer: `226`, an error, or after ABOR the
     /// `426` for the transfer followed by `226` for the ABOR (RFC 959 §4.1.3).
-    pub fn transfer_finished(
-        &mut self,
-        path: &VirtualPath,
-        outcome: TransferOutcome,
-    ) -> Vec<Reply> {
+    pub fn transfer_finished(&mut self, path: &VirtualPath, outcome: TransferOutcome) -> Vec<Reply> {
         let aborted = std::mem::take(&mut self.abort_requested);
-        if self.transfer.take().is_none() {
-            return vec![Reply::new(
-                ReplyCode::BAD_SEQUENCE,
-                "No transfer in progress.",
-            )];
-        }
+        let Some(kind) = self.transfer.take() else {
+            return vec![Reply::new(ReplyCode::BAD_SEQUENCE, "No transfer in progress.")];
+        };
         match outcome {
             TransferOutcome::Complete { .. } if !aborted => {
+                if self.mode == TransferMode::ExtendedBlock {
+                    // MODE E connections stay open for the next transfer
+                    // in the same direction (GFD.20 data channel caching).
+                    self.cached = Some(kind.direction());
+                }
                 vec![Reply::new(ReplyCode::CLOSING_DATA, "Transfer complete.")]
             }
             TransferOutcome::Complete { .. } | TransferOutcome::Failed(TransferError::Aborted) => {
                 vec![
-                    Reply::new(
-                        ReplyCode::TRANSFER_ABORTED,
-                        "Connection closed; transfer aborted.",
-                    ),
+                    Reply::new(ReplyCode::TRANSFER_ABORTED, "Connection closed; transfer aborted."),
                     Reply::new(ReplyCode::CLOSING_DATA, "ABOR command successful."),
                 ]
             }
             TransferOutcome::Failed(e) => {
                 let reply = match e {
                     TransferError::File(fs) => fs.reply(path),
-                    TransferError::DataConnection(why) => Reply::new(
-                        ReplyCode::CANT_OPEN_DATA,
-                        format!("Cannot open data connection: {why}."),
-                    ),
+                    TransferError::DataConnection(why) => {
+                        Reply::new(ReplyCode::CANT_OPEN_DATA, format!("Cannot open data connection: {why}."))
+                    }
                     TransferError::ConnectionLost(why) => Reply::new(
                         ReplyCode::TRANSFER_ABORTED,
                         format!("Data connection lost: {why}; transfer aborted."),
@@ -1034,22 +1201,17 @@ impl Session {
                         ReplyCode::EXCEEDED_STORAGE,
                         format!("{path}: No space left on the server's disk; transfer aborted."),
                     ),
-                    TransferError::Local(why) => Reply::new(
-                        ReplyCode::LOCAL_ERROR,
-                        format!("{path}: Local error: {why}."),
-                    ),
-                    TransferError::BadRestart(why) => Reply::new(
-                        ReplyCode::INVALID_RESTART,
-                        format!("Invalid REST parameter: {why}."),
-                    ),
+                    TransferError::Local(why) => {
+                        Reply::new(ReplyCode::LOCAL_ERROR, format!("{path}: Local error: {why}."))
+                    }
+                    TransferError::BadRestart(why) => {
+                        Reply::new(ReplyCode::INVALID_RESTART, format!("Invalid REST parameter: {why}."))
+                    }
                     TransferError::Aborted => unreachable_aborted(),
                 };
                 let mut out = vec![reply];
                 if aborted {
-                    out.push(Reply::new(
-                        ReplyCode::CLOSING_DATA,
-                        "ABOR command successful.",
-                    ));
+                    out.push(Reply::new(ReplyCode::CLOSING_DATA, "ABOR command successful."));
                 }
                 out
             }
@@ -1071,7 +1233,13 @@ impl Session {
             [
                 format!("    Connected from {}", self.peer.ip()),
                 format!("    Logged in as {user}"),
-                format!("    TYPE: {ty}, STRUcture: File, MODE: Stream"),
+                format!(
+                    "    TYPE: {ty}, STRUcture: File, MODE: {}",
+                    match self.mode {
+                        TransferMode::Stream => "Stream",
+                        TransferMode::ExtendedBlock => "Extended block",
+                    }
+                ),
                 format!("    Working directory: {}", self.cwd),
             ],
             "End of status.",
@@ -1079,15 +1247,25 @@ impl Session {
     }
 
     fn feat(&self) -> Reply {
+        // Exactly what is implemented. DCAU is left out on purpose: only
+        // `DCAU N` works, and a GSI client seeing DCAU would ask for A.
+        let cksm: String = CHECKSUM_ALGORITHMS.iter().map(|a| format!("{a};")).collect();
         let mut lines: Vec<String> = vec![
+            format!(" CKSM {cksm}"),
             " EPRT".into(),
             " EPSV".into(),
+            " ERET".into(),
+            " ESTO".into(),
             " MDTM".into(),
             " MFMT".into(),
             format!(" MLST {MLST_FACTS}"),
-            " PASV".into(),
+            " PARALLEL".into(),
+            " PASV AllowDelayed;".into(),
             " REST STREAM".into(),
+            " SBUF".into(),
             " SIZE".into(),
+            " SPAS".into(),
+            " SPOR".into(),
             " TVFS".into(),
             " UTF8".into(),
         ];
@@ -1096,12 +1274,31 @@ impl Session {
             lines.push(" PBSZ".into());
             lines.push(" PROT".into());
         }
-        Reply::multiline(
-            ReplyCode::SYSTEM_STATUS,
-            "Extensions supported",
-            lines,
-            "End.",
-        )
+        Reply::multiline(ReplyCode::SYSTEM_STATUS, "Extensions supported", lines, "End.")
+    }
+}
+
+/// Formats the reply announcing a passive listener: 227/229 for PASV,
+/// EPSV and SPAS, or 127/129 under delayed passive. The SPAS form must
+/// contain no `(` and exactly one address line: globus-url-copy counts
+/// addresses as "newlines minus two" (`docs/gridftp-wire-notes.md` §1).
+fn passive_reply(kind: PassiveKind, addr: SocketAddr, delayed: bool) -> Result<Reply, String> {
+    let shift = if delayed { 100 } else { 0 };
+    let code = |c: u16| ReplyCode::new(c - shift).unwrap_or(ReplyCode::CANT_OPEN_DATA);
+    match (kind, addr) {
+        (PassiveKind::Pasv, SocketAddr::V4(a)) => {
+            Ok(Reply::new(code(227), format!("Entering Passive Mode ({}).", format_host_port(a))))
+        }
+        (PassiveKind::Epsv, a) => {
+            Ok(Reply::new(code(229), format!("Entering Extended Passive Mode (|||{}|)", a.port())))
+        }
+        (PassiveKind::Spas, SocketAddr::V4(a)) => Ok(Reply::multiline(
+            code(229),
+            "Entering Striped Passive Mode.",
+            [format!(" {}", format_host_port(a))],
+            "End",
+        )),
+        (_, SocketAddr::V6(_)) => Err("PASV and SPAS cannot describe an IPv6 address; use EPSV".into()),
     }
 }
 
@@ -1122,10 +1319,7 @@ fn is_anonymous_name(name: &str) -> bool {
 /// Compares addresses treating IPv4-mapped IPv6 as IPv4.
 fn same_host(a: IpAddr, b: IpAddr) -> bool {
     let norm = |ip: IpAddr| match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
         v4 => v4,
     };
     norm(a) == norm(b)
@@ -1141,17 +1335,12 @@ fn path_error_reply(e: &PathError) -> Action {
         PathError::EscapesRoot => ReplyCode::FILE_UNAVAILABLE,
         PathError::Nul | PathError::Empty => ReplyCode::PARAMETER_SYNTAX_ERROR,
     };
-    Action::Reply(Reply::new(
-        code,
-        format!("{}; refused.", capitalize_first(&e.to_string())),
-    ))
+    Action::Reply(Reply::new(code, format!("{}; refused.", capitalize_first(&e.to_string()))))
 }
 
 fn capitalize_first(s: &str) -> String {
     let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
 }
 
 fn op_path(op: &FileOp) -> &VirtualPath {
@@ -1166,7 +1355,7 @@ fn op_path(op: &FileOp) -> &VirtualPath {
         | FileOp::Facts(p)
         | FileOp::StatListing(p) => p,
         FileOp::Rename { to, .. } => to,
-        FileOp::SetModTime { path, .. } | FileOp::Chmod { path, .. } => path,
+        FileOp::SetModTime { path, .. } | FileOp::Chmod { path, .. } | FileOp::Checksum { path, .. } => path,
     }
 }
 
@@ -1187,22 +1376,25 @@ fn split_list_options(arg: &str) -> (String, Option<&str>) {
 /// The commands this server serves, for HELP and SITE HELP.
 pub fn help_reply(code: ReplyCode) -> Reply {
     let verbs = [
-        "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CWD", "DELE", "EPRT", "EPSV", "FEAT", "HELP",
-        "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS",
-        "PASV", "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SITE", "SIZE",
-        "STAT", "STOR", "STRU", "SYST", "TYPE", "USER",
+        "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET", "ESTO", "FEAT",
+        "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV", "PORT",
+        "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT", "STOR",
+        "STRU", "SYST", "TREV", "TYPE", "USER",
     ];
-    let body = verbs.chunks(8).map(|c| {
-        let mut line = String::from("   ");
-        for v in c {
-            line.push_str(&format!(" {v:<7}"));
-        }
-        line.trim_end().to_string()
-    });
-    Reply::multiline(
-        code,
-        "The following commands are recognized:",
-        body,
-        "Direct comments to the administrator.",
-    )
+    // globus-url-copy looks for the SITE buffer commands in this text to
+    // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).
+    let body = verbs
+        .chunks(8)
+        .map(|c| {
+            let mut line = String::from("   ");
+            for v in c {
+                line.push_str(&format!(" {v:<7}"));
+            }
+            line.trim_end().to_string()
+        })
+        .chain([
+            "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
+            "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>".to_string(),
+        ]);
+    Reply::multiline(code, "The following commands are recognized:", body, "Direct comments to the administrator.")
 }

@@ -4,8 +4,8 @@
 use ferry_proto::command::Command;
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::session::{
-    Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, LoginRequest,
-    SessionConfig, TransferError, TransferKind, TransferOutcome,
+    Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, LoginRequest, SessionConfig,
+    TransferError, TransferKind, TransferOutcome,
 };
 use ferry_proto::{Reply, Session, VirtualPath};
 use proptest::prelude::*;
@@ -21,14 +21,8 @@ struct Harness {
 
 impl Harness {
     fn new(anonymous: AnonymousAccess) -> Self {
-        let cfg = SessionConfig {
-            anonymous,
-            max_login_attempts: 3,
-            ..SessionConfig::default()
-        };
-        Self {
-            s: Session::new(cfg, PEER.parse().unwrap()),
-        }
+        let cfg = SessionConfig { anonymous, max_login_attempts: 3, ..SessionConfig::default() };
+        Self { s: Session::new(cfg, PEER.parse().unwrap()) }
     }
 
     fn logged_in() -> Self {
@@ -49,18 +43,12 @@ impl Harness {
         match action {
             Action::Reply(r) | Action::Close(r) => vec![r],
             Action::Login(LoginRequest::Password { user, password }) => {
-                let grant = (password == "right").then_some(Grant {
-                    user,
-                    access: Access::ReadWrite,
-                });
+                let grant = (password == "right").then_some(Grant { user, access: Access::ReadWrite });
                 let next = self.s.login_result(grant);
                 self.drive(next)
             }
             Action::Login(LoginRequest::Anonymous { access, .. }) => {
-                let next = self.s.login_result(Some(Grant {
-                    user: "anonymous".into(),
-                    access,
-                }));
+                let next = self.s.login_result(Some(Grant { user: "anonymous".into(), access }));
                 self.drive(next)
             }
             Action::File(op) => {
@@ -78,9 +66,7 @@ impl Harness {
                 };
                 vec![self.s.file_result(result)]
             }
-            Action::Passive(_) => vec![self
-                .s
-                .passive_result(Ok("198.51.100.1:50000".parse().unwrap()))],
+            Action::Passive(_) => vec![self.s.passive_result(Ok("198.51.100.1:50000".parse().unwrap()))],
             Action::Transfer(req) => {
                 let mut out = vec![self.s.transfer_started("x", None, false)];
                 let outcome = if req.path.as_str().contains("missing") {
@@ -137,9 +123,7 @@ fn too_many_failed_logins_close_the_connection() {
     }
     h.send("USER alice");
     let action = h.s.handle(Command::parse(b"PASS wrong"));
-    let Action::Login(_) = action else {
-        panic!("{action:?}")
-    };
+    let Action::Login(_) = action else { panic!("{action:?}") };
     match h.s.login_result(None) {
         Action::Close(r) => assert_eq!(r.code.get(), 421),
         other => panic!("{other:?}"),
@@ -159,16 +143,7 @@ fn anonymous_access() {
     assert_eq!(ro.code("PASS x"), 230);
     assert_eq!(ro.code("PASV"), 227);
     assert_eq!(ro.code("RETR f"), 226);
-    for cmd in [
-        "STOR f",
-        "APPE f",
-        "DELE f",
-        "MKD d",
-        "RMD d",
-        "RNFR f",
-        "SITE CHMOD 644 f",
-        "MFMT 20260101000000 f",
-    ] {
+    for cmd in ["STOR f", "APPE f", "DELE f", "MKD d", "RMD d", "RNFR f", "SITE CHMOD 644 f", "MFMT 20260101000000 f"] {
         assert_eq!(ro.code(cmd), 550, "{cmd}");
     }
 }
@@ -182,11 +157,7 @@ fn rename_sequence() {
     assert_eq!(h.code("RNTO c"), 503, "a rename is used once");
     assert_eq!(h.code("RNFR a"), 350);
     assert_eq!(h.code("NOOP"), 200);
-    assert_eq!(
-        h.code("RNTO c"),
-        503,
-        "another command in between forgets RNFR"
-    );
+    assert_eq!(h.code("RNTO c"), 503, "another command in between forgets RNFR");
     assert_eq!(h.code("RNFR a"), 350);
     assert_eq!(h.code("GARBAGE"), 500);
     assert_eq!(h.code("RNTO c"), 503, "so does a bad line");
@@ -201,28 +172,18 @@ fn data_channel_and_rest_sequencing() {
     assert_eq!(h.code("REST 100"), 350);
     assert_eq!(h.code("PASV"), 227);
     let action = h.s.handle(Command::parse(b"RETR f"));
-    let Action::Transfer(req) = action else {
-        panic!("{action:?}")
-    };
+    let Action::Transfer(req) = action else { panic!("{action:?}") };
     assert_eq!(req.endpoint, DataEndpoint::Passive);
     assert_eq!(req.kind, TransferKind::Retrieve);
-    assert!(matches!(
-        req.restart,
-        Some(ferry_proto::command::RestArg::Offset(100))
-    ));
+    assert!(matches!(req.restart, Some(ferry_proto::command::RestArg::Offset(100))));
     h.s.transfer_started("f", None, false);
     h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
     // Stream mode consumes the setup and the restart offset.
     assert_eq!(h.code("RETR f"), 425);
     assert_eq!(h.code("PORT 192,0,2,7,200,10"), 200);
-    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else {
-        panic!()
-    };
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else { panic!() };
     assert!(req.restart.is_none());
-    assert_eq!(
-        req.endpoint,
-        DataEndpoint::Active("192.0.2.7:51210".parse().unwrap())
-    );
+    assert_eq!(req.endpoint, DataEndpoint::Active("192.0.2.7:51210".parse().unwrap()));
     h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
 }
 
@@ -246,18 +207,12 @@ fn transfer_failures_and_abort() {
     assert_eq!(h.code("RETR missing"), 550);
     // ABOR during a transfer: the transfer ends with 426, the ABOR with 226.
     h.send("PASV");
-    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR big")) else {
-        panic!()
-    };
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR big")) else { panic!() };
     assert!(h.s.is_transferring());
     assert_eq!(h.s.handle(Command::parse(b"ABOR")), Action::AbortTransfer);
     let r = h.s.handle(Command::parse(b"CWD x"));
-    assert!(
-        matches!(r, Action::Reply(ref r) if r.code.get() == 503),
-        "{r:?}"
-    );
-    let replies =
-        h.s.transfer_finished(&req.path, TransferOutcome::Failed(TransferError::Aborted));
+    assert!(matches!(r, Action::Reply(ref r) if r.code.get() == 503), "{r:?}");
+    let replies = h.s.transfer_finished(&req.path, TransferOutcome::Failed(TransferError::Aborted));
     let codes: Vec<u16> = replies.iter().map(|r| r.code.get()).collect();
     assert_eq!(codes, [426, 226]);
     assert!(!h.s.is_transferring());
@@ -327,11 +282,10 @@ fn garbage_floods_end_the_session() {
 
 fn arb_line() -> impl Strategy<Value = String> {
     let verbs = prop::sample::select(vec![
-        "USER", "PASS", "CWD", "CDUP", "PWD", "PASV", "EPSV", "PORT", "EPRT", "TYPE", "MODE",
-        "STRU", "RETR", "STOR", "APPE", "REST", "RNFR", "RNTO", "DELE", "MKD", "RMD", "LIST",
-        "NLST", "MLSD", "MLST", "SIZE", "MDTM", "ABOR", "STAT", "HELP", "NOOP", "FEAT", "OPTS",
-        "SITE", "ALLO", "AUTH", "PBSZ", "PROT", "QUIT", "XYZ", "ERET", "ESTO", "CKSM", "SPAS",
-        "SPOR", "DCAU", "SBUF", "MFMT",
+        "USER", "PASS", "CWD", "CDUP", "PWD", "PASV", "EPSV", "PORT", "EPRT", "TYPE", "MODE", "STRU", "RETR", "STOR",
+        "APPE", "REST", "RNFR", "RNTO", "DELE", "MKD", "RMD", "LIST", "NLST", "MLSD", "MLST", "SIZE", "MDTM", "ABOR",
+        "STAT", "HELP", "NOOP", "FEAT", "OPTS", "SITE", "ALLO", "AUTH", "PBSZ", "PROT", "QUIT", "XYZ", "ERET", "ESTO",
+        "CKSM", "SPAS", "SPOR", "DCAU", "SBUF", "MFMT",
     ]);
     let args = prop::sample::select(vec![
         "",

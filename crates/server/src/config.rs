@@ -14,10 +14,7 @@ pub enum ConfigError {
     #[error("cannot read config file {path}: {error}")]
     Read { path: String, error: std::io::Error },
     #[error("config file {path} is not valid: {error}")]
-    Parse {
-        path: String,
-        error: toml::de::Error,
-    },
+    Parse { path: String, error: toml::de::Error },
     #[error("invalid port range {0:?}: expected LOW-HIGH with 1024 <= LOW <= HIGH <= 65535")]
     PortRange(String),
 }
@@ -107,6 +104,12 @@ pub struct ServerConfig {
     /// this server is the source of a third-party copy to another host).
     pub allow_third_party: bool,
     pub banner: Option<String>,
+    /// Bytes per second one transfer may move (all its streams together);
+    /// unlimited when unset.
+    pub max_transfer_rate: Option<u64>,
+    /// Seconds between restart (111) and performance (112) markers while
+    /// receiving in MODE E; Globus uses 5. Clients may change it with TREV.
+    pub marker_interval_secs: u32,
 }
 
 impl Default for ServerConfig {
@@ -127,20 +130,17 @@ impl Default for ServerConfig {
             login_failure_delay_ms: 1000,
             allow_third_party: false,
             banner: None,
+            max_transfer_rate: None,
+            marker_interval_secs: 5,
         }
     }
 }
 
 impl ServerConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-            path: path.display().to_string(),
-            error,
-        })?;
-        toml::from_str(&text).map_err(|error| ConfigError::Parse {
-            path: path.display().to_string(),
-            error,
-        })
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| ConfigError::Read { path: path.display().to_string(), error })?;
+        toml::from_str(&text).map_err(|error| ConfigError::Parse { path: path.display().to_string(), error })
     }
 
     pub fn idle_timeout(&self) -> Duration {
@@ -173,13 +173,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(
-            c.passive_ports,
-            Some(PortRange {
-                low: 50000,
-                high: 50100
-            })
-        );
+        assert_eq!(c.passive_ports, Some(PortRange { low: 50000, high: 50100 }));
         assert_eq!(c.anonymous, AnonymousSetting::Read);
         assert_eq!(c.idle_timeout_secs, 300);
         assert!(toml::from_str::<ServerConfig>("lsiten = \"x\"").is_err());

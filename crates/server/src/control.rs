@@ -5,15 +5,18 @@
 //! flood of commands exerts back-pressure on the socket rather than on
 //! memory. The loop here serves one command at a time; while a transfer
 //! runs it keeps reading, answers ABOR/STAT/NOOP at once and queues the
-//! rest (bounded) to serve them, in order, when the transfer ends.
+//! rest (bounded) to serve them, in order, when the transfer ends — which is
+//! what GridFTP pipelining (`globus-url-copy -pp`) needs. It also sends the
+//! transfer's restart (111) and performance (112) markers on their clocks.
 
 use crate::server::{ServerContext, SessionSlot};
-use crate::transfer::{self, ActiveTransfer, TransferContext, TransferEvent};
+use crate::transfer::{self, ActiveTransfer, DataChannels, TransferContext, TransferEvent};
 use ferry_io::root::Root;
 use ferry_proto::command::Command;
 use ferry_proto::line::{parse_line, LineBuffer, DEFAULT_MAX_LINE};
+use ferry_proto::markers::{range_marker, PerfMarker};
 use ferry_proto::session::{
-    Action, FileDone, FileOp, FsError, Grant, LoginRequest, Session, TransferKind, TransferOutcome,
+    Action, FileDone, FileOp, FsError, Grant, LoginRequest, Session, TransferError, TransferKind, TransferOutcome,
 };
 use ferry_proto::{CommandError, Reply, ReplyCode, VirtualPath};
 use std::collections::VecDeque;
@@ -23,26 +26,22 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 type Parsed = Result<Command, CommandError>;
 
-/// Commands buffered while a transfer runs (pipelining depth).
-const MAX_QUEUED: usize = 64;
+/// Commands buffered while a transfer runs (pipelining depth). Globus
+/// clients keep about a dozen outstanding.
+const MAX_QUEUED: usize = 256;
 
 enum Flow {
     Continue,
     Close,
 }
 
-pub(crate) async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
-    ctx: Arc<ServerContext>,
-    slot: SessionSlot,
-) {
+pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerContext>, slot: SessionSlot) {
     let local = match stream.local_addr() {
         Ok(a) => a,
         Err(_) => return,
@@ -99,7 +98,7 @@ pub(crate) async fn serve(
         local,
         writer: wr,
         root: None,
-        passive: None,
+        channels: DataChannels::default(),
         user: String::from("-"),
         control_closed,
     };
@@ -119,9 +118,36 @@ struct Control {
     local: SocketAddr,
     writer: OwnedWriteHalf,
     root: Option<Arc<Root>>,
-    passive: Option<TcpListener>,
+    /// The passive listener and cached MODE E connections, while no
+    /// transfer holds them.
+    channels: DataChannels,
     user: String,
     control_closed: Arc<AtomicBool>,
+}
+
+/// When the running transfer's next markers are due.
+#[derive(Debug, Default)]
+struct MarkerClock {
+    perf: Option<(Duration, Instant)>,
+    restart: Option<(Duration, Instant)>,
+}
+
+impl MarkerClock {
+    fn start(t: &ActiveTransfer) -> Self {
+        let now = Instant::now();
+        let at = |s: Option<u32>| s.map(|s| (Duration::from_secs(s.into()), now + Duration::from_secs(s.into())));
+        Self { perf: at(t.request.markers.perf_secs), restart: at(t.request.markers.restart_secs) }
+    }
+
+    fn next(&self) -> Option<Instant> {
+        [self.perf, self.restart].iter().flatten().map(|(_, at)| *at).min()
+    }
+}
+
+fn perf_marker(bytes: u64) -> Reply {
+    let millis =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    PerfMarker::new(millis, bytes).reply()
 }
 
 impl Control {
@@ -138,11 +164,21 @@ impl Control {
         Instant::now() + t
     }
 
+    /// Closes data channels that a PASV, PORT, MODE, DCAU or PROT made
+    /// stale (GFD.20: cached connections belong to one setup).
+    fn sync_channels(&mut self) {
+        let generation = self.session.data_generation();
+        if self.channels.generation != generation {
+            self.channels = DataChannels { generation, ..DataChannels::default() };
+        }
+    }
+
     async fn run(&mut self, mut commands: mpsc::Receiver<Parsed>) -> std::io::Result<()> {
         let greeting = self.session.greeting();
         self.send(&greeting).await?;
         let mut queue: VecDeque<Parsed> = VecDeque::new();
         let mut active: Option<ActiveTransfer> = None;
+        let mut clock = MarkerClock::default();
         let mut deadline = self.deadline();
         loop {
             if active.is_none() {
@@ -155,28 +191,11 @@ impl Control {
                     continue;
                 }
             }
+            let next_marker = clock.next();
             tokio::select! {
                 cmd = commands.recv(), if queue.len() < MAX_QUEUED => {
                     let Some(cmd) = cmd else {
-                        // The client closed the control connection: stop a
-                        // running transfer, wait for it so it is logged and
-                        // its files are closed, then end the session.
-                        if let Some(mut t) = active.take() {
-                            t.abort();
-                            let mut outcome = None;
-                            while let Some(ev) = t.events.recv().await {
-                                if let TransferEvent::Finished(o) = ev {
-                                    outcome = Some(o);
-                                }
-                            }
-                            let outcome = match outcome {
-                                Some(TransferOutcome::Complete { bytes }) => TransferOutcome::Complete { bytes },
-                                _ => TransferOutcome::Failed(ferry_proto::session::TransferError::ConnectionLost(
-                                    "the client closed the control connection".into(),
-                                )),
-                            };
-                            let _ = self.finish(t, outcome).await;
-                        }
+                        self.client_gone(active.take()).await;
                         return Ok(());
                     };
                     deadline = self.deadline();
@@ -191,24 +210,56 @@ impl Control {
                         _ => queue.push_back(cmd),
                     }
                 }
-                ev = next_event(&mut active) => {
-                    match ev {
-                        Some(TransferEvent::Started { size }) => {
-                            let what = self.describe(active.as_ref());
-                            let reply = self.session.transfer_started(&what, size, false);
-                            self.send(&reply).await?;
+                ev = next_event(&mut active) => match ev {
+                    Some(TransferEvent::DelayedPassive { kind, addr }) => {
+                        let reply = self.session.delayed_passive_reply(kind, addr);
+                        self.send(&reply).await?;
+                    }
+                    Some(TransferEvent::Started { size, reused }) => {
+                        let Some(t) = active.as_ref() else { continue };
+                        let what = describe(t);
+                        let first_perf = t.request.markers.perf_secs.is_some();
+                        clock = MarkerClock::start(t);
+                        let reply = self.session.transfer_started(&what, size, reused);
+                        self.send(&reply).await?;
+                        if first_perf {
+                            // Globus sends a zero-byte marker right away.
+                            self.send(&perf_marker(0)).await?;
                         }
-                        Some(TransferEvent::Finished(outcome)) => {
-                            if let Some(t) = active.take() {
-                                self.finish(t, outcome).await?;
-                            }
-                            deadline = self.deadline();
+                    }
+                    Some(TransferEvent::Finished { outcome, channels }) => {
+                        clock = MarkerClock::default();
+                        self.channels = channels;
+                        self.sync_channels();
+                        if let Some(t) = active.take() {
+                            self.finish(t, outcome).await?;
                         }
-                        None => {
-                            // The task vanished without reporting (it panicked).
-                            if let Some(t) = active.take() {
-                                let outcome = TransferOutcome::Failed(ferry_proto::session::TransferError::Local("internal error".into()));
-                                self.finish(t, outcome).await?;
+                        deadline = self.deadline();
+                    }
+                    None => {
+                        // The task vanished without reporting (it panicked).
+                        clock = MarkerClock::default();
+                        if let Some(t) = active.take() {
+                            let outcome = TransferOutcome::Failed(TransferError::Local("internal error".into()));
+                            self.finish(t, outcome).await?;
+                        }
+                    }
+                },
+                _ = sleep_until_opt(next_marker), if next_marker.is_some() && active.is_some() => {
+                    let now = Instant::now();
+                    if let (Some(t), Some((every, at))) = (active.as_mut(), clock.perf.as_mut()) {
+                        if *at <= now {
+                            *at = now + *every;
+                            let bytes = t.progress.load(Ordering::Relaxed);
+                            self.send(&perf_marker(bytes)).await?;
+                        }
+                    }
+                    if let (Some(t), Some((every, at))) = (active.as_mut(), clock.restart.as_mut()) {
+                        if *at <= now {
+                            *at = now + *every;
+                            let new = t.new_ranges();
+                            if !new.is_empty() {
+                                self.send(&range_marker(&new)).await?;
                             }
                         }
                     }
@@ -226,32 +277,47 @@ impl Control {
         }
     }
 
-    fn describe(&self, t: Option<&ActiveTransfer>) -> String {
-        match t.map(|t| &t.request.kind) {
-            Some(TransferKind::List { .. }) => "directory listing".to_string(),
-            _ => t.map(|t| t.request.path.to_string()).unwrap_or_default(),
+    /// The client closed the control connection: stop a running transfer,
+    /// wait for it so it is logged and its files are closed.
+    async fn client_gone(&mut self, active: Option<ActiveTransfer>) {
+        let Some(mut t) = active else { return };
+        t.abort();
+        let mut outcome = None;
+        while let Some(ev) = t.events.recv().await {
+            if let TransferEvent::Finished { outcome: o, .. } = ev {
+                outcome = Some(o);
+            }
         }
+        let outcome = match outcome {
+            Some(TransferOutcome::Complete { bytes }) => TransferOutcome::Complete { bytes },
+            _ => TransferOutcome::Failed(TransferError::ConnectionLost(
+                "the client closed the control connection".into(),
+            )),
+        };
+        let _ = self.finish(t, outcome).await;
     }
 
-    async fn finish(&mut self, t: ActiveTransfer, outcome: TransferOutcome) -> std::io::Result<()> {
+    async fn finish(&mut self, mut t: ActiveTransfer, outcome: TransferOutcome) -> std::io::Result<()> {
         let secs = t.started.elapsed().as_secs_f64();
         let bytes = t.progress.load(Ordering::Relaxed);
-        let (direction, is_list) = match t.request.kind {
-            TransferKind::Retrieve => ("send", false),
-            TransferKind::Store | TransferKind::Append => ("receive", false),
-            TransferKind::List { .. } => ("list", true),
+        let direction = match t.request.kind {
+            TransferKind::Retrieve => Some("send"),
+            TransferKind::Store | TransferKind::Append => Some("receive"),
+            TransferKind::List { .. } => None,
         };
         let status = match &outcome {
             TransferOutcome::Complete { .. } => "complete".to_string(),
             TransferOutcome::Failed(e) => format!("{e:?}"),
         };
-        if !is_list {
+        if let Some(direction) = direction {
             tracing::info!(
                 target: "ferry::transfer",
                 peer = %self.peer,
                 user = %self.user,
                 path = %t.request.path,
                 direction,
+                mode = ?t.request.mode,
+                restart = t.request.restart.is_some(),
                 bytes,
                 seconds = format_args!("{secs:.3}"),
                 rate_mb_s = format_args!("{:.1}", bytes as f64 / secs.max(1e-9) / 1e6),
@@ -259,29 +325,37 @@ impl Control {
                 "transfer finished"
             );
         }
+        if matches!(outcome, TransferOutcome::Complete { .. }) {
+            // The final markers come just before the 226, as Globus sends them.
+            if t.request.markers.perf_secs.is_some() {
+                self.send(&perf_marker(bytes)).await?;
+            }
+            if t.request.markers.restart_secs.is_some() {
+                let new = t.new_ranges();
+                if !new.is_empty() {
+                    self.send(&range_marker(&new)).await?;
+                }
+            }
+        }
         for reply in self.session.transfer_finished(&t.request.path, outcome) {
             self.send(&reply).await?;
         }
         Ok(())
     }
 
-    async fn process(
-        &mut self,
-        cmd: Parsed,
-        active: &mut Option<ActiveTransfer>,
-    ) -> std::io::Result<Flow> {
+    async fn process(&mut self, cmd: Parsed, active: &mut Option<ActiveTransfer>) -> std::io::Result<Flow> {
         if let Ok(Command::Site(ferry_proto::command::SiteCommand::ClientInfo(info))) = &cmd {
             tracing::debug!(peer = %self.peer, %info, "client info");
         }
         let action = self.session.handle(cmd);
-        self.act(action, active).await
+        let flow = self.act(action, active).await;
+        if active.is_none() {
+            self.sync_channels();
+        }
+        flow
     }
 
-    async fn act(
-        &mut self,
-        action: Action,
-        active: &mut Option<ActiveTransfer>,
-    ) -> std::io::Result<Flow> {
+    async fn act(&mut self, action: Action, active: &mut Option<ActiveTransfer>) -> std::io::Result<Flow> {
         match action {
             Action::Reply(r) => self.send(&r).await?,
             Action::Close(r) => {
@@ -292,10 +366,7 @@ impl Control {
             Action::Login(req) => {
                 let granted = self.login(req).await;
                 if granted.is_none() {
-                    tokio::time::sleep(Duration::from_millis(
-                        self.ctx.config.login_failure_delay_ms,
-                    ))
-                    .await;
+                    tokio::time::sleep(Duration::from_millis(self.ctx.config.login_failure_delay_ms)).await;
                 }
                 let next = self.session.login_result(granted);
                 return Box::pin(self.act(next, active)).await;
@@ -303,7 +374,8 @@ impl Control {
             Action::File(op) => {
                 let reply = match self.root.clone() {
                     Some(root) => {
-                        let result = tokio::task::spawn_blocking(move || file_op(&root, op))
+                        let ctx = self.ctx.clone();
+                        let result = tokio::task::spawn_blocking(move || file_op(&root, &ctx, op))
                             .await
                             .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
                         self.session.file_result(result)
@@ -313,20 +385,19 @@ impl Control {
                 self.send(&reply).await?;
             }
             Action::Passive(_) => {
-                self.passive = None;
+                let generation = self.session.data_generation();
+                self.channels = DataChannels { generation, ..DataChannels::default() };
                 let result = self
                     .ctx
                     .ports
-                    .bind(self.local.ip())
+                    .bind(self.local.ip(), self.session.buffer_size())
                     .map_err(|e| e.to_string())
                     .and_then(|l| {
                         let mut addr = l.local_addr().map_err(|e| e.to_string())?;
-                        if let (Some(public), SocketAddr::V4(_)) =
-                            (self.ctx.config.passive_address, addr)
-                        {
+                        if let (Some(public), SocketAddr::V4(_)) = (self.ctx.config.passive_address, addr) {
                             addr.set_ip(public.into());
                         }
-                        self.passive = Some(l);
+                        self.channels.listener = Some(Arc::new(l));
                         Ok(addr)
                     });
                 let reply = self.session.passive_result(result);
@@ -336,14 +407,16 @@ impl Control {
                 let Some(root) = self.root.clone() else {
                     return Ok(Flow::Continue);
                 };
+                self.sync_channels();
                 let ctx = TransferContext {
+                    server: self.ctx.clone(),
                     root,
-                    passive: self.passive.take(),
+                    channels: std::mem::take(&mut self.channels),
                     peer_ip: self.peer.ip(),
                     local_ip: self.local.ip(),
-                    data_timeout: self.ctx.config.data_timeout(),
                     control_closed: self.control_closed.clone(),
                 };
+                self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));
             }
             Action::AbortTransfer => {}
@@ -354,33 +427,19 @@ impl Control {
     /// Checks credentials; on success binds the session to its root.
     async fn login(&mut self, req: LoginRequest) -> Option<Grant> {
         let (grant, home) = match req {
-            LoginRequest::Anonymous { access, .. } => (
-                Grant {
-                    user: "anonymous".into(),
-                    access,
-                },
-                VirtualPath::root(),
-            ),
+            LoginRequest::Anonymous { access, .. } => (Grant { user: "anonymous".into(), access }, VirtualPath::root()),
             LoginRequest::Password { user, password } => {
                 let ctx = self.ctx.clone();
-                let entry = tokio::task::spawn_blocking(move || {
-                    ctx.users.verify(&user, &password).cloned()
-                })
-                .await
-                .ok()
-                .flatten();
+                let entry = tokio::task::spawn_blocking(move || ctx.users.verify(&user, &password).cloned())
+                    .await
+                    .ok()
+                    .flatten();
                 let Some(entry) = entry else {
                     tracing::warn!(peer = %self.peer, "failed login");
                     return None;
                 };
                 let home = VirtualPath::root().resolve(&entry.root).ok()?;
-                (
-                    Grant {
-                        user: entry.name.clone(),
-                        access: entry.access.into(),
-                    },
-                    home,
-                )
+                (Grant { user: entry.name.clone(), access: entry.access.into() }, home)
             }
         };
         let root = if home.is_root() {
@@ -401,6 +460,20 @@ impl Control {
     }
 }
 
+fn describe(t: &ActiveTransfer) -> String {
+    match t.request.kind {
+        TransferKind::List { .. } => "directory listing".to_string(),
+        _ => t.request.path.to_string(),
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn next_event(active: &mut Option<ActiveTransfer>) -> Option<TransferEvent> {
     match active {
         Some(t) => t.events.recv().await,
@@ -408,7 +481,7 @@ async fn next_event(active: &mut Option<ActiveTransfer>) -> Option<TransferEvent
     }
 }
 
-fn file_op(root: &Root, op: FileOp) -> Result<FileDone, FsError> {
+fn file_op(root: &Root, ctx: &ServerContext, op: FileOp) -> Result<FileDone, FsError> {
     match op {
         FileOp::ChangeDir(p) => root.is_dir(&p).map(|_| FileDone::Done),
         FileOp::MakeDir(p) => root.make_dir(&p).map(|_| FileDone::Done),
@@ -424,11 +497,12 @@ fn file_op(root: &Root, op: FileOp) -> Result<FileDone, FsError> {
             Ok(FileDone::Size(f.size))
         }
         FileOp::ModTime(p) => root.facts(&p).map(|f| FileDone::ModTime(f.modified)),
-        FileOp::SetModTime { path, unix_secs } => {
-            root.set_modified(&path, unix_secs).map(|_| FileDone::Done)
-        }
+        FileOp::SetModTime { path, unix_secs } => root.set_modified(&path, unix_secs).map(|_| FileDone::Done),
         FileOp::Facts(p) => root.facts(&p).map(FileDone::Facts),
         FileOp::StatListing(p) => root.list(&p, false).map(FileDone::Listing),
         FileOp::Chmod { path, mode } => root.chmod(&path, mode).map(|_| FileDone::Done),
+        FileOp::Checksum { path, algorithm, offset, length } => {
+            ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length).map(FileDone::Checksum)
+        }
     }
 }

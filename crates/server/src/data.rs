@@ -22,23 +22,22 @@ pub struct PortAllocator {
 
 impl PortAllocator {
     pub fn new(range: Option<PortRange>) -> Self {
-        Self {
-            range,
-            cursor: AtomicU32::new(0),
-        }
+        Self { range, cursor: AtomicU32::new(0) }
     }
 
     /// Binds a listener on `ip`, on a port from the range if one is set.
-    pub fn bind(&self, ip: IpAddr) -> io::Result<TcpListener> {
+    /// A buffer size is set on the listener so accepted connections
+    /// negotiate a matching TCP window scale.
+    pub fn bind(&self, ip: IpAddr, buffer: Option<u32>) -> io::Result<TcpListener> {
         let Some(range) = self.range else {
-            return listen(SocketAddr::new(ip, 0));
+            return listen(SocketAddr::new(ip, 0), buffer);
         };
         let span = u32::from(range.high - range.low) + 1;
         let start = self.cursor.fetch_add(1, Ordering::Relaxed) % span;
         let mut last_err = None;
         for i in 0..span {
             let port = range.low + ((start + i) % span) as u16;
-            match listen(SocketAddr::new(ip, port)) {
+            match listen(SocketAddr::new(ip, port), buffer) {
                 Ok(l) => {
                     // Next bind starts after this port.
                     self.cursor.store(start + i + 1, Ordering::Relaxed);
@@ -48,44 +47,40 @@ impl PortAllocator {
                 Err(e) => return Err(e),
             }
         }
-        Err(last_err.unwrap_or_else(|| {
-            io::Error::new(io::ErrorKind::AddrInUse, "passive port range exhausted")
-        }))
+        Err(last_err.unwrap_or_else(|| io::Error::new(io::ErrorKind::AddrInUse, "passive port range exhausted")))
     }
 }
 
-fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
-    let sock = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
+fn socket_for(addr: &SocketAddr, buffer: Option<u32>) -> io::Result<TcpSocket> {
+    let sock = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    if let Some(size) = buffer {
+        sock.set_recv_buffer_size(size)?;
+        sock.set_send_buffer_size(size)?;
+    }
+    Ok(sock)
+}
+
+fn listen(addr: SocketAddr, buffer: Option<u32>) -> io::Result<TcpListener> {
+    let sock = socket_for(&addr, buffer)?;
     sock.set_reuseaddr(true)?;
     sock.bind(addr)?;
     sock.listen(64)
 }
 
-/// Accepts the next connection from `peer_ip`; connections from any other
-/// address are dropped (they would let a third party steal the data).
-pub async fn accept_from(
-    listener: &TcpListener,
-    peer_ip: IpAddr,
-    timeout: Duration,
-) -> io::Result<TcpStream> {
+/// Accepts the next connection from `peer_ip` (from anywhere when `None`:
+/// the destination of a third-party copy from another host). Connections
+/// from other addresses are dropped, since they could inject or steal data.
+pub async fn accept_from(listener: &TcpListener, peer_ip: Option<IpAddr>, timeout: Duration) -> io::Result<TcpStream> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let (stream, from) = tokio::time::timeout_at(deadline, listener.accept())
             .await
-            .map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "no data connection arrived in time",
-                )
-            })??;
-        if same_ip(from.ip(), peer_ip) {
-            return Ok(stream);
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no data connection arrived in time"))??;
+        match peer_ip {
+            None => return Ok(stream),
+            Some(ip) if same_ip(from.ip(), ip) => return Ok(stream),
+            Some(ip) => tracing::warn!(%from, expected = %ip, "dropped a data connection from a foreign address"),
         }
-        tracing::warn!(%from, expected = %peer_ip, "dropped a data connection from a foreign address");
     }
 }
 
@@ -94,24 +89,16 @@ pub async fn accept_from(
 pub async fn connect_from(
     addr: SocketAddr,
     local_ip: IpAddr,
+    buffer: Option<u32>,
     timeout: Duration,
 ) -> io::Result<TcpStream> {
-    let sock = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
+    let sock = socket_for(&addr, buffer)?;
     if local_ip.is_ipv4() == addr.is_ipv4() {
         sock.bind(SocketAddr::new(local_ip, 0))?;
     }
     tokio::time::timeout(timeout, sock.connect(addr))
         .await
-        .map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("connecting to {addr} timed out"),
-            )
-        })?
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("connecting to {addr} timed out")))?
 }
 
 pub fn same_ip(a: IpAddr, b: IpAddr) -> bool {
@@ -131,15 +118,13 @@ mod tests {
         let low = held.local_addr().unwrap().port().min(65535 - 3);
         let alloc = PortAllocator::new(Some(PortRange { low, high: low + 3 }));
         let mut got = Vec::new();
-        while let Ok(l) = alloc.bind(ip) {
+        while let Ok(l) = alloc.bind(ip, None) {
             got.push(l);
             assert!(got.len() <= 4);
         }
         let ports: Vec<u16> = got.iter().map(|l| l.local_addr().unwrap().port()).collect();
         assert!(!ports.is_empty(), "no free port next to {low}");
-        assert!(ports
-            .iter()
-            .all(|p| (low..=low + 3).contains(p) && *p != held.local_addr().unwrap().port()));
+        assert!(ports.iter().all(|p| (low..=low + 3).contains(p) && *p != held.local_addr().unwrap().port()));
         let mut unique = ports.clone();
         unique.sort();
         unique.dedup();
@@ -147,6 +132,6 @@ mod tests {
         // Releasing one makes exactly that one available again.
         let freed = ports[0];
         drop(got.remove(0));
-        assert_eq!(alloc.bind(ip).unwrap().local_addr().unwrap().port(), freed);
+        assert_eq!(alloc.bind(ip, Some(1 << 20)).unwrap().local_addr().unwrap().port(), freed);
     }
 }

@@ -2,6 +2,7 @@
 //! drives one `ferry_proto::Session` per control connection with real
 //! sockets and the confined file-system root.
 
+mod checksums;
 pub mod config;
 mod control;
 mod data;

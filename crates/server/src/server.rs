@@ -22,6 +22,7 @@ pub(crate) struct ServerContext {
     pub root: Arc<Root>,
     pub users: UserDb,
     pub ports: PortAllocator,
+    pub checksums: crate::checksums::ChecksumCache,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -67,43 +68,36 @@ impl Server {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
         }
-        let root = Root::open(&config.root).with_context(|| {
-            format!("cannot open the served directory {}", config.root.display())
-        })?;
+        let root = Root::open(&config.root)
+            .with_context(|| format!("cannot open the served directory {}", config.root.display()))?;
         let users = match &config.users {
             Some(p) => UserDb::load(p)?,
             None => UserDb::empty(),
         };
         let session_config = SessionConfig {
-            banner: config.banner.clone().unwrap_or_else(|| {
-                format!("Ferry {} GridFTP server ready.", env!("CARGO_PKG_VERSION"))
-            }),
+            banner: config
+                .banner
+                .clone()
+                .unwrap_or_else(|| format!("Ferry {} GridFTP server ready.", env!("CARGO_PKG_VERSION"))),
             anonymous: config.anonymous.into(),
             max_login_attempts: config.max_login_attempts.max(1),
-            port_policy: if config.allow_third_party {
-                PortPolicy::AnyUnprivileged
-            } else {
-                PortPolicy::PeerOnly
-            },
+            port_policy: if config.allow_third_party { PortPolicy::AnyUnprivileged } else { PortPolicy::PeerOnly },
+            marker_interval_secs: config.marker_interval_secs,
             ..SessionConfig::default()
         };
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let listener =
+            TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
         let sessions = Arc::new(Semaphore::new(config.max_sessions.max(1)));
         let ctx = Arc::new(ServerContext {
             ports: PortAllocator::new(config.passive_ports),
+            checksums: crate::checksums::ChecksumCache::new(4096),
             config,
             session_config,
             root: Arc::new(root),
             users,
             per_ip: Mutex::new(HashMap::new()),
         });
-        Ok(Self {
-            listener,
-            ctx,
-            sessions,
-        })
+        Ok(Self { listener, ctx, sessions })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -154,11 +148,7 @@ impl Server {
                 }
                 *n += 1;
             }
-            let slot = SessionSlot {
-                ctx: self.ctx.clone(),
-                ip,
-                _permit: permit,
-            };
+            let slot = SessionSlot { ctx: self.ctx.clone(), ip, _permit: permit };
             tokio::spawn(crate::control::serve(stream, peer, self.ctx.clone(), slot));
         }
     }

@@ -1,36 +1,68 @@
 //! One data transfer, run as a task beside the control connection.
 //!
 //! The task prepares its source or sink (opening the file, or building a
-//! listing), tells the control loop to send the preliminary reply, opens the
-//! data connection, and hands the copy to a blocking thread (see
-//! `ferry_io::stream`). The control loop keeps reading commands meanwhile,
-//! so ABOR and STAT are answered during the transfer.
+//! listing), tells the control loop when to send the preliminary replies,
+//! opens or reuses the data connections, and hands the copying to blocking
+//! threads (`ferry_io::stream` for stream mode, `ferry_io::mode_e` for
+//! extended block mode). The control loop keeps reading commands meanwhile,
+//! answers ABOR and STAT, and sends restart and performance markers from the
+//! shared counters.
+//!
+//! The session's data channels — the passive listener and, in MODE E, the
+//! connections left open by the last transfer — travel into the task and
+//! come back with its result, so the next transfer can reuse them.
 
 use crate::data;
+use crate::server::ServerContext;
+use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
+use ferry_io::rate::RateLimit;
 use ferry_io::root::{Root, StoreMode, Upload};
+use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::{self, AbortSignal, CopyError};
-use ferry_proto::command::{RestArg, TransferType};
+use ferry_proto::command::{RestArg, TransferMode, TransferType};
 use ferry_proto::session::{
-    DataEndpoint, FsError, ListFormat, TransferError, TransferKind, TransferOutcome,
-    TransferRequest,
+    DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
 };
+use ferry_proto::RangeSet;
 use std::fs::File;
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 
+/// A session's data channels between transfers.
+#[derive(Debug, Default)]
+pub(crate) struct DataChannels {
+    /// The session's data-channel generation these belong to.
+    pub generation: u64,
+    /// The passive listener (PASV/EPSV/SPAS, or opened by delayed passive).
+    pub listener: Option<Arc<TcpListener>>,
+    /// MODE E connections kept open by the last transfer.
+    pub cached: Vec<std::net::TcpStream>,
+}
+
 /// What the transfer task reports to the control loop.
 #[derive(Debug)]
 pub(crate) enum TransferEvent {
-    /// Source or sink is ready: send 150 (with the size when known).
+    /// A delayed-passive listener is open: announce it (127/129).
+    DelayedPassive {
+        kind: PassiveKind,
+        addr: SocketAddr,
+    },
+    /// Source or sink is ready: send 150, or 125 when cached connections
+    /// carry the transfer.
     Started {
         size: Option<u64>,
+        reused: bool,
     },
-    Finished(TransferOutcome),
+    Finished {
+        outcome: TransferOutcome,
+        channels: DataChannels,
+    },
 }
 
 /// The control loop's handle on a running transfer.
@@ -40,6 +72,10 @@ pub(crate) struct ActiveTransfer {
     pub request: TransferRequest,
     pub started: Instant,
     pub progress: Arc<AtomicU64>,
+    /// Ranges received so far (MODE E uploads): the source of 111 markers.
+    pub received: Arc<ReceiveState>,
+    /// Ranges already reported in 111 markers.
+    pub reported: RangeSet,
     abort: Arc<AbortSignal>,
     abort_notify: Arc<Notify>,
 }
@@ -49,33 +85,45 @@ impl ActiveTransfer {
         self.abort.abort();
         self.abort_notify.notify_one();
     }
+
+    /// Ranges received since the last call: the next `111` marker.
+    pub fn new_ranges(&mut self) -> RangeSet {
+        let now = self.received.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let new = now.difference(&self.reported);
+        self.reported = now;
+        new
+    }
 }
 
 /// What a transfer needs from its session.
 #[derive(Debug)]
 pub(crate) struct TransferContext {
+    pub server: Arc<ServerContext>,
     pub root: Arc<Root>,
-    pub passive: Option<TcpListener>,
+    pub channels: DataChannels,
     pub peer_ip: IpAddr,
     pub local_ip: IpAddr,
-    pub data_timeout: Duration,
     /// Set by the control connection's reader when the client hangs up.
     pub control_closed: Arc<AtomicBool>,
 }
 
-enum Copied {
-    Sent(u64),
-    Received {
-        upload: Upload,
-        bytes: u64,
-        end: u64,
-    },
-}
-
 enum Prepared {
-    Send { file: File, offset: u64 },
+    /// File ranges to send; in block headers offsets are relative to
+    /// `header_base` (an ERET window).
+    Send {
+        file: Arc<File>,
+        ranges: Vec<Range<u64>>,
+        header_base: u64,
+    },
     Listing(Vec<u8>),
-    Receive { upload: Upload, offset: u64 },
+    /// `base`: where the first stream-mode byte goes, or what MODE E block
+    /// offsets are relative to. `done`: ranges the client said it had (REST).
+    Receive {
+        upload: Upload,
+        mode: StoreMode,
+        base: u64,
+        done: RangeSet,
+    },
 }
 
 pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTransfer {
@@ -83,13 +131,15 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let abort = Arc::new(AbortSignal::new());
     let abort_notify = Arc::new(Notify::new());
     let progress = Arc::new(AtomicU64::new(0));
+    let received = Arc::new(ReceiveState::default());
+    let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
     let task = Task {
         request: request.clone(),
         ctx,
         tx,
-        abort: abort.clone(),
+        ctl: TransferControl { progress: progress.clone(), abort: abort.clone(), rate },
         abort_notify: abort_notify.clone(),
-        progress: progress.clone(),
+        received: received.clone(),
     };
     tokio::spawn(task.run());
     ActiveTransfer {
@@ -97,6 +147,8 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         request,
         started: Instant::now(),
         progress,
+        received,
+        reported: RangeSet::new(),
         abort,
         abort_notify,
     }
@@ -106,18 +158,41 @@ struct Task {
     request: TransferRequest,
     ctx: TransferContext,
     tx: mpsc::Sender<TransferEvent>,
-    abort: Arc<AbortSignal>,
+    ctl: TransferControl,
     abort_notify: Arc<Notify>,
-    progress: Arc<AtomicU64>,
+    received: Arc<ReceiveState>,
 }
 
 impl Task {
     async fn run(mut self) {
         let outcome = match self.execute().await {
             Ok(bytes) => TransferOutcome::Complete { bytes },
-            Err(e) => TransferOutcome::Failed(e),
+            Err(e) => {
+                // Connections in an unknown state must not carry the next
+                // transfer.
+                self.ctx.channels.cached.clear();
+                TransferOutcome::Failed(e)
+            }
         };
-        let _ = self.tx.send(TransferEvent::Finished(outcome)).await;
+        if self.request.mode == TransferMode::Stream {
+            // Stream mode uses a listener once.
+            self.ctx.channels.listener = None;
+        }
+        let channels = std::mem::take(&mut self.ctx.channels);
+        let _ = self.tx.send(TransferEvent::Finished { outcome, channels }).await;
+    }
+
+    fn timeout(&self) -> Duration {
+        self.ctx.server.config.data_timeout()
+    }
+
+    fn buffer(&self) -> Option<u32> {
+        self.request.channel.buffer_size
+    }
+
+    /// Where passive data connections may come from.
+    fn accept_policy(&self) -> Option<IpAddr> {
+        (!self.ctx.server.config.allow_third_party).then_some(self.ctx.peer_ip)
     }
 
     async fn execute(&mut self) -> Result<u64, TransferError> {
@@ -126,47 +201,110 @@ impl Task {
         let (prepared, size) = tokio::task::spawn_blocking(move || prepare(&root, &req))
             .await
             .map_err(|e| TransferError::Local(e.to_string()))??;
-        let _ = self.tx.send(TransferEvent::Started { size }).await;
+        let reuse = self.request.channel.reuse && !self.ctx.channels.cached.is_empty();
+        if !reuse {
+            self.ctx.channels.cached.clear();
+        }
+        if let DataEndpoint::DelayedPassive(kind) = self.request.endpoint {
+            if !reuse || self.ctx.channels.listener.is_none() {
+                let l = self
+                    .ctx
+                    .server
+                    .ports
+                    .bind(self.ctx.local_ip, self.buffer())
+                    .map_err(|e| TransferError::DataConnection(format!("cannot open a passive port: {e}")))?;
+                let mut addr = l.local_addr().map_err(|e| TransferError::DataConnection(e.to_string()))?;
+                if let (Some(public), SocketAddr::V4(_)) = (self.ctx.server.config.passive_address, addr) {
+                    addr.set_ip(public.into());
+                }
+                self.ctx.channels.listener = Some(Arc::new(l));
+                let _ = self.tx.send(TransferEvent::DelayedPassive { kind, addr }).await;
+            }
+        }
+        let result = match self.request.mode {
+            TransferMode::Stream => self.stream_mode(prepared, size).await,
+            TransferMode::ExtendedBlock => self.block_mode(prepared, size, reuse).await,
+        };
+        if matches!(result, Err(TransferError::Aborted)) || self.ctl.abort.is_aborted() {
+            return Err(TransferError::Aborted);
+        }
+        result
+    }
 
+    /// Waits for `fut` unless ABOR comes first.
+    async fn abortable<T>(&self, fut: impl std::future::Future<Output = T>) -> Result<T, TransferError> {
         let notify = self.abort_notify.clone();
-        let stream = tokio::select! {
-            s = self.open_data() => s.map_err(|e| TransferError::DataConnection(e.to_string()))?,
-            _ = notify.notified() => return Err(TransferError::Aborted),
-        };
-        let sock = stream
-            .into_std()
-            .map_err(|e| TransferError::DataConnection(e.to_string()))?;
-        let setup = |sock: &std::net::TcpStream| -> io::Result<()> {
-            sock.set_nonblocking(false)?;
-            sock.set_read_timeout(Some(self.ctx.data_timeout))?;
-            sock.set_write_timeout(Some(self.ctx.data_timeout))?;
-            self.abort.register(sock)
-        };
-        setup(&sock).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        tokio::select! {
+            r = fut => Ok(r),
+            _ = notify.notified() => Err(TransferError::Aborted),
+        }
+    }
 
+    fn data_socket(&self, s: TcpStream) -> Result<std::net::TcpStream, TransferError> {
+        let sock = s.into_std().map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        configure_data_socket(&sock, self.buffer(), self.timeout())
+            .and_then(|()| self.ctl.abort.register(&sock))
+            .map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        Ok(sock)
+    }
+
+    async fn connect(&self) -> Result<std::net::TcpStream, TransferError> {
+        let DataEndpoint::Active(addr) = self.request.endpoint else {
+            return Err(TransferError::DataConnection("no PORT address to connect to".into()));
+        };
+        let s = self
+            .abortable(data::connect_from(addr, self.ctx.local_ip, self.buffer(), self.timeout()))
+            .await?
+            .map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        self.data_socket(s)
+    }
+
+    async fn stream_mode(&mut self, prepared: Prepared, size: Option<u64>) -> Result<u64, TransferError> {
+        let _ = self.tx.send(TransferEvent::Started { size, reused: false }).await;
+        let sock = match &self.request.endpoint {
+            DataEndpoint::Active(_) => self.connect().await?,
+            DataEndpoint::Passive | DataEndpoint::DelayedPassive(_) => {
+                let listener = self
+                    .ctx
+                    .channels
+                    .listener
+                    .take()
+                    .ok_or_else(|| TransferError::DataConnection("no passive listener is open".into()))?;
+                let s = self
+                    .abortable(data::accept_from(&listener, self.accept_policy(), self.timeout()))
+                    .await?
+                    .map_err(|e| TransferError::DataConnection(e.to_string()))?;
+                self.data_socket(s)?
+            }
+        };
         let ascii = self.request.ty == TransferType::Ascii;
-        let progress = self.progress.clone();
-        let abort = self.abort.clone();
-        let timeout = self.ctx.data_timeout;
+        let ctl = self.ctl.clone();
+        let timeout = self.timeout();
         let copied = tokio::task::spawn_blocking(move || -> Result<Copied, TransferError> {
             let map = |e: CopyError| copy_error(e, timeout);
+            let rate = ctl.rate.as_deref();
             let sent = match prepared {
-                Prepared::Send { file, offset } if ascii => {
-                    stream::send_file_ascii(&file, offset, &sock, &progress, &abort)
+                Prepared::Send { file, ranges, .. } => {
+                    let (start, len) = match ranges.as_slice() {
+                        [] => (0, Some(0)),
+                        [r] => (r.start, Some(r.end - r.start)),
+                        _ => return Err(TransferError::BadRestart("stream mode sends one range".into())),
+                    };
+                    if ascii {
+                        stream::send_file_ascii(&file, start, &sock, &ctl.progress, &ctl.abort)
+                    } else {
+                        stream::send_file(&file, start, len, &sock, &ctl.progress, &ctl.abort, rate)
+                    }
                 }
-                Prepared::Send { file, offset } => {
-                    stream::send_file(&file, offset, None, &sock, &progress, &abort)
-                }
-                Prepared::Listing(bytes) => stream::send_bytes(&bytes, &sock, &abort),
-                Prepared::Receive { upload, offset } => {
-                    let bytes =
-                        stream::receive_file(&sock, &upload.file, offset, ascii, &progress, &abort)
+                Prepared::Listing(bytes) => stream::send_bytes(&bytes, &sock, &ctl.abort),
+                Prepared::Receive { upload, mode, base, .. } => {
+                    let (bytes, end) =
+                        stream::receive_file(&sock, &upload.file, base, ascii, &ctl.progress, &ctl.abort, rate)
                             .map_err(map)?;
-                    let end = upload
-                        .file
-                        .metadata()
-                        .map(|m| m.len())
-                        .unwrap_or(offset + bytes);
+                    if matches!(mode, StoreMode::Replace | StoreMode::Resume) {
+                        // Older, longer content is not part of the new file.
+                        upload.file.set_len(end).map_err(|e| map(CopyError::Disk(e)))?;
+                    }
                     return Ok(Copied::Received { upload, bytes, end });
                 }
             };
@@ -179,15 +317,129 @@ impl Task {
         match copied {
             Copied::Sent(n) => Ok(n),
             Copied::Received { upload, bytes, end } => {
-                self.check_complete(end).await?;
-                let root = self.ctx.root.clone();
-                tokio::task::spawn_blocking(move || root.commit(upload))
-                    .await
-                    .map_err(|e| TransferError::Local(e.to_string()))?
-                    .map_err(fs_to_transfer)?;
+                self.check_stream_complete(end).await?;
+                self.commit(upload).await?;
                 Ok(bytes)
             }
         }
+    }
+
+    async fn block_mode(&mut self, prepared: Prepared, size: Option<u64>, reuse: bool) -> Result<u64, TransferError> {
+        let plan = |ranges, header_base| SendPlan { ranges, header_base, block_size: mode_e::DEFAULT_BLOCK_SIZE };
+        match prepared {
+            Prepared::Send { file, ranges, header_base } => {
+                self.block_send(file, plan(ranges, header_base), size, reuse).await
+            }
+            Prepared::Listing(bytes) => {
+                let plan = SendPlan::whole(bytes.len() as u64, mode_e::DEFAULT_BLOCK_SIZE);
+                self.block_send(Arc::new(bytes), plan, size, reuse).await
+            }
+            Prepared::Receive { upload, mode, base, done } => self.block_receive(upload, mode, base, done, reuse).await,
+        }
+    }
+
+    async fn block_send(
+        &mut self,
+        source: Arc<dyn BlockSource>,
+        plan: SendPlan,
+        size: Option<u64>,
+        reuse: bool,
+    ) -> Result<u64, TransferError> {
+        let _ = self.tx.send(TransferEvent::Started { size, reused: reuse }).await;
+        let mut streams = std::mem::take(&mut self.ctx.channels.cached);
+        for s in &streams {
+            self.ctl.abort.register(s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        }
+        // The sender opens what parallelism asks for beyond what is cached
+        // (GFD.20: a receiver accepts any number of connections).
+        while streams.len() < self.request.channel.parallelism.max(1) as usize {
+            streams.push(self.connect().await?);
+        }
+        let ctl = self.ctl.clone();
+        let timeout = self.timeout();
+        let streams = tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &ctl))
+            .await
+            .map_err(|e| TransferError::Local(e.to_string()))?
+            .map_err(|e| copy_error(e, timeout))?;
+        self.ctx.channels.cached = streams;
+        Ok(self.ctl.progress.load(Ordering::Relaxed))
+    }
+
+    async fn block_receive(
+        &mut self,
+        upload: Upload,
+        mode: StoreMode,
+        base: u64,
+        done: RangeSet,
+        reuse: bool,
+    ) -> Result<u64, TransferError> {
+        let timeout = self.timeout();
+        let _ = self.tx.send(TransferEvent::Started { size: None, reused: reuse }).await;
+        let initial = std::mem::take(&mut self.ctx.channels.cached);
+        for s in &initial {
+            self.ctl.abort.register(s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        }
+        let (conn_tx, mut conn_rx) = mpsc::channel(16);
+        let acceptor = self.ctx.channels.listener.clone().map(|listener| {
+            let policy = self.accept_policy();
+            let (buffer, abort) = (self.buffer(), self.ctl.abort.clone());
+            tokio::spawn(async move {
+                // Accept for as long as the transfer wants more.
+                while let Ok(s) = data::accept_from(&listener, policy, Duration::from_secs(24 * 3600)).await {
+                    let Ok(sock) = s.into_std() else { continue };
+                    if configure_data_socket(&sock, buffer, timeout).is_err() || abort.register(&sock).is_err() {
+                        continue;
+                    }
+                    if conn_tx.send(sock).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+        let sink: Arc<dyn BlockSink> =
+            Arc::new(upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?);
+        let spec = ReceiveSpec { base, limit: self.limit(mode) };
+        let received =
+            mode_e::receive(initial, &mut conn_rx, sink, spec, self.received.clone(), self.ctl.clone(), timeout);
+        let result = self.abortable(received).await;
+        if let Some(a) = acceptor {
+            a.abort();
+        }
+        self.ctx.channels.cached = result?.map_err(|e| copy_error(e, timeout))?;
+        self.check_block_complete(&done)?;
+        self.commit(upload).await?;
+        Ok(self.ctl.progress.load(Ordering::Relaxed))
+    }
+
+    /// The largest block end a receiver accepts: the size ALLO announced,
+    /// for a plain STOR.
+    fn limit(&self, mode: StoreMode) -> Option<u64> {
+        match mode {
+            StoreMode::Replace | StoreMode::Resume => self.request.allocation,
+            StoreMode::Append | StoreMode::InPlace => None,
+        }
+    }
+
+    /// MODE E says when the data is complete (EOF and EODC), but a client
+    /// resuming with the wrong ranges could still leave holes: when ALLO
+    /// announced the size, what arrived plus what REST said was there must
+    /// cover it before the file takes its final name.
+    fn check_block_complete(&self, done: &RangeSet) -> Result<(), TransferError> {
+        let (Some(size), None) = (self.request.allocation, self.request.window) else { return Ok(()) };
+        let mut have = done.clone();
+        have.union(&self.received.received.lock().unwrap_or_else(|e| e.into_inner()));
+        let missing = have.missing(size);
+        if !missing.is_empty() {
+            let holes: RangeSet = missing.iter().fold(RangeSet::new(), |mut s, r| {
+                s.insert(r.clone());
+                s
+            });
+            return Err(TransferError::ConnectionLost(format!(
+                "the transfer ended with byte ranges {holes} of the {size} announced by ALLO missing; the partial \
+                 upload is kept for a resume"
+            )));
+        }
+        Ok(())
     }
 
     /// In stream mode the end of the data is just the connection closing,
@@ -196,8 +448,10 @@ impl Task {
     /// was not reached, or when the client's control connection is gone
     /// (a killed client closes both; its control socket is the older one and
     /// is normally closed first).
-    async fn check_complete(&self, end: u64) -> Result<(), TransferError> {
-        if let (Some(announced), TransferType::Image) = (self.request.allocation, self.request.ty) {
+    async fn check_stream_complete(&self, end: u64) -> Result<(), TransferError> {
+        if let (Some(announced), TransferType::Image, None) =
+            (self.request.allocation, self.request.ty, self.request.window)
+        {
             if end != announced {
                 return Err(TransferError::ConnectionLost(format!(
                     "the file has {end} bytes but ALLO announced {announced}; the partial upload is kept for a resume"
@@ -205,7 +459,7 @@ impl Task {
             }
         }
         tokio::task::yield_now().await;
-        if self.abort.is_aborted() || self.ctx.control_closed.load(Ordering::SeqCst) {
+        if self.ctl.abort.is_aborted() || self.ctx.control_closed.load(Ordering::SeqCst) {
             return Err(TransferError::ConnectionLost(
                 "the client closed its control connection during the upload; the partial upload is kept for a resume"
                     .into(),
@@ -214,19 +468,18 @@ impl Task {
         Ok(())
     }
 
-    async fn open_data(&mut self) -> io::Result<TcpStream> {
-        match &self.request.endpoint {
-            DataEndpoint::Passive => {
-                let listener = self.ctx.passive.take().ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::NotConnected, "no passive listener is open")
-                })?;
-                data::accept_from(&listener, self.ctx.peer_ip, self.ctx.data_timeout).await
-            }
-            DataEndpoint::Active(addr) => {
-                data::connect_from(*addr, self.ctx.local_ip, self.ctx.data_timeout).await
-            }
-        }
+    async fn commit(&self, upload: Upload) -> Result<(), TransferError> {
+        let root = self.ctx.root.clone();
+        tokio::task::spawn_blocking(move || root.commit(upload))
+            .await
+            .map_err(|e| TransferError::Local(e.to_string()))?
+            .map_err(fs_to_transfer)
     }
+}
+
+enum Copied {
+    Sent(u64),
+    Received { upload: Upload, bytes: u64, end: u64 },
 }
 
 fn fs_to_transfer(e: FsError) -> TransferError {
@@ -239,65 +492,73 @@ fn fs_to_transfer(e: FsError) -> TransferError {
 fn copy_error(e: CopyError, timeout: Duration) -> TransferError {
     match e {
         CopyError::Aborted => TransferError::Aborted,
-        CopyError::Network(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
+        CopyError::Network(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
             TransferError::ConnectionLost(format!("no data moved for {} s", timeout.as_secs()))
         }
         CopyError::Network(e) => TransferError::ConnectionLost(e.to_string()),
-        CopyError::Disk(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => {
-            TransferError::NoSpace
-        }
+        CopyError::Disk(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => TransferError::NoSpace,
         CopyError::Disk(e) => TransferError::Local(e.to_string()),
     }
 }
 
 /// Opens the file or builds the listing, before any data connection.
 fn prepare(root: &Root, req: &TransferRequest) -> Result<(Prepared, Option<u64>), TransferError> {
-    let offset = match &req.restart {
+    let rest_offset = match &req.restart {
         Some(RestArg::Offset(o)) => *o,
         _ => 0,
+    };
+    // What the client already has: REST N means [0, N); REST ranges are
+    // the ranges themselves (GridFTP: end-exclusive, "done" ranges).
+    let done = match &req.restart {
+        None => RangeSet::new(),
+        Some(RestArg::Offset(n)) => RangeSet::from_range(0..*n),
+        Some(RestArg::Ranges(r)) => r.clone(),
     };
     match &req.kind {
         TransferKind::Retrieve => {
             let (file, facts) = root.open_read(&req.path).map_err(TransferError::File)?;
-            if offset > facts.size {
+            let size = facts.size;
+            let (start, end) = match req.window {
+                Some(w) => (w.offset.min(size), w.offset.saturating_add(w.length.unwrap_or(u64::MAX)).min(size)),
+                None => (0, size),
+            };
+            let window = end - start;
+            if rest_offset > window {
                 return Err(TransferError::BadRestart(format!(
-                    "offset {offset} is beyond the end of the file ({} bytes)",
-                    facts.size
+                    "offset {rest_offset} is beyond the end of the file ({window} bytes)"
                 )));
             }
-            Ok((Prepared::Send { file, offset }, Some(facts.size - offset)))
+            let ranges: Vec<Range<u64>> =
+                done.missing(window).into_iter().map(|r| r.start + start..r.end + start).collect();
+            let total = ranges.iter().map(|r| r.end - r.start).sum();
+            Ok((Prepared::Send { file: Arc::new(file), ranges, header_base: start }, Some(total)))
         }
         TransferKind::Store | TransferKind::Append => {
-            let mode = match (&req.kind, offset) {
-                (TransferKind::Append, _) => StoreMode::Append,
-                (_, 0) => StoreMode::Replace,
+            let esto = req.window.map(|w| w.offset);
+            let mode = match (&req.kind, esto, &req.restart) {
+                (TransferKind::Append, _, _) => StoreMode::Append,
+                (_, Some(_), _) => StoreMode::InPlace,
+                (_, None, None) | (_, None, Some(RestArg::Offset(0))) => StoreMode::Replace,
                 _ => StoreMode::Resume,
             };
             let upload = root.begin_store(&req.path, mode).map_err(fs_to_transfer)?;
-            let offset = match mode {
+            let stream = req.mode == TransferMode::Stream;
+            let base = match mode {
                 StoreMode::Append => upload.existing_len,
-                StoreMode::Resume if offset > upload.existing_len => {
+                StoreMode::InPlace => esto.unwrap_or(0) + if stream { rest_offset } else { 0 },
+                StoreMode::Resume if stream && rest_offset > upload.existing_len => {
                     return Err(TransferError::BadRestart(format!(
-                        "offset {offset} is beyond the {} bytes received so far",
+                        "offset {rest_offset} is beyond the {} bytes received so far",
                         upload.existing_len
                     )))
                 }
-                _ => offset,
+                _ if stream => rest_offset,
+                _ => 0,
             };
-            Ok((Prepared::Receive { upload, offset }, None))
+            Ok((Prepared::Receive { upload, mode, base, done }, None))
         }
-        TransferKind::List {
-            format,
-            show_hidden,
-        } => {
-            let entries = root
-                .list(&req.path, *show_hidden)
-                .map_err(TransferError::File)?;
+        TransferKind::List { format, show_hidden } => {
+            let entries = root.list(&req.path, *show_hidden).map_err(TransferError::File)?;
             if *format == ListFormat::Machine {
                 // MLSD lists directories only (RFC 3659 §7.1).
                 root.is_dir(&req.path).map_err(TransferError::File)?;

@@ -14,9 +14,7 @@
 //! access = "write"           # or "read"
 //! ```
 
-use argon2::password_hash::{
-    rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString,
-};
+use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use ferry_proto::session::Access;
 use serde::{Deserialize, Serialize};
@@ -31,10 +29,7 @@ pub enum UsersError {
     #[error("cannot write users file {path}: {error}")]
     Write { path: String, error: std::io::Error },
     #[error("users file {path} is not valid: {error}")]
-    Parse {
-        path: String,
-        error: toml::de::Error,
-    },
+    Parse { path: String, error: toml::de::Error },
     #[error("user name {0:?} is not allowed (use letters, digits, '.', '_' or '-'; not 'anonymous' or 'ftp')")]
     BadName(String),
     #[error("the password is empty")]
@@ -95,9 +90,7 @@ pub struct UserDb {
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         && !name.eq_ignore_ascii_case("anonymous")
         && !name.eq_ignore_ascii_case("ftp")
 }
@@ -119,27 +112,17 @@ impl UserDb {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(error) => {
-                return Err(UsersError::Read {
-                    path: path.display().to_string(),
-                    error,
-                })
-            }
+            Err(error) => return Err(UsersError::Read { path: path.display().to_string(), error }),
         };
-        let file: UsersFile = toml::from_str(&text).map_err(|error| UsersError::Parse {
-            path: path.display().to_string(),
-            error,
-        })?;
+        let file: UsersFile =
+            toml::from_str(&text).map_err(|error| UsersError::Parse { path: path.display().to_string(), error })?;
         let mut db = Self::empty();
         for u in file.users {
             if !valid_name(&u.name) {
                 return Err(UsersError::BadName(u.name));
             }
             if !u.root.starts_with('/') {
-                return Err(UsersError::BadRoot {
-                    name: u.name,
-                    root: u.root,
-                });
+                return Err(UsersError::BadRoot { name: u.name, root: u.root });
             }
             db.users.insert(u.name.clone(), u);
         }
@@ -147,10 +130,7 @@ impl UserDb {
     }
 
     pub fn empty() -> Self {
-        Self {
-            users: BTreeMap::new(),
-            decoy: hash_password("decoy password for unknown users").unwrap_or_default(),
-        }
+        Self { users: BTreeMap::new(), decoy: hash_password("decoy password for unknown users").unwrap_or_default() }
     }
 
     pub fn len(&self) -> usize {
@@ -166,11 +146,7 @@ impl UserDb {
         let entry = self.users.get(name);
         let hash = entry.map_or(self.decoy.as_str(), |e| e.password.as_str());
         let ok = PasswordHash::new(hash)
-            .map(|h| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &h)
-                    .is_ok()
-            })
+            .map(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
             .unwrap_or(false);
         if ok {
             entry
@@ -180,28 +156,15 @@ impl UserDb {
     }
 
     /// Adds or replaces a user.
-    pub fn set(
-        &mut self,
-        name: &str,
-        password: &str,
-        root: &str,
-        access: AccessSetting,
-    ) -> Result<(), UsersError> {
+    pub fn set(&mut self, name: &str, password: &str, root: &str, access: AccessSetting) -> Result<(), UsersError> {
         if !valid_name(name) {
             return Err(UsersError::BadName(name.to_string()));
         }
         if !root.starts_with('/') {
-            return Err(UsersError::BadRoot {
-                name: name.into(),
-                root: root.into(),
-            });
+            return Err(UsersError::BadRoot { name: name.into(), root: root.into() });
         }
-        let entry = UserEntry {
-            name: name.to_string(),
-            password: hash_password(password)?,
-            root: root.to_string(),
-            access,
-        };
+        let entry =
+            UserEntry { name: name.to_string(), password: hash_password(password)?, root: root.to_string(), access };
         self.users.insert(name.to_string(), entry);
         Ok(())
     }
@@ -212,15 +175,10 @@ impl UserDb {
 
     /// Writes the file atomically (temporary file, then rename), mode 0600.
     pub fn save(&self, path: &Path) -> Result<(), UsersError> {
-        let file = UsersFile {
-            users: self.users.values().cloned().collect(),
-        };
+        let file = UsersFile { users: self.users.values().cloned().collect() };
         let text = toml::to_string_pretty(&file).map_err(|e| UsersError::Hash(e.to_string()))?;
         let tmp = path.with_extension("tmp");
-        let werr = |error| UsersError::Write {
-            path: path.display().to_string(),
-            error,
-        };
+        let werr = |error| UsersError::Write { path: path.display().to_string(), error };
         {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
@@ -248,30 +206,17 @@ mod tests {
         let path = d.path().join("users.toml");
         let mut db = UserDb::load(&path).unwrap();
         assert!(db.is_empty());
-        db.set("alice", "s3cret", "/alice", AccessSetting::Write)
-            .unwrap();
+        db.set("alice", "s3cret", "/alice", AccessSetting::Write).unwrap();
         db.save(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("$argon2id$") && !text.contains("s3cret"));
         let db = UserDb::load(&path).unwrap();
-        assert_eq!(
-            db.verify("alice", "s3cret").map(|e| e.root.as_str()),
-            Some("/alice")
-        );
+        assert_eq!(db.verify("alice", "s3cret").map(|e| e.root.as_str()), Some("/alice"));
         assert!(db.verify("alice", "wrong").is_none());
         assert!(db.verify("bob", "s3cret").is_none());
         let mut other = UserDb::empty();
-        assert!(matches!(
-            other.set("anonymous", "x", "/", AccessSetting::Read),
-            Err(UsersError::BadName(_))
-        ));
-        assert!(matches!(
-            other.set("a/b", "x", "/", AccessSetting::Read),
-            Err(UsersError::BadName(_))
-        ));
-        assert!(matches!(
-            other.set("carol", "", "/", AccessSetting::Read),
-            Err(UsersError::EmptyPassword)
-        ));
+        assert!(matches!(other.set("anonymous", "x", "/", AccessSetting::Read), Err(UsersError::BadName(_))));
+        assert!(matches!(other.set("a/b", "x", "/", AccessSetting::Read), Err(UsersError::BadName(_))));
+        assert!(matches!(other.set("carol", "", "/", AccessSetting::Read), Err(UsersError::EmptyPassword)));
     }
 }

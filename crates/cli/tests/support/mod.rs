@@ -20,11 +20,7 @@ pub fn ferry_bin() -> &'static str {
 /// Fails the test with a clear message when a peer program is missing:
 /// these tests are the interoperability contract and must not be skipped.
 pub fn require(program: &str) -> PathBuf {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {program}"))
-        .output()
-        .expect("sh");
+    let out = Command::new("sh").arg("-c").arg(format!("command -v {program}")).output().expect("sh");
     if !out.status.success() {
         panic!("{program} is not installed; run scripts/deps.sh (CI installs it)");
     }
@@ -33,11 +29,7 @@ pub fn require(program: &str) -> PathBuf {
 
 /// A free TCP port on loopback, chosen by the kernel.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 pub fn sha256_file(path: &Path) -> String {
@@ -110,17 +102,8 @@ impl FerryServer {
             if write {
                 cmd.arg("--write");
             }
-            let mut child = cmd
-                .stdin(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(format!("{pw}\n").as_bytes())
-                .unwrap();
+            let mut child = cmd.stdin(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+            child.stdin.take().unwrap().write_all(format!("{pw}\n").as_bytes()).unwrap();
             assert!(child.wait().unwrap().success(), "ferry passwd failed");
         }
         let log = work.path().join("server.log");
@@ -136,28 +119,13 @@ impl FerryServer {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let Some(addr) = line
-            .trim()
-            .strip_prefix("ferry: serving ")
-            .and_then(|r| r.rsplit_once(" on ftp://"))
-        else {
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let Some(addr) = line.trim().strip_prefix("ferry: serving ").and_then(|r| r.rsplit_once(" on ftp://")) else {
             let _ = child.kill();
-            panic!(
-                "server did not start: {line:?}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
+            panic!("server did not start: {line:?}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
         };
         let addr: SocketAddr = addr.1.trim_end_matches('/').parse().unwrap();
-        Self {
-            child,
-            addr,
-            root,
-            work,
-            log,
-        }
+        Self { child, addr, root, work, log }
     }
 
     pub fn url(&self, user: (&str, &str), path: &str) -> String {
@@ -209,23 +177,11 @@ impl PureFtpd {
         let work = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
         // Virtual users run as an unprivileged account.
-        let chown = Command::new("chown")
-            .args(["nobody:nogroup"])
-            .arg(home.path())
-            .status()
-            .unwrap();
+        let chown = Command::new("chown").args(["nobody:nogroup"]).arg(home.path()).status().unwrap();
         assert!(chown.success());
         let passwd = work.path().join("passwd");
         let mut add = Command::new("pure-pw")
-            .args([
-                "useradd",
-                PURE_USER.0,
-                "-u",
-                "nobody",
-                "-g",
-                "nogroup",
-                "-d",
-            ])
+            .args(["useradd", PURE_USER.0, "-u", "nobody", "-g", "nogroup", "-d"])
             .arg(home.path())
             .arg("-f")
             .arg(&passwd)
@@ -233,20 +189,10 @@ impl PureFtpd {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        add.stdin
-            .take()
-            .unwrap()
-            .write_all(format!("{0}\n{0}\n", PURE_USER.1).as_bytes())
-            .unwrap();
+        add.stdin.take().unwrap().write_all(format!("{0}\n{0}\n", PURE_USER.1).as_bytes()).unwrap();
         assert!(add.wait().unwrap().success(), "pure-pw useradd failed");
         let pdb = work.path().join("passwd.pdb");
-        let mk = Command::new("pure-pw")
-            .args(["mkdb"])
-            .arg(&pdb)
-            .arg("-f")
-            .arg(&passwd)
-            .status()
-            .unwrap();
+        let mk = Command::new("pure-pw").args(["mkdb"]).arg(&pdb).arg("-f").arg(&passwd).status().unwrap();
         assert!(mk.success(), "pure-pw mkdb failed");
         let port = free_port();
         let child = Command::new("pure-ftpd")
@@ -258,19 +204,11 @@ impl PureFtpd {
             .spawn()
             .unwrap();
         wait_for_port(port);
-        Self {
-            child,
-            port,
-            home,
-            work,
-        }
+        Self { child, port, home, work }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!(
-            "ftp://{}:{}@127.0.0.1:{}{}",
-            PURE_USER.0, PURE_USER.1, self.port, path
-        )
+        format!("ftp://{}:{}@127.0.0.1:{}{}", PURE_USER.0, PURE_USER.1, self.port, path)
     }
 }
 
@@ -291,11 +229,7 @@ pub fn wait_for_port(port: u16) {
 
 /// Runs `ferry` with arguments; returns (success, stdout, stderr).
 pub fn ferry(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(ferry_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = Command::new(ferry_bin()).args(args).stdin(Stdio::null()).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -312,13 +246,8 @@ pub struct RawControl {
 impl RawControl {
     pub fn connect(addr: SocketAddr) -> Self {
         let stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let mut c = Self {
-            stream,
-            buf: Vec::new(),
-        };
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut c = Self { stream, buf: Vec::new() };
         let greeting = c.reply();
         assert!(greeting.starts_with("220"), "{greeting}");
         c

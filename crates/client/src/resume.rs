@@ -1,0 +1,145 @@
+//! What an interrupted copy already moved, kept on disk so a later
+//! `ferry cp` of the same source and destination sends only the rest.
+//!
+//! Globus restarts only third-party copies, and only within the process
+//! that started them. Ferry records the restart ranges of every MODE E copy
+//! — the receiver's `111` markers for uploads and third-party copies, its
+//! own received ranges for downloads — in a small JSON file, written as
+//! they arrive, so a copy killed with SIGKILL resumes in any direction.
+//!
+//! A record names the source's size and modification time; if either
+//! changed, the record is ignored and the copy starts over.
+
+use ferry_proto::RangeSet;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Record {
+    source: String,
+    destination: String,
+    size: u64,
+    modified: i64,
+    ranges: String,
+}
+
+/// The restart state of one file copy.
+#[derive(Debug)]
+pub struct ResumeState {
+    path: Option<PathBuf>,
+    record: Record,
+    done: RangeSet,
+    last_saved: Option<Instant>,
+}
+
+/// Where restart records live: `$XDG_STATE_HOME/ferry/restart`, else
+/// `~/.local/state/ferry/restart`; `FERRY_STATE_DIR` overrides both.
+pub fn state_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("FERRY_STATE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".local/state")))?;
+    Some(base.join("ferry/restart"))
+}
+
+fn key(source: &str, destination: &str) -> String {
+    let h = xxhash_rust::xxh3::xxh3_128(format!("{source}\n{destination}").as_bytes());
+    format!("{h:032x}.json")
+}
+
+impl ResumeState {
+    /// Loads the record for this copy, or starts an empty one. `source` and
+    /// `destination` must not contain passwords.
+    pub fn load(source: &str, destination: &str, size: u64, modified: i64) -> Self {
+        let path = state_dir().map(|d| d.join(key(source, destination)));
+        let fresh = Record {
+            source: source.to_string(),
+            destination: destination.to_string(),
+            size,
+            modified,
+            ranges: String::new(),
+        };
+        let mut state = Self { path, record: fresh.clone(), done: RangeSet::new(), last_saved: None };
+        let Some(p) = &state.path else { return state };
+        let Ok(text) = std::fs::read_to_string(p) else { return state };
+        match serde_json::from_str::<Record>(&text) {
+            Ok(r)
+                if r.source == fresh.source
+                    && r.destination == fresh.destination
+                    && r.size == size
+                    && r.modified == modified =>
+            {
+                state.done = RangeSet::parse(&r.ranges).unwrap_or_default();
+                state.record = r;
+            }
+            _ => {}
+        }
+        state
+    }
+
+    /// Ranges the destination already has.
+    pub fn done(&self) -> &RangeSet {
+        &self.done
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
+    /// Adds ranges (from a `111` marker or received locally) and saves at
+    /// most once a second, so a kill loses little.
+    pub fn add(&mut self, ranges: &RangeSet) {
+        self.done.union(ranges);
+        if self.last_saved.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            self.save();
+        }
+    }
+
+    pub fn save(&mut self) {
+        self.last_saved = Some(Instant::now());
+        let Some(p) = &self.path else { return };
+        self.record.ranges = self.done.to_string();
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = p.with_extension("tmp");
+        if let Ok(text) = serde_json::to_string(&self.record) {
+            if std::fs::write(&tmp, text).is_ok() {
+                let _ = std::fs::rename(&tmp, p);
+            }
+        }
+    }
+
+    /// Forgets everything: the copy completed, or its ranges proved wrong.
+    pub fn clear(&mut self) {
+        self.done = RangeSet::new();
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survives_a_restart_and_notices_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("FERRY_STATE_DIR", dir.path());
+        let mut s = ResumeState::load("ftp://h/a", "/tmp/a", 100, 7);
+        assert!(s.is_empty());
+        s.add(&RangeSet::parse("0-10,20-30").unwrap());
+        s.save();
+        let s = ResumeState::load("ftp://h/a", "/tmp/a", 100, 7);
+        assert_eq!(s.done().to_string(), "0-10,20-30");
+        assert!(ResumeState::load("ftp://h/a", "/tmp/a", 101, 7).is_empty(), "source changed size");
+        assert!(ResumeState::load("ftp://h/a", "/tmp/b", 100, 7).is_empty(), "other destination");
+        let mut s = ResumeState::load("ftp://h/a", "/tmp/a", 100, 7);
+        s.clear();
+        assert!(ResumeState::load("ftp://h/a", "/tmp/a", 100, 7).is_empty());
+    }
+}

@@ -1,0 +1,508 @@
+//! One logged-in server and its data channels, seen from the client.
+//!
+//! In extended block mode the data connections outlive a transfer: after
+//! the first file the server answers `125` and the next file travels on the
+//! same connections, without a round trip for PASV/PORT or a TCP handshake.
+//! The session remembers which way its channels point and drops them when
+//! the direction changes (a new PASV or PORT tells the server to do the
+//! same). GFD.20 has the sender open the connections, so downloads listen
+//! (PORT) and uploads connect (PASV); a third-party copy gives the
+//! destination PASV and the source PORT.
+
+use crate::control::{refused, ControlChannel};
+use crate::error::ClientError;
+use crate::location::RemoteUrl;
+use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
+use ferry_io::socket::configure_data_socket;
+use ferry_io::stream::CopyError;
+use ferry_proto::command::{Allo, Command, Opts, RestArg, TransferMode, TransferType};
+use ferry_proto::markers::{parse_range_marker, PerfMarker};
+use ferry_proto::{RangeSet, Reply};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::mpsc;
+
+/// Knobs that shape data channels.
+#[derive(Debug, Clone)]
+pub struct ChannelOptions {
+    pub timeout: Duration,
+    /// Parallel TCP streams per transfer (`-p`).
+    pub parallelism: u32,
+    /// TCP buffer size for data sockets (`--tcp-bs`); kernel autotuning
+    /// when unset.
+    pub tcp_buffer: Option<u32>,
+    /// MODE E block size when this side sends (`--block-size`).
+    pub block_size: usize,
+}
+
+impl Default for ChannelOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(60),
+            parallelism: 1,
+            tcp_buffer: None,
+            block_size: mode_e::DEFAULT_BLOCK_SIZE,
+        }
+    }
+}
+
+/// Markers the receiving server sent during a transfer.
+#[derive(Debug)]
+pub enum Marker {
+    /// `111`: ranges newly written at the destination.
+    Restart(RangeSet),
+    /// `112`: bytes transferred so far.
+    Perf(u64),
+}
+
+#[derive(Debug, Default)]
+enum Channel {
+    #[default]
+    None,
+    /// Download: we listen (PORT sent), the server connects.
+    Listening { listener: Arc<TcpListener>, cached: Vec<TcpStream> },
+    /// Upload: the server listens (PASV answered), we connect.
+    Connecting { addr: SocketAddr, cached: Vec<TcpStream> },
+    /// Third-party destination listening at `addr`.
+    Destination { addr: SocketAddr },
+    /// Third-party source told to connect to `to`.
+    Source { to: SocketAddr },
+}
+
+#[derive(Debug)]
+pub struct ServerSession {
+    pub ctrl: ControlChannel,
+    pub url: RemoteUrl,
+    opts: ChannelOptions,
+    mode: Option<TransferMode>,
+    channel: Channel,
+    parallelism_sent: Option<u32>,
+    buffer_sent: bool,
+}
+
+impl ServerSession {
+    pub async fn open(url: &RemoteUrl, opts: ChannelOptions) -> Result<Self, ClientError> {
+        if url.scheme == crate::location::Scheme::Ftps {
+            return Err(ClientError::Usage("ftps:// is not supported yet".into()));
+        }
+        let mut ctrl = ControlChannel::connect(&url.host, url.port, opts.timeout).await?;
+        ctrl.login(&url.user, &url.password).await?;
+        Ok(Self {
+            ctrl,
+            url: url.clone(),
+            opts,
+            mode: None,
+            channel: Channel::None,
+            parallelism_sent: None,
+            buffer_sent: false,
+        })
+    }
+
+    /// Whether the server speaks GridFTP extended block mode (Globus and
+    /// Ferry advertise `PARALLEL`).
+    pub fn supports_mode_e(&self) -> bool {
+        self.ctrl.features.has("PARALLEL")
+    }
+
+    /// Checksum algorithms the server's FEAT lists for CKSM.
+    pub fn checksums(&self) -> Vec<String> {
+        let Some(line) = self.ctrl.features.line("CKSM") else { return Vec::new() };
+        line.split_whitespace()
+            .nth(1)
+            .unwrap_or("")
+            .split(';')
+            .filter_map(|a| a.split(':').next())
+            .filter(|a| !a.is_empty())
+            .map(|a| a.to_ascii_uppercase())
+            .collect()
+    }
+
+    pub async fn checksum(&mut self, algorithm: &str, path: &str) -> Result<String, ClientError> {
+        let cmd = Command::Cksm { algorithm: algorithm.to_string(), offset: 0, length: None, path: path.to_string() };
+        let r = self.ctrl.command(&cmd).await?;
+        if r.code.get() != 213 {
+            return Err(refused(&cmd, r));
+        }
+        Ok(r.lines[0].trim().to_ascii_lowercase())
+    }
+
+    /// Forgets the data channels (after an error: their state is unknown).
+    pub fn reset_channel(&mut self) {
+        self.channel = Channel::None;
+    }
+
+    pub async fn set_mode(&mut self, mode: TransferMode) -> Result<(), ClientError> {
+        if self.mode != Some(mode) {
+            self.ctrl.expect(&Command::Mode(mode)).await?;
+            self.mode = Some(mode);
+            self.channel = Channel::None;
+        }
+        Ok(())
+    }
+
+    /// `--tcp-bs`: SBUF when FEAT lists it, else the SITE family Globus
+    /// servers take (what globus-url-copy does).
+    async fn send_buffer_size(&mut self) -> Result<(), ClientError> {
+        let Some(n) = self.opts.tcp_buffer else { return Ok(()) };
+        if self.buffer_sent {
+            return Ok(());
+        }
+        if self.ctrl.features.has("SBUF") {
+            self.ctrl.expect(&Command::Sbuf(n.into())).await?;
+        } else {
+            use ferry_proto::command::SiteCommand::{RetrBufSize, StorBufSize};
+            self.ctrl.expect(&Command::Site(RetrBufSize(n.into()))).await?;
+            self.ctrl.expect(&Command::Site(StorBufSize(n.into()))).await?;
+        }
+        self.buffer_sent = true;
+        Ok(())
+    }
+
+    async fn prepare_e(&mut self) -> Result<(), ClientError> {
+        self.set_mode(TransferMode::ExtendedBlock).await?;
+        self.ctrl.set_type(TransferType::Image).await?;
+        self.send_buffer_size().await
+    }
+
+    /// The server is the sender: tell it how many streams to open.
+    async fn set_parallelism(&mut self) -> Result<(), ClientError> {
+        let p = self.opts.parallelism.max(1);
+        if self.parallelism_sent != Some(p) {
+            let v = format!("{p},{p},{p}");
+            self.ctrl.expect(&Command::Opts(Opts::Retr(vec![("Parallelism".into(), v)]))).await?;
+            // Globus fixes parallelism when PORT is processed: set it up anew.
+            if self.parallelism_sent.is_some() {
+                self.channel = Channel::None;
+            }
+            self.parallelism_sent = Some(p);
+        }
+        Ok(())
+    }
+
+    async fn passive_addr(&mut self) -> Result<SocketAddr, ClientError> {
+        self.ctrl.passive().await
+    }
+
+    async fn port(&mut self, addr: SocketAddr) -> Result<(), ClientError> {
+        let cmd = match addr {
+            SocketAddr::V4(a) => Command::Port(a),
+            v6 => Command::Eprt(v6),
+        };
+        self.ctrl.expect(&cmd).await.map(|_| ())
+    }
+
+    async fn rest(&mut self, done: &RangeSet) -> Result<(), ClientError> {
+        if done.is_empty() {
+            return Ok(());
+        }
+        let cmd = Command::Rest(RestArg::Ranges(done.clone()));
+        let r = self.ctrl.command(&cmd).await?;
+        if r.code.get() != 350 {
+            return Err(refused(&cmd, r));
+        }
+        Ok(())
+    }
+
+    fn data_socket(&self, s: TcpStream) -> Result<TcpStream, ClientError> {
+        configure_data_socket(&s, self.opts.tcp_buffer, self.opts.timeout)
+            .map_err(|e| ClientError::Data(e.to_string()))?;
+        Ok(s)
+    }
+
+    async fn connect_data(&self, addr: SocketAddr) -> Result<TcpStream, ClientError> {
+        let sock = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        if let Some(n) = self.opts.tcp_buffer {
+            sock.set_send_buffer_size(n)?;
+            sock.set_recv_buffer_size(n)?;
+        }
+        let s = tokio::time::timeout(self.opts.timeout, sock.connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                what: format!("opening a data connection to {addr}"),
+                secs: self.opts.timeout.as_secs(),
+            })?
+            .map_err(|e| ClientError::Data(format!("cannot connect to {addr}: {e}")))?;
+        self.data_socket(s.into_std()?)
+    }
+
+    /// A MODE E download of `path` into `sink`, skipping the ranges in
+    /// `done`. `state` collects the received ranges (restart markers of our
+    /// own).
+    pub async fn retrieve_e(
+        &mut self,
+        path: &str,
+        sink: Arc<dyn BlockSink>,
+        size: Option<u64>,
+        done: &RangeSet,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        self.prepare_e().await?;
+        self.set_parallelism().await?;
+        if !matches!(self.channel, Channel::Listening { .. }) {
+            let local = self.ctrl.local_addr()?;
+            let sock = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+            if let Some(n) = self.opts.tcp_buffer {
+                sock.set_recv_buffer_size(n)?;
+                sock.set_send_buffer_size(n)?;
+            }
+            sock.bind(SocketAddr::new(local.ip(), 0))?;
+            let listener = sock.listen(64)?;
+            self.port(listener.local_addr()?).await?;
+            self.channel = Channel::Listening { listener: Arc::new(listener), cached: Vec::new() };
+        }
+        self.rest(done).await?;
+        let cmd = Command::Retr(path.to_string());
+        self.ctrl.send(&cmd).await?;
+        let first = self.preliminary(&cmd, &mut |_| {}).await?;
+        let Channel::Listening { listener, cached } = &mut self.channel else {
+            return Err(channel_changed());
+        };
+        let initial = std::mem::take(cached);
+        let listener = listener.clone();
+        let (tx, mut rx) = mpsc::channel(16);
+        let (buffer, timeout) = (self.opts.tcp_buffer, self.opts.timeout);
+        let peer = self.ctrl.peer().ip();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((s, from)) = listener.accept().await {
+                // Only the server we talk to may connect (not a port scanner).
+                if from.ip().to_canonical() != peer.to_canonical() {
+                    continue;
+                }
+                let Ok(s) = s.into_std() else { continue };
+                if configure_data_socket(&s, buffer, timeout).is_err() || tx.send(s).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let spec = ReceiveSpec { base: 0, limit: size };
+        let recv = mode_e::receive(initial, &mut rx, sink, spec, state, ctl.clone(), timeout);
+        let result = self.run_with_replies(&cmd, first, recv, ctl, &mut |_| {}).await;
+        acceptor.abort();
+        let kept = result?;
+        if let Channel::Listening { cached, .. } = &mut self.channel {
+            *cached = kept;
+        }
+        Ok(())
+    }
+
+    /// A MODE E upload of `size` bytes of `source` to `path`, skipping
+    /// the ranges in `done` (the destination has them).
+    pub async fn store_e(
+        &mut self,
+        path: &str,
+        source: Arc<dyn BlockSource>,
+        size: u64,
+        done: &RangeSet,
+        ctl: &TransferControl,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+    ) -> Result<(), ClientError> {
+        self.prepare_e().await?;
+        let addr = match &self.channel {
+            Channel::Connecting { addr, .. } => *addr,
+            _ => {
+                let addr = self.passive_addr().await?;
+                self.channel = Channel::Connecting { addr, cached: Vec::new() };
+                addr
+            }
+        };
+        self.ctrl.expect(&Command::Allo(Allo { size, record: None })).await?;
+        self.rest(done).await?;
+        let plan = SendPlan::missing(size, done, self.opts.block_size);
+        let cmd = Command::Stor(path.to_string());
+        self.ctrl.send(&cmd).await?;
+        // Globus answers 150 only once the data connections exist: open
+        // them before waiting for it.
+        let Channel::Connecting { cached, .. } = &mut self.channel else {
+            return Err(channel_changed());
+        };
+        let mut streams = std::mem::take(cached);
+        while streams.len() < self.opts.parallelism.max(1) as usize {
+            streams.push(self.connect_data(addr).await?);
+        }
+        for s in &streams {
+            ctl.abort.register(s).map_err(|e| ClientError::Data(e.to_string()))?;
+        }
+        let first = self.preliminary(&cmd, on_marker).await?;
+        let c = ctl.clone();
+        let send = async move {
+            tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &c))
+                .await
+                .map_err(|e| CopyError::Network(std::io::Error::other(e.to_string())))?
+        };
+        let kept = self.run_with_replies(&cmd, first, send, ctl, on_marker).await?;
+        if let Channel::Connecting { cached, .. } = &mut self.channel {
+            *cached = kept;
+        }
+        Ok(())
+    }
+
+    /// Reads replies up to the transfer's preliminary one (150/125).
+    async fn preliminary(
+        &mut self,
+        cmd: &Command,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+    ) -> Result<Reply, ClientError> {
+        loop {
+            let r = self.ctrl.reply().await?;
+            if handle_marker(&r, on_marker) {
+                continue;
+            }
+            if r.code.is_preliminary() {
+                return Ok(r);
+            }
+            self.channel = Channel::None;
+            return Err(refused(cmd, r));
+        }
+    }
+
+    /// Runs the data side of a transfer while reading its control replies;
+    /// a failure reply stops the data side instead of waiting for a timeout.
+    async fn run_with_replies<T>(
+        &mut self,
+        cmd: &Command,
+        _first: Reply,
+        data: impl std::future::Future<Output = Result<T, CopyError>>,
+        ctl: &TransferControl,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+    ) -> Result<T, ClientError> {
+        tokio::pin!(data);
+        let mut data_result = None;
+        let mut final_reply: Option<Reply> = None;
+        while data_result.is_none() || final_reply.is_none() {
+            tokio::select! {
+                r = &mut data, if data_result.is_none() => {
+                    if r.is_err() {
+                        ctl.abort.abort();
+                    }
+                    data_result = Some(r);
+                }
+                r = self.ctrl.reply_untimed(), if final_reply.is_none() => {
+                    let r = r?;
+                    if handle_marker(&r, on_marker) || r.code.is_preliminary() {
+                        continue;
+                    }
+                    if r.code.is_negative() {
+                        ctl.abort.abort();
+                    }
+                    final_reply = Some(r);
+                }
+            }
+        }
+        let reply = final_reply.expect("loop ends with a reply");
+        if !reply.code.is_positive_completion() {
+            self.channel = Channel::None;
+            return Err(refused(cmd, reply));
+        }
+        match data_result.expect("loop ends with a result") {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                self.channel = Channel::None;
+                Err(match e {
+                    CopyError::Disk(e) => ClientError::Local { path: "local file".into(), error: e },
+                    e => ClientError::Data(e.to_string()),
+                })
+            }
+        }
+    }
+}
+
+/// Feeds 111/112 replies to `on_marker`; true if `r` was one.
+fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool {
+    if let Some(ranges) = parse_range_marker(r) {
+        on_marker(Marker::Restart(ranges));
+        return true;
+    }
+    if let Some(p) = PerfMarker::parse(r) {
+        on_marker(Marker::Perf(p.bytes));
+        return true;
+    }
+    matches!(r.code.get(), 111 | 112)
+}
+
+fn channel_changed() -> ClientError {
+    ClientError::Data("the data channel changed under a transfer".into())
+}
+
+/// A MODE E server-to-server copy: the destination listens (PASV), the
+/// source connects to it (PORT); data never passes through the client.
+/// Both servers are commanded before either's 150 is awaited, because a
+/// Globus destination answers only once the source has connected.
+pub async fn third_party_e(
+    src: &mut ServerSession,
+    dst: &mut ServerSession,
+    src_path: &str,
+    dst_path: &str,
+    size: Option<u64>,
+    done: &RangeSet,
+    on_marker: &mut (dyn FnMut(Marker) + Send),
+) -> Result<(), ClientError> {
+    dst.prepare_e().await?;
+    src.prepare_e().await?;
+    src.set_parallelism().await?;
+    let addr = match dst.channel {
+        Channel::Destination { addr } => addr,
+        _ => {
+            let addr = dst.passive_addr().await?;
+            dst.channel = Channel::Destination { addr };
+            addr
+        }
+    };
+    if !matches!(src.channel, Channel::Source { to } if to == addr) {
+        src.port(addr).await?;
+        src.channel = Channel::Source { to: addr };
+    }
+    if let Some(size) = size {
+        dst.ctrl.expect(&Command::Allo(Allo { size, record: None })).await?;
+    }
+    dst.rest(done).await?;
+    src.rest(done).await?;
+    let stor = Command::Stor(dst_path.to_string());
+    let retr = Command::Retr(src_path.to_string());
+    dst.ctrl.send(&stor).await?;
+    src.ctrl.send(&retr).await?;
+    let mut src_final: Option<Reply> = None;
+    let mut dst_final: Option<Reply> = None;
+    while src_final.is_none() || dst_final.is_none() {
+        tokio::select! {
+            r = src.ctrl.reply_untimed(), if src_final.is_none() => {
+                let r = r?;
+                if !r.code.is_preliminary() && !matches!(r.code.get(), 111 | 112) {
+                    if r.code.is_negative() && dst_final.is_none() {
+                        // The destination waits for data that will not come.
+                        dst.ctrl.send(&Command::Abor).await?;
+                    }
+                    src_final = Some(r);
+                }
+            }
+            r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
+                let r = r?;
+                if handle_marker(&r, on_marker) || r.code.is_preliminary() {
+                    continue;
+                }
+                if r.code.is_negative() && src_final.is_none() {
+                    src.ctrl.send(&Command::Abor).await?;
+                }
+                dst_final = Some(r);
+            }
+        }
+    }
+    let (s, d) = (src_final.expect("loop"), dst_final.expect("loop"));
+    if !s.code.is_positive_completion() || !d.code.is_positive_completion() {
+        src.channel = Channel::None;
+        dst.channel = Channel::None;
+        // An ABOR leaves one more reply (226 for the ABOR) on that side.
+        drain_abort_reply(src, &s).await;
+        drain_abort_reply(dst, &d).await;
+        return Err(if !s.code.is_positive_completion() { refused(&retr, s) } else { refused(&stor, d) });
+    }
+    Ok(())
+}
+
+async fn drain_abort_reply(session: &mut ServerSession, last: &Reply) {
+    if last.code.get() == 426 {
+        let _ = tokio::time::timeout(Duration::from_secs(5), session.ctrl.reply()).await;
+    }
+}

@@ -1,0 +1,588 @@
+//! Extended block mode (GFD.20) over any number of TCP connections.
+//!
+//! Sending: one thread per connection takes the next block of the plan
+//! (whichever stream is free, as Globus does), reads it at its offset and
+//! writes header and payload with one `writev`. When the plan is exhausted
+//! each stream sends EOD; exactly one sends EOF|EOD carrying EODC, the
+//! number of connections of this transfer.
+//!
+//! Receiving: one blocking reader per connection writes every block at its
+//! offset (`pwrite`, blocks arrive out of order) and records the range; an
+//! async coordinator adds connections as they arrive — the sender may open
+//! more at any time — and ends the transfer when EOF has been seen and as
+//! many EODs as it announced. Connections that ended with EOD (without the
+//! close bit) are handed back for the next transfer.
+
+use crate::rate::RateLimit;
+use crate::stream::{AbortSignal, CopyError};
+use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
+use ferry_proto::RangeSet;
+use std::fs::File;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::TcpStream;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// Default MODE E block size: large enough that the 17-byte header and the
+/// per-block system calls vanish, small enough to spread over streams.
+pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
+
+/// Most connections one receiving transfer accepts.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Where a sender's blocks come from.
+pub trait BlockSource: Send + Sync {
+    /// Reads at `offset`; returns the bytes read, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+}
+
+/// Where a receiver's blocks go.
+pub trait BlockSink: Send + Sync {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+}
+
+impl BlockSource for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+}
+
+impl BlockSink for File {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.write_all_at(data, offset)
+    }
+}
+
+/// A source held in memory (a directory listing).
+impl BlockSource for Vec<u8> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let start = (offset as usize).min(self.len());
+        let n = buf.len().min(self.len() - start);
+        buf[..n].copy_from_slice(&self[start..start + n]);
+        Ok(n)
+    }
+}
+
+/// A sink held in memory (a listing received by a client).
+#[derive(Debug, Default)]
+pub struct MemorySink(Mutex<Vec<u8>>);
+
+impl MemorySink {
+    /// Largest listing accepted, so a hostile server cannot exhaust memory.
+    pub const LIMIT: u64 = 256 << 20;
+
+    pub fn into_inner(self) -> Vec<u8> {
+        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl BlockSink for MemorySink {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let end = offset + data.len() as u64;
+        if end > Self::LIMIT {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "listing too large"));
+        }
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() < end as usize {
+            v.resize(end as usize, 0);
+        }
+        v[offset as usize..end as usize].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// What every stream of one transfer shares.
+#[derive(Debug, Clone)]
+pub struct TransferControl {
+    pub progress: Arc<AtomicU64>,
+    pub abort: Arc<AbortSignal>,
+    pub rate: Option<Arc<RateLimit>>,
+}
+
+impl TransferControl {
+    pub fn new() -> Self {
+        Self { progress: Arc::new(AtomicU64::new(0)), abort: Arc::new(AbortSignal::new()), rate: None }
+    }
+}
+
+impl Default for TransferControl {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a sender sends: ranges of the source, in source offsets.
+#[derive(Debug, Clone)]
+pub struct SendPlan {
+    pub ranges: Vec<Range<u64>>,
+    /// Subtracted from source offsets in block headers: the start of an
+    /// ERET window, whose blocks are numbered from 0.
+    pub header_base: u64,
+    pub block_size: usize,
+}
+
+impl SendPlan {
+    /// Every byte of a `len`-byte source.
+    pub fn whole(len: u64, block_size: usize) -> Self {
+        let ranges = if len > 0 { std::iter::once(0..len).collect() } else { Vec::new() };
+        Self { ranges, header_base: 0, block_size }
+    }
+
+    /// What is left of a `len`-byte source once `done` has arrived.
+    pub fn missing(len: u64, done: &RangeSet, block_size: usize) -> Self {
+        Self { ranges: done.missing(len), header_base: 0, block_size }
+    }
+}
+
+/// Hands out the blocks of a plan to whichever stream asks first.
+struct BlockCursor {
+    ranges: Vec<Range<u64>>,
+    idx: usize,
+    pos: u64,
+    block: u64,
+}
+
+impl BlockCursor {
+    fn next(&mut self) -> Option<Range<u64>> {
+        while let Some(r) = self.ranges.get(self.idx) {
+            let start = self.pos.max(r.start);
+            if start >= r.end {
+                self.idx += 1;
+                continue;
+            }
+            let end = (start + self.block).min(r.end);
+            self.pos = end;
+            return Some(start..end);
+        }
+        None
+    }
+}
+
+/// Writes all of `bufs` with as few `writev` calls as the kernel allows.
+fn write_all_vectored(mut sock: &TcpStream, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    let mut bufs = bufs;
+    while !bufs.is_empty() {
+        match sock.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Sends `plan` over `streams` and ends the transfer with EOD on every
+/// stream (EOF|EOD with EODC on one). Returns the streams for caching.
+pub fn send(
+    streams: Vec<TcpStream>,
+    source: &dyn BlockSource,
+    plan: &SendPlan,
+    ctl: &TransferControl,
+) -> Result<Vec<TcpStream>, CopyError> {
+    if streams.is_empty() {
+        return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
+    }
+    let eodc = streams.len() as u64;
+    let cursor =
+        Mutex::new(BlockCursor { ranges: plan.ranges.clone(), idx: 0, pos: 0, block: plan.block_size.max(1) as u64 });
+    let eof_sent = AtomicBool::new(false);
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = streams
+            .into_iter()
+            .map(|sock| {
+                let cursor = &cursor;
+                let eof_sent = &eof_sent;
+                let failed = &failed;
+                scope.spawn(move || {
+                    let r = send_stream(&sock, source, plan, cursor, eof_sent, eodc, ctl);
+                    if r.is_err() && !failed.swap(true, Ordering::SeqCst) {
+                        // One broken stream ends the transfer: unblock the others.
+                        ctl.abort.abort();
+                    }
+                    r.map(|()| sock)
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(sock)) => out.push(sock),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(CopyError::Network(io::Error::other("sender thread panicked")));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    })
+}
+
+fn send_stream(
+    sock: &TcpStream,
+    source: &dyn BlockSource,
+    plan: &SendPlan,
+    cursor: &Mutex<BlockCursor>,
+    eof_sent: &AtomicBool,
+    eodc: u64,
+    ctl: &TransferControl,
+) -> Result<(), CopyError> {
+    let mut buf = vec![0u8; plan.block_size.max(1)];
+    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    loop {
+        if ctl.abort.is_aborted() {
+            return Err(CopyError::Aborted);
+        }
+        let next = cursor.lock().unwrap_or_else(|e| e.into_inner()).next();
+        let Some(block) = next else { break };
+        let len = (block.end - block.start) as usize;
+        let mut got = 0;
+        while got < len {
+            match source.read_at(&mut buf[got..len], block.start + got as u64) {
+                Ok(0) => {
+                    return Err(CopyError::Disk(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the source ended at byte {} while it was being sent", block.start + got as u64),
+                    )))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CopyError::Disk(e)),
+            }
+        }
+        if let Some(rate) = &ctl.rate {
+            rate.acquire(len);
+        }
+        let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
+        write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]).map_err(net)?;
+        ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+    }
+    let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
+    (&*sock).write_all(&end.encode()).map_err(net)?;
+    Ok(())
+}
+
+/// How received block offsets map to the sink.
+#[derive(Debug, Clone, Copy)]
+pub struct ReceiveSpec {
+    /// Added to header offsets: the ESTO offset, or 0.
+    pub base: u64,
+    /// Largest end a block may have (header coordinates), when known.
+    pub limit: Option<u64>,
+}
+
+/// State shared by the readers of one receiving transfer.
+#[derive(Debug, Default)]
+pub struct ReceiveState {
+    end: Mutex<EndOfData>,
+    /// Ranges written so far, in header coordinates: the restart markers.
+    pub received: Mutex<RangeSet>,
+}
+
+impl ReceiveState {
+    pub fn is_complete(&self) -> bool {
+        self.end.lock().unwrap_or_else(|e| e.into_inner()).is_complete()
+    }
+
+    fn describe_end(&self) -> String {
+        let e = self.end.lock().unwrap_or_else(|e| e.into_inner());
+        match e.eodc() {
+            Some(eodc) => format!("{} of {eodc} end-of-data markers arrived", e.eods()),
+            None => format!("{} end-of-data markers and no end-of-file arrived", e.eods()),
+        }
+    }
+}
+
+/// Reads blocks from one connection until its EOD. Returns the socket for
+/// reuse unless the sender said it closes it.
+pub fn receive_stream(
+    mut sock: TcpStream,
+    sink: &dyn BlockSink,
+    spec: ReceiveSpec,
+    state: &ReceiveState,
+    ctl: &TransferControl,
+) -> Result<Option<TcpStream>, CopyError> {
+    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    let mut buf = vec![0u8; DEFAULT_BLOCK_SIZE];
+    let mut first = true;
+    loop {
+        if ctl.abort.is_aborted() {
+            return Err(CopyError::Aborted);
+        }
+        let mut raw = [0u8; HEADER_LEN];
+        if first {
+            first = false;
+            // A cached connection the peer closed between transfers, before
+            // sending anything for this one, is not part of this transfer;
+            // the EOF count decides completeness, not the connection count.
+            match read_header_or_close(&mut sock, &mut raw) {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(e) => return Err(net(e)),
+            }
+        } else {
+            sock.read_exact(&mut raw).map_err(|e| {
+                if e.kind() == io::ErrorKind::UnexpectedEof && !ctl.abort.is_aborted() {
+                    CopyError::Network(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "a data connection closed before its end-of-data marker",
+                    ))
+                } else {
+                    net(e)
+                }
+            })?;
+        }
+        let header = BlockHeader::decode(&raw);
+        header.validate(spec.limit).map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        let mut done = 0u64;
+        let len = header.payload_len();
+        while done < len {
+            let want = (len - done).min(buf.len() as u64) as usize;
+            sock.read_exact(&mut buf[..want]).map_err(net)?;
+            sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
+            done += want as u64;
+            ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
+            if let Some(rate) = &ctl.rate {
+                rate.acquire(want);
+            }
+        }
+        if len > 0 {
+            state.received.lock().unwrap_or_else(|e| e.into_inner()).insert(header.offset..header.offset + len);
+        }
+        state
+            .end
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .on_header(&header)
+            .map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        if header.is_eod() {
+            return Ok((!header.closes()).then_some(sock));
+        }
+    }
+}
+
+/// Reads a header; `Ok(false)` when the connection closed cleanly before
+/// its first byte.
+fn read_header_or_close(sock: &mut TcpStream, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
+    let mut got = 0;
+    while got < HEADER_LEN {
+        match sock.read(&mut raw[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a data connection closed mid-header")),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Receives one transfer: readers on `initial` (cached) connections and on
+/// every connection that arrives through `incoming`, until EOF and EODC
+/// EODs. Returns the connections to keep for the next transfer.
+pub async fn receive(
+    initial: Vec<TcpStream>,
+    incoming: &mut mpsc::Receiver<TcpStream>,
+    sink: Arc<dyn BlockSink>,
+    spec: ReceiveSpec,
+    state: Arc<ReceiveState>,
+    ctl: TransferControl,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, CopyError> {
+    let mut readers = tokio::task::JoinSet::new();
+    let mut connections = 0usize;
+    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: TcpStream| {
+        let (sink, state, ctl) = (sink.clone(), state.clone(), ctl.clone());
+        let _ = ctl.abort.register(&sock);
+        readers.spawn_blocking(move || receive_stream(sock, &*sink, spec, &state, &ctl));
+    };
+    for sock in initial {
+        connections += 1;
+        spawn(&mut readers, sock);
+    }
+    let mut keep = Vec::new();
+    let mut incoming_open = true;
+    loop {
+        let complete = state.is_complete();
+        if complete && readers.is_empty() {
+            return Ok(keep);
+        }
+        tokio::select! {
+            r = readers.join_next(), if !readers.is_empty() => match r {
+                Some(Ok(Ok(Some(sock)))) => keep.push(sock),
+                Some(Ok(Ok(None))) => {}
+                Some(Ok(Err(e))) => {
+                    if complete {
+                        // A connection beyond those the sender counted
+                        // failed after the data was complete: drop it.
+                        continue;
+                    }
+                    ctl.abort.abort();
+                    while readers.join_next().await.is_some() {}
+                    return Err(e);
+                }
+                Some(Err(join)) => {
+                    ctl.abort.abort();
+                    while readers.join_next().await.is_some() {}
+                    return Err(CopyError::Network(io::Error::other(join.to_string())));
+                }
+                None => {}
+            },
+            sock = incoming.recv(), if incoming_open && !complete => match sock {
+                Some(sock) => {
+                    connections += 1;
+                    if connections > MAX_CONNECTIONS {
+                        ctl.abort.abort();
+                        while readers.join_next().await.is_some() {}
+                        return Err(CopyError::Network(io::Error::other(format!(
+                            "more than {MAX_CONNECTIONS} data connections for one transfer"
+                        ))));
+                    }
+                    spawn(&mut readers, sock);
+                }
+                None => incoming_open = false,
+            },
+            _ = tokio::time::sleep(timeout), if readers.is_empty() && !complete => {
+                return Err(CopyError::Network(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("transfer incomplete after {} s without data: {}", timeout.as_secs(), state.describe_end()),
+                )));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for _ in 0..n {
+            a.push(TcpStream::connect(addr).unwrap());
+            b.push(l.accept().unwrap().0);
+        }
+        (a, b)
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    async fn transfer(data: Vec<u8>, streams: usize, plan: SendPlan) -> (Vec<u8>, RangeSet, usize) {
+        let (senders, receivers) = pairs(streams);
+        let send = std::thread::spawn(move || send(senders, &data, &plan, &TransferControl::new()).map(|v| v.len()));
+        let (_tx, mut rx) = mpsc::channel(1);
+        let sink = Arc::new(MemorySink::default());
+        let state = Arc::new(ReceiveState::default());
+        let kept = receive(
+            receivers,
+            &mut rx,
+            sink.clone(),
+            ReceiveSpec { base: 0, limit: None },
+            state.clone(),
+            TransferControl::new(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(send.join().unwrap().unwrap(), streams);
+        let received = state.received.lock().unwrap().clone();
+        drop(state);
+        (Arc::try_unwrap(sink).unwrap().into_inner(), received, kept.len())
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn parallel_streams_deliver_every_byte() {
+        let data = pattern(5_000_003);
+        let (got, ranges, kept) = transfer(data.clone(), 4, SendPlan::whole(data.len() as u64, 65536)).await;
+        assert_eq!(got, data);
+        assert_eq!(ranges.to_string(), "0-5000003");
+        assert_eq!(kept, 4, "connections are kept for the next transfer");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn empty_file_over_many_streams() {
+        let (got, ranges, kept) = transfer(Vec::new(), 3, SendPlan::whole(0, 65536)).await;
+        assert!(got.is_empty() && ranges.is_empty());
+        assert_eq!(kept, 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn only_the_missing_ranges_travel() {
+        let data = pattern(1_000_000);
+        let done = RangeSet::parse("0-100000,600000-700000").unwrap();
+        let (got, ranges, _) = transfer(data.clone(), 2, SendPlan::missing(1_000_000, &done, 30000)).await;
+        assert_eq!(ranges.to_string(), "100000-600000,700000-1000000");
+        assert_eq!(&got[100_000..600_000], &data[100_000..600_000]);
+        assert!(got[..100_000].iter().all(|b| *b == 0));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn late_connections_are_accepted_until_eodc() {
+        let data = pattern(300_000);
+        let (mut senders, mut receivers) = pairs(3);
+        let late = receivers.pop().unwrap();
+        let (tx, mut rx) = mpsc::channel(1);
+        let d = data.clone();
+        let send = std::thread::spawn(move || {
+            let plan = SendPlan::whole(d.len() as u64, 10000);
+            send(std::mem::take(&mut senders), &d, &plan, &TransferControl::new())
+        });
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            tx.send(late).await.unwrap();
+        });
+        let sink = Arc::new(MemorySink::default());
+        let state = Arc::new(ReceiveState::default());
+        receive(
+            receivers,
+            &mut rx,
+            sink.clone(),
+            ReceiveSpec { base: 0, limit: None },
+            state,
+            TransferControl::new(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        send.join().unwrap().unwrap();
+        assert_eq!(Arc::try_unwrap(sink).unwrap().into_inner(), data);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_connection_closed_before_eod_fails_the_transfer() {
+        let (mut senders, receivers) = pairs(2);
+        (&senders[0]).write_all(&BlockHeader::eof(2).encode()).unwrap();
+        (&senders[1]).write_all(&BlockHeader::data(0, 3).encode()).unwrap();
+        (&senders[1]).write_all(b"abc").unwrap();
+        senders.clear(); // closed without EOD
+        let (_tx, mut rx) = mpsc::channel(1);
+        let r = receive(
+            receivers,
+            &mut rx,
+            Arc::new(MemorySink::default()),
+            ReceiveSpec { base: 0, limit: None },
+            Arc::new(ReceiveState::default()),
+            TransferControl::new(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(matches!(r, Err(CopyError::Network(_))), "{r:?}");
+    }
+}
