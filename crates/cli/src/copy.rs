@@ -55,6 +55,10 @@ pub struct CpArgs {
     /// Start over instead of resuming an interrupted copy.
     #[arg(long)]
     no_resume: bool,
+    /// Transfer commands kept in flight when copying many files in MODE E
+    /// (1 turns pipelining off).
+    #[arg(long, default_value_t = 16)]
+    pipeline: usize,
     /// Transmission mode: auto (GridFTP MODE E when the server has it),
     /// stream, or extended.
     #[arg(long, value_enum, default_value = "auto")]
@@ -194,6 +198,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         max_rate: args.max_rate,
         retries: args.retries,
         resume: !args.no_resume,
+        pipeline: args.pipeline.clamp(1, 256),
     };
     let summary = rt.block_on(copy(&args.src, &args.dst, opts, show))?;
     let secs = started.elapsed().as_secs_f64();

@@ -62,6 +62,12 @@ pub struct ServeArgs {
     /// from this server to another host).
     #[arg(long)]
     allow_third_party: bool,
+    /// Cap each transfer's rate, e.g. 100M (bytes per second, all streams).
+    #[arg(long, value_parser = crate::copy::parse_size)]
+    max_transfer_rate: Option<u64>,
+    /// Seconds between restart and performance markers (GridFTP 111/112).
+    #[arg(long)]
+    marker_interval: Option<u32>,
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -130,6 +136,12 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if args.allow_third_party {
         c.allow_third_party = true;
+    }
+    if let Some(v) = args.max_transfer_rate {
+        c.max_transfer_rate = Some(v);
+    }
+    if let Some(v) = args.marker_interval {
+        c.marker_interval_secs = v;
     }
     Ok(c)
 }

@@ -113,3 +113,40 @@ fn json_output_and_ls_mkdir_rm() {
     assert!(ok, "{err}");
     assert!(!server.path("newdir").exists());
 }
+
+#[test]
+fn directory_copies_are_pipelined_over_cached_channels() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = local.path().join("many");
+    for i in 0..40 {
+        random_file(&tree.join(format!("f{i:02}")), 1000 + i * 5000, i);
+    }
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", tree.to_str().unwrap(), &server.url(ALICE, "/many")]);
+    assert!(ok, "{err}");
+    assert_eq!(tree_digest(&server.path("many")), tree_digest(&tree));
+    let back = local.path().join("back");
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", &server.url(ALICE, "/many"), back.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(tree_digest(&back), tree_digest(&tree));
+    for dir in ["receive", "send"] {
+        let lines: Vec<serde_json::Value> = server
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["direction"] == dir)
+            .map(|v| v["fields"].clone())
+            .collect();
+        assert_eq!(lines.len(), 40, "{dir}");
+        // Commands arrived while earlier transfers ran (pipelining), and
+        // after the first file the MODE E channel was reused (125).
+        assert!(lines.iter().any(|l| l["queued"].as_u64().unwrap_or(0) > 0), "{dir}: nothing was pipelined");
+        assert_eq!(lines.iter().filter(|l| l["reused"] == true).count(), 39, "{dir}");
+    }
+    // With pipelining off, nothing is queued.
+    let (ok, _, err) =
+        ferry(&["cp", "-q", "-r", "--pipeline", "1", tree.to_str().unwrap(), &server.url(ALICE, "/single")]);
+    assert!(ok, "{err}");
+    let queued: u64 = server.transfers("/single/f05").iter().map(|l| l["queued"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(queued, 0);
+}

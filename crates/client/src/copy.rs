@@ -13,8 +13,8 @@ use crate::control::{parse_list_line, parse_mlsx, refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use crate::resume::ResumeState;
-use crate::session::{third_party_e, ChannelOptions, Marker, ServerSession};
-use ferry_io::mode_e::{BlockSink, ReceiveState, TransferControl};
+use crate::session::{third_party_e, third_party_many, BatchFile, ChannelOptions, Marker, ServerSession};
+use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
 use ferry_proto::command::{Command, TransferMode, TransferType};
@@ -76,6 +76,9 @@ pub struct CopyOptions {
     pub retries: u32,
     /// Continue interrupted copies from their restart records.
     pub resume: bool,
+    /// Transfer commands kept in flight when copying a directory's files
+    /// in MODE E (1 turns pipelining off).
+    pub pipeline: usize,
 }
 
 impl Default for CopyOptions {
@@ -91,6 +94,7 @@ impl Default for CopyOptions {
             max_rate: None,
             retries: 3,
             resume: true,
+            pipeline: 16,
         }
     }
 }
@@ -279,6 +283,8 @@ impl Client {
         self.make_dir_exist(dst).await?;
         summary.dirs += 1;
         let entries = self.read_dir(src).await?;
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
         for e in entries {
             let child = |l: &Location| match l {
                 Location::Local(p) => Location::Local(p.join(&e.name)),
@@ -286,12 +292,132 @@ impl Client {
             };
             let (s, d) = (child(src), child(dst));
             match e.kind {
-                FileKind::Dir => Box::pin(self.copy_tree(&s, &d, summary)).await?,
-                FileKind::File => self.copy_file(&s, &d, &e, summary).await?,
+                FileKind::Dir => dirs.push((s, d)),
+                FileKind::File => files.push((s, d, e)),
                 _ => tracing::warn!(path = %s, "skipping: not a regular file or directory"),
             }
         }
+        let batched = self.copy_batch(&files, summary).await?;
+        for (s, d, e) in &files[batched..] {
+            self.copy_file(s, d, e, summary).await?;
+        }
+        for (s, d) in dirs {
+            Box::pin(self.copy_tree(&s, &d, summary)).await?;
+        }
         Ok(())
+    }
+
+    /// Copies the leading files of `files` as one pipelined MODE E batch
+    /// (up to `pipeline` transfer commands in flight) and returns how many
+    /// it completed; the caller copies the rest one by one, with retries
+    /// and resume. Files with a restart record end the batch: they resume
+    /// individually.
+    async fn copy_batch(
+        &mut self,
+        files: &[(Location, Location, FileFacts)],
+        summary: &mut CopySummary,
+    ) -> Result<usize, ClientError> {
+        if self.opts.pipeline <= 1 || files.len() < 2 {
+            return Ok(0);
+        }
+        let fresh = files
+            .iter()
+            .take_while(|(s, d, f)| {
+                !self.opts.resume || ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified).is_empty()
+            })
+            .count();
+        let files = &files[..fresh];
+        if files.len() < 2 {
+            return Ok(0);
+        }
+        for (s, _, f) in files {
+            self.stats.begin(&s.to_string(), Some(f.size));
+        }
+        let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
+        let control = move || TransferControl {
+            progress: progress.clone(),
+            abort: Arc::new(AbortSignal::new()),
+            rate: rate.clone(),
+        };
+        let window = self.opts.pipeline;
+        let (done, result) = match (&files[0].0, &files[0].1) {
+            (Location::Remote(su), Location::Local(_)) => {
+                if !self.use_mode_e(su).await? {
+                    return Ok(0);
+                }
+                let mut sinks = Vec::new();
+                let mut items = Vec::new();
+                for (s, d, f) in files {
+                    let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
+                    let sink = LocalSink::open(p, false)?;
+                    let file: Arc<dyn BlockSink> = Arc::new(sink.file.try_clone().map_err(local_err(p))?);
+                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
+                    sinks.push(sink);
+                }
+                let session = self.session(su).await?;
+                let (done, result) = session.retrieve_many(&items, window, control).await;
+                for (sink, (_, _, f)) in sinks.into_iter().zip(files).take(done) {
+                    sink.file.set_len(f.size).map_err(local_err(&sink.target))?;
+                    sink.commit()?;
+                }
+                (done, result)
+            }
+            (Location::Local(_), Location::Remote(du)) => {
+                if !self.use_mode_e(du).await? {
+                    return Ok(0);
+                }
+                let mut items = Vec::new();
+                for (s, d, f) in files {
+                    let (Location::Local(p), Location::Remote(u)) = (s, d) else { break };
+                    let file: Arc<dyn BlockSource> = Arc::new(File::open(p).map_err(local_err(p))?);
+                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
+                }
+                self.session(du).await?.store_many(&items, window, control).await
+            }
+            (Location::Remote(su), Location::Remote(du)) => {
+                if !(self.use_mode_e(su).await? && self.use_mode_e(du).await?) {
+                    return Ok(0);
+                }
+                let items: Vec<(String, String, u64)> = files
+                    .iter()
+                    .filter_map(|(s, d, f)| match (s, d) {
+                        (Location::Remote(a), Location::Remote(b)) => Some((a.path.clone(), b.path.clone(), f.size)),
+                        _ => None,
+                    })
+                    .collect();
+                let mut s = self.sessions.remove(&key(su)).expect("opened above");
+                let mut d = self.sessions.remove(&key(du)).expect("opened above");
+                let progress = self.stats.bytes.clone();
+                let base = progress.load(Ordering::Relaxed);
+                // Third-party data never passes here: the destination's 112
+                // markers are the only measure of progress.
+                let mut on_perf = |moved: u64| progress.store(base + moved, Ordering::Relaxed);
+                let r = third_party_many(&mut s, &mut d, &items, window, &mut on_perf).await;
+                self.sessions.insert(key(su), s);
+                self.sessions.insert(key(du), d);
+                r
+            }
+            (Location::Local(_), Location::Local(_)) => return Ok(0),
+        };
+        for (s, d, f) in files.iter().take(done) {
+            self.stats.files_done.fetch_add(1, Ordering::Relaxed);
+            if self.opts.verify.is_some() {
+                let alg = self.verify(s, d).await?;
+                summary.verified += 1;
+                summary.checksum_algorithm = Some(alg);
+            }
+            summary.files += 1;
+            summary.bytes += f.size;
+        }
+        if let Err(e) = result {
+            tracing::warn!(error = %e, completed = done, "pipelined batch stopped; copying the rest one by one");
+            let broken: Vec<String> =
+                self.sessions.iter().filter(|(_, s)| s.is_broken()).map(|(k, _)| k.clone()).collect();
+            for k in broken {
+                self.sessions.remove(&k);
+            }
+        }
+        Ok(done)
     }
 
     /// Entries of a directory, without `.`/`..`, sorted by name.
@@ -456,12 +582,12 @@ impl Client {
         let session = self.session(src).await?;
         let transfer = session.retrieve_e(&path, file, Some(size), &done, state.clone(), &ctl);
         tokio::pin!(transfer);
-        // Record what arrives as it arrives, so a kill loses at most half a
+        // Record what arrives as it arrives, so a kill loses at most a quarter
         // second of it.
         let result = loop {
             tokio::select! {
                 r = &mut transfer => break r,
-                _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {
                     resume.add(&state.received.lock().unwrap_or_else(|e| e.into_inner()));
                 }
             }
@@ -498,12 +624,7 @@ impl Client {
             }
         };
         let result = session.store_e(&path, file, size, &done, &ctl, &mut on_marker).await;
-        if let Err(ClientError::Refused { reply, .. }) = &result {
-            if reply.text().contains("missing") {
-                // The server's partial does not match our record: start over.
-                resume.clear();
-            }
-        }
+        forget_refuted_record(&result, resume);
         result?;
         Ok(ctl.progress.load(Ordering::Relaxed) - before)
     }
@@ -534,6 +655,7 @@ impl Client {
             }
         };
         let result = third_party_e(&mut s, &mut d, &src.path, &dst.path, Some(size), &done, &mut on_marker).await;
+        forget_refuted_record(&result, resume);
         self.sessions.insert(key(src), s);
         self.sessions.insert(key(dst), d);
         result?;
@@ -767,8 +889,21 @@ impl Client {
     }
 }
 
+/// The destination says our restart record is wrong (554: it does not hold
+/// those ranges; or ranges were found missing at the end): forget the
+/// record so the next attempt sends everything.
+fn forget_refuted_record<T>(result: &Result<T, ClientError>, resume: &mut ResumeState) {
+    if let Err(ClientError::Refused { reply, .. }) = result {
+        if reply.code.get() == 554 || reply.text().contains("missing") {
+            tracing::warn!("the destination does not hold what the restart record says; starting over");
+            resume.clear();
+        }
+    }
+}
+
 /// Failures worth another attempt: the network and the server's transient
-/// (4xx) replies, not a missing file or a refused login.
+/// (4xx) replies, not a missing file or a refused login; and a refuted
+/// restart record (554), since the next attempt starts over.
 fn retryable(e: &ClientError) -> bool {
     match e {
         ClientError::Connect { .. }
@@ -777,7 +912,7 @@ fn retryable(e: &ClientError) -> bool {
         | ClientError::Io(_)
         | ClientError::Data(_)
         | ClientError::Incomplete { .. } => true,
-        ClientError::Refused { reply, .. } => (400..500).contains(&reply.code.get()),
+        ClientError::Refused { reply, .. } => (400..500).contains(&reply.code.get()) || reply.code.get() == 554,
         _ => false,
     }
 }

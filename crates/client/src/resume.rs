@@ -90,10 +90,10 @@ impl ResumeState {
     }
 
     /// Adds ranges (from a `111` marker or received locally) and saves at
-    /// most once a second, so a kill loses little.
+    /// most four times a second, so a kill loses little.
     pub fn add(&mut self, ranges: &RangeSet) {
         self.done.union(ranges);
-        if self.last_saved.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        if self.last_saved.is_none_or(|t| t.elapsed() >= Duration::from_millis(250)) {
             self.save();
         }
     }

@@ -48,6 +48,21 @@ impl Default for ChannelOptions {
     }
 }
 
+/// One file of a pipelined batch: its path on the server, its size, and
+/// where its data comes from or goes.
+#[derive(Clone)]
+pub struct BatchFile<D> {
+    pub path: String,
+    pub size: u64,
+    pub data: D,
+}
+
+impl<D> std::fmt::Debug for BatchFile<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BatchFile({}, {} bytes)", self.path, self.size)
+    }
+}
+
 /// Markers the receiving server sent during a transfer.
 #[derive(Debug)]
 pub enum Marker {
@@ -80,6 +95,7 @@ pub struct ServerSession {
     channel: Channel,
     parallelism_sent: Option<u32>,
     buffer_sent: bool,
+    broken: bool,
 }
 
 impl ServerSession {
@@ -97,6 +113,7 @@ impl ServerSession {
             channel: Channel::None,
             parallelism_sent: None,
             buffer_sent: false,
+            broken: false,
         })
     }
 
@@ -227,18 +244,9 @@ impl ServerSession {
         self.data_socket(s.into_std()?)
     }
 
-    /// A MODE E download of `path` into `sink`, skipping the ranges in
-    /// `done`. `state` collects the received ranges (restart markers of our
-    /// own).
-    pub async fn retrieve_e(
-        &mut self,
-        path: &str,
-        sink: Arc<dyn BlockSink>,
-        size: Option<u64>,
-        done: &RangeSet,
-        state: Arc<ReceiveState>,
-        ctl: &TransferControl,
-    ) -> Result<(), ClientError> {
+    /// Makes sure we listen and the server knows it (PORT): in MODE E the
+    /// sender connects.
+    async fn ensure_listening(&mut self) -> Result<(), ClientError> {
         self.prepare_e().await?;
         self.set_parallelism().await?;
         if !matches!(self.channel, Channel::Listening { .. }) {
@@ -253,19 +261,20 @@ impl ServerSession {
             self.port(listener.local_addr()?).await?;
             self.channel = Channel::Listening { listener: Arc::new(listener), cached: Vec::new() };
         }
-        self.rest(done).await?;
-        let cmd = Command::Retr(path.to_string());
-        self.ctrl.send(&cmd).await?;
-        let first = self.preliminary(&cmd, &mut |_| {}).await?;
-        let Channel::Listening { listener, cached } = &mut self.channel else {
+        Ok(())
+    }
+
+    /// Accepts the server's data connections for as long as the returned
+    /// receiver is alive.
+    fn spawn_acceptor(&self) -> Result<(tokio::task::JoinHandle<()>, mpsc::Receiver<TcpStream>), ClientError> {
+        let Channel::Listening { listener, .. } = &self.channel else {
             return Err(channel_changed());
         };
-        let initial = std::mem::take(cached);
         let listener = listener.clone();
-        let (tx, mut rx) = mpsc::channel(16);
+        let (tx, rx) = mpsc::channel(16);
         let (buffer, timeout) = (self.opts.tcp_buffer, self.opts.timeout);
         let peer = self.ctrl.peer().ip();
-        let acceptor = tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             while let Ok((s, from)) = listener.accept().await {
                 // Only the server we talk to may connect (not a port scanner).
                 if from.ip().to_canonical() != peer.to_canonical() {
@@ -277,12 +286,159 @@ impl ServerSession {
                 }
             }
         });
+        Ok((task, rx))
+    }
+
+    /// Receives the data of a RETR whose preliminary reply has arrived.
+    async fn receive_retrieved(
+        &mut self,
+        cmd: &Command,
+        incoming: &mut mpsc::Receiver<TcpStream>,
+        sink: Arc<dyn BlockSink>,
+        size: Option<u64>,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        let Channel::Listening { cached, .. } = &mut self.channel else {
+            return Err(channel_changed());
+        };
+        let initial = std::mem::take(cached);
         let spec = ReceiveSpec { base: 0, limit: size };
-        let recv = mode_e::receive(initial, &mut rx, sink, spec, state, ctl.clone(), timeout);
-        let result = self.run_with_replies(&cmd, first, recv, ctl, &mut |_| {}).await;
-        acceptor.abort();
-        let kept = result?;
+        let recv = mode_e::receive(initial, incoming, sink, spec, state, ctl.clone(), self.opts.timeout);
+        let kept = self.run_with_replies(cmd, recv, ctl, &mut |_| {}).await?;
         if let Channel::Listening { cached, .. } = &mut self.channel {
+            *cached = kept;
+        }
+        Ok(())
+    }
+
+    /// A MODE E download of `path` into `sink`, skipping the ranges in
+    /// `done`. `state` collects the received ranges (restart markers of our
+    /// own).
+    pub async fn retrieve_e(
+        &mut self,
+        path: &str,
+        sink: Arc<dyn BlockSink>,
+        size: Option<u64>,
+        done: &RangeSet,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        self.ensure_listening().await?;
+        self.rest(done).await?;
+        let cmd = Command::Retr(path.to_string());
+        self.ctrl.send(&cmd).await?;
+        self.preliminary(&cmd, &mut |_| {}).await?;
+        let (acceptor, mut rx) = self.spawn_acceptor()?;
+        let result = self.receive_retrieved(&cmd, &mut rx, sink, size, state, ctl).await;
+        acceptor.abort();
+        result
+    }
+
+    /// Downloads many files over the cached MODE E channel with up to
+    /// `window` RETRs in flight, so each file does not cost a round trip.
+    /// Stops at the first failure and returns how many files completed;
+    /// the caller copies the rest one by one (after an error the state of
+    /// cached channels differs between servers, so a batch does not guess).
+    pub async fn retrieve_many(
+        &mut self,
+        items: &[BatchFile<Arc<dyn BlockSink>>],
+        window: usize,
+        control: impl Fn() -> TransferControl,
+    ) -> (usize, Result<(), ClientError>) {
+        if let Err(e) = self.ensure_listening().await {
+            return (0, Err(e));
+        }
+        let (acceptor, mut rx) = match self.spawn_acceptor() {
+            Ok(x) => x,
+            Err(e) => return (0, Err(e)),
+        };
+        let mut done = 0;
+        let result = async {
+            let mut sent = 0;
+            for (i, item) in items.iter().enumerate() {
+                while sent < items.len() && sent < i + window.max(1) {
+                    self.ctrl.send(&Command::Retr(items[sent].path.clone())).await?;
+                    sent += 1;
+                }
+                let cmd = Command::Retr(item.path.clone());
+                self.preliminary(&cmd, &mut |_| {}).await?;
+                let state = Arc::new(ReceiveState::default());
+                let ctl = control();
+                self.receive_retrieved(&cmd, &mut rx, item.data.clone(), Some(item.size), state.clone(), &ctl).await?;
+                let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).covered();
+                if got != item.size {
+                    return Err(ClientError::Incomplete { path: item.path.clone(), expected: item.size, got });
+                }
+                done += 1;
+            }
+            Ok(())
+        }
+        .await;
+        acceptor.abort();
+        if result.is_err() {
+            self.reset_after_batch();
+        }
+        (done, result)
+    }
+
+    /// After a failed batch, commands may still be queued at the server:
+    /// this session is not reusable, so the caller opens a new one.
+    fn reset_after_batch(&mut self) {
+        self.channel = Channel::None;
+        self.broken = true;
+    }
+
+    /// Whether a failed batch left this session unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Makes sure the server listens (PASV) for our connections.
+    async fn ensure_connecting(&mut self) -> Result<SocketAddr, ClientError> {
+        self.prepare_e().await?;
+        Ok(match &self.channel {
+            Channel::Connecting { addr, .. } => *addr,
+            _ => {
+                let addr = self.passive_addr().await?;
+                self.channel = Channel::Connecting { addr, cached: Vec::new() };
+                addr
+            }
+        })
+    }
+
+    /// Opens the data connections for a STOR already sent (Globus answers
+    /// 150 only once they exist), waits for the 1xx and sends the data.
+    async fn send_stored(
+        &mut self,
+        cmd: &Command,
+        addr: SocketAddr,
+        source: Arc<dyn BlockSource>,
+        plan: SendPlan,
+        ctl: &TransferControl,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+    ) -> Result<(), ClientError> {
+        let Channel::Connecting { cached, .. } = &mut self.channel else {
+            return Err(channel_changed());
+        };
+        let mut streams = std::mem::take(cached);
+        while streams.len() < self.opts.parallelism.max(1) as usize {
+            streams.push(self.connect_data(addr).await?);
+        }
+        for s in &streams {
+            ctl.abort.register(s).map_err(|e| ClientError::Data(e.to_string()))?;
+        }
+        // A refusal resets the channel: the streams close with it and the
+        // next transfer sets up a new one (PASV).
+        self.preliminary(cmd, on_marker).await?;
+        let c = ctl.clone();
+        let send = async move {
+            tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &c))
+                .await
+                .map_err(|e| CopyError::Network(std::io::Error::other(e.to_string())))?
+        };
+        let kept = self.run_with_replies(cmd, send, ctl, on_marker).await?;
+        if let Channel::Connecting { cached, .. } = &mut self.channel {
             *cached = kept;
         }
         Ok(())
@@ -299,44 +455,56 @@ impl ServerSession {
         ctl: &TransferControl,
         on_marker: &mut (dyn FnMut(Marker) + Send),
     ) -> Result<(), ClientError> {
-        self.prepare_e().await?;
-        let addr = match &self.channel {
-            Channel::Connecting { addr, .. } => *addr,
-            _ => {
-                let addr = self.passive_addr().await?;
-                self.channel = Channel::Connecting { addr, cached: Vec::new() };
-                addr
-            }
-        };
+        let addr = self.ensure_connecting().await?;
         self.ctrl.expect(&Command::Allo(Allo { size, record: None })).await?;
         self.rest(done).await?;
         let plan = SendPlan::missing(size, done, self.opts.block_size);
         let cmd = Command::Stor(path.to_string());
         self.ctrl.send(&cmd).await?;
-        // Globus answers 150 only once the data connections exist: open
-        // them before waiting for it.
-        let Channel::Connecting { cached, .. } = &mut self.channel else {
-            return Err(channel_changed());
+        self.send_stored(&cmd, addr, source, plan, ctl, on_marker).await
+    }
+
+    /// Uploads many files over the cached MODE E channel with up to
+    /// `window` ALLO+STOR pairs in flight. Like [`retrieve_many`]: stops at
+    /// the first failure and returns how many completed.
+    ///
+    /// [`retrieve_many`]: Self::retrieve_many
+    pub async fn store_many(
+        &mut self,
+        items: &[BatchFile<Arc<dyn BlockSource>>],
+        window: usize,
+        control: impl Fn() -> TransferControl,
+    ) -> (usize, Result<(), ClientError>) {
+        let addr = match self.ensure_connecting().await {
+            Ok(a) => a,
+            Err(e) => return (0, Err(e)),
         };
-        let mut streams = std::mem::take(cached);
-        while streams.len() < self.opts.parallelism.max(1) as usize {
-            streams.push(self.connect_data(addr).await?);
+        let mut done = 0;
+        let result = async {
+            let mut sent = 0;
+            for (i, item) in items.iter().enumerate() {
+                while sent < items.len() && sent < i + window.max(1) {
+                    let it = &items[sent];
+                    self.ctrl.send(&Command::Allo(Allo { size: it.size, record: None })).await?;
+                    self.ctrl.send(&Command::Stor(it.path.clone())).await?;
+                    sent += 1;
+                }
+                let allo = self.ctrl.reply().await?;
+                if !allo.code.is_positive_completion() {
+                    return Err(refused(&Command::Allo(Allo { size: item.size, record: None }), allo));
+                }
+                let cmd = Command::Stor(item.path.clone());
+                let plan = SendPlan::whole(item.size, self.opts.block_size);
+                self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |_| {}).await?;
+                done += 1;
+            }
+            Ok(())
         }
-        for s in &streams {
-            ctl.abort.register(s).map_err(|e| ClientError::Data(e.to_string()))?;
+        .await;
+        if result.is_err() {
+            self.reset_after_batch();
         }
-        let first = self.preliminary(&cmd, on_marker).await?;
-        let c = ctl.clone();
-        let send = async move {
-            tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &c))
-                .await
-                .map_err(|e| CopyError::Network(std::io::Error::other(e.to_string())))?
-        };
-        let kept = self.run_with_replies(&cmd, first, send, ctl, on_marker).await?;
-        if let Channel::Connecting { cached, .. } = &mut self.channel {
-            *cached = kept;
-        }
-        Ok(())
+        (done, result)
     }
 
     /// Reads replies up to the transfer's preliminary one (150/125).
@@ -363,7 +531,6 @@ impl ServerSession {
     async fn run_with_replies<T>(
         &mut self,
         cmd: &Command,
-        _first: Reply,
         data: impl std::future::Future<Output = Result<T, CopyError>>,
         ctl: &TransferControl,
         on_marker: &mut (dyn FnMut(Marker) + Send),
@@ -505,4 +672,91 @@ async fn drain_abort_reply(session: &mut ServerSession, last: &Reply) {
     if last.code.get() == 426 {
         let _ = tokio::time::timeout(Duration::from_secs(5), session.ctrl.reply()).await;
     }
+}
+
+/// Third-party copies of many files with up to `window` STOR/RETR pairs in
+/// flight on both servers (what globus-url-copy `-pp` does). Stops at the
+/// first failure and returns how many completed. `on_perf` gets the bytes
+/// moved so far in the whole batch.
+pub async fn third_party_many(
+    src: &mut ServerSession,
+    dst: &mut ServerSession,
+    items: &[(String, String, u64)],
+    window: usize,
+    on_perf: &mut (dyn FnMut(u64) + Send),
+) -> (usize, Result<(), ClientError>) {
+    let mut done = 0;
+    let result = async {
+        dst.prepare_e().await?;
+        src.prepare_e().await?;
+        src.set_parallelism().await?;
+        let addr = match dst.channel {
+            Channel::Destination { addr } => addr,
+            _ => {
+                let addr = dst.passive_addr().await?;
+                dst.channel = Channel::Destination { addr };
+                addr
+            }
+        };
+        if !matches!(src.channel, Channel::Source { to } if to == addr) {
+            src.port(addr).await?;
+            src.channel = Channel::Source { to: addr };
+        }
+        let mut sent = 0;
+        let mut moved = 0u64;
+        for (i, (src_path, dst_path, size)) in items.iter().enumerate() {
+            while sent < items.len() && sent < i + window.max(1) {
+                let (sp, dp, sz) = &items[sent];
+                dst.ctrl.send(&Command::Allo(Allo { size: *sz, record: None })).await?;
+                dst.ctrl.send(&Command::Stor(dp.clone())).await?;
+                src.ctrl.send(&Command::Retr(sp.clone())).await?;
+                sent += 1;
+            }
+            let allo = Command::Allo(Allo { size: *size, record: None });
+            let r = dst.ctrl.reply().await?;
+            if !r.code.is_positive_completion() {
+                return Err(refused(&allo, r));
+            }
+            let (stor, retr) = (Command::Stor(dst_path.clone()), Command::Retr(src_path.clone()));
+            let mut src_final: Option<Reply> = None;
+            let mut dst_final: Option<Reply> = None;
+            while src_final.is_none() || dst_final.is_none() {
+                tokio::select! {
+                    r = src.ctrl.reply_untimed(), if src_final.is_none() => {
+                        let r = r?;
+                        if !r.code.is_preliminary() && !matches!(r.code.get(), 111 | 112) {
+                            if r.code.is_negative() {
+                                return Err(refused(&retr, r));
+                            }
+                            src_final = Some(r);
+                        }
+                    }
+                    r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
+                        let r = r?;
+                        if let Some(p) = PerfMarker::parse(&r) {
+                            on_perf(moved + p.bytes.min(*size));
+                            continue;
+                        }
+                        if r.code.is_preliminary() || matches!(r.code.get(), 111 | 112) {
+                            continue;
+                        }
+                        if r.code.is_negative() {
+                            return Err(refused(&stor, r));
+                        }
+                        dst_final = Some(r);
+                    }
+                }
+            }
+            moved += size;
+            on_perf(moved);
+            done += 1;
+        }
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        src.reset_after_batch();
+        dst.reset_after_batch();
+    }
+    (done, result)
 }

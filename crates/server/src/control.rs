@@ -232,7 +232,7 @@ impl Control {
                         self.channels = channels;
                         self.sync_channels();
                         if let Some(t) = active.take() {
-                            self.finish(t, outcome).await?;
+                            self.finish(t, outcome, queue.len()).await?;
                         }
                         deadline = self.deadline();
                     }
@@ -241,7 +241,7 @@ impl Control {
                         clock = MarkerClock::default();
                         if let Some(t) = active.take() {
                             let outcome = TransferOutcome::Failed(TransferError::Local("internal error".into()));
-                            self.finish(t, outcome).await?;
+                            self.finish(t, outcome, queue.len()).await?;
                         }
                     }
                 },
@@ -294,10 +294,12 @@ impl Control {
                 "the client closed the control connection".into(),
             )),
         };
-        let _ = self.finish(t, outcome).await;
+        let _ = self.finish(t, outcome, 0).await;
     }
 
-    async fn finish(&mut self, mut t: ActiveTransfer, outcome: TransferOutcome) -> std::io::Result<()> {
+    /// Logs a finished transfer and sends its final markers and replies.
+    /// `queued`: commands the client pipelined behind it.
+    async fn finish(&mut self, mut t: ActiveTransfer, outcome: TransferOutcome, queued: usize) -> std::io::Result<()> {
         let secs = t.started.elapsed().as_secs_f64();
         let bytes = t.progress.load(Ordering::Relaxed);
         let direction = match t.request.kind {
@@ -318,6 +320,8 @@ impl Control {
                 direction,
                 mode = ?t.request.mode,
                 restart = t.request.restart.is_some(),
+                reused = t.request.channel.reuse,
+                queued,
                 bytes,
                 seconds = format_args!("{secs:.3}"),
                 rate_mb_s = format_args!("{:.1}", bytes as f64 / secs.max(1e-9) / 1e6),

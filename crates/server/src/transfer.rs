@@ -78,10 +78,14 @@ pub(crate) struct ActiveTransfer {
     pub reported: RangeSet,
     abort: Arc<AbortSignal>,
     abort_notify: Arc<Notify>,
+    /// Set only by [`abort`](Self::abort): the engine also trips `abort`
+    /// to stop sibling streams when one fails, which is not an ABOR.
+    stopped: Arc<AtomicBool>,
 }
 
 impl ActiveTransfer {
     pub fn abort(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
         self.abort.abort();
         self.abort_notify.notify_one();
     }
@@ -132,6 +136,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let abort_notify = Arc::new(Notify::new());
     let progress = Arc::new(AtomicU64::new(0));
     let received = Arc::new(ReceiveState::default());
+    let stopped = Arc::new(AtomicBool::new(false));
     let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
     let task = Task {
         request: request.clone(),
@@ -140,6 +145,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         ctl: TransferControl { progress: progress.clone(), abort: abort.clone(), rate },
         abort_notify: abort_notify.clone(),
         received: received.clone(),
+        stopped: stopped.clone(),
     };
     tokio::spawn(task.run());
     ActiveTransfer {
@@ -151,6 +157,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         reported: RangeSet::new(),
         abort,
         abort_notify,
+        stopped,
     }
 }
 
@@ -161,6 +168,7 @@ struct Task {
     ctl: TransferControl,
     abort_notify: Arc<Notify>,
     received: Arc<ReceiveState>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl Task {
@@ -225,10 +233,15 @@ impl Task {
             TransferMode::Stream => self.stream_mode(prepared, size).await,
             TransferMode::ExtendedBlock => self.block_mode(prepared, size, reuse).await,
         };
-        if matches!(result, Err(TransferError::Aborted)) || self.ctl.abort.is_aborted() {
+        if self.stopped.load(Ordering::SeqCst) {
             return Err(TransferError::Aborted);
         }
-        result
+        match result {
+            // The engine stopped itself because a stream failed; the
+            // failure, not an ABOR, is the outcome.
+            Err(TransferError::Aborted) => Err(TransferError::ConnectionLost("a data connection failed".into())),
+            r => r,
+        }
     }
 
     /// Waits for `fut` unless ABOR comes first.
@@ -543,6 +556,19 @@ fn prepare(root: &Root, req: &TransferRequest) -> Result<(Prepared, Option<u64>)
             };
             let upload = root.begin_store(&req.path, mode).map_err(fs_to_transfer)?;
             let stream = req.mode == TransferMode::Stream;
+            // A restart claims the partial file already holds `done`; it
+            // cannot hold bytes past its own end. Trusting such a claim
+            // would commit a file with holes.
+            if mode == StoreMode::Resume {
+                if let Some(last) = done.ranges().last() {
+                    if last.end > upload.existing_len {
+                        return Err(TransferError::BadRestart(format!(
+                            "the restart ranges reach byte {}, but this server holds only {} bytes of the upload",
+                            last.end, upload.existing_len
+                        )));
+                    }
+                }
+            }
             let base = match mode {
                 StoreMode::Append => upload.existing_len,
                 StoreMode::InPlace => esto.unwrap_or(0) + if stream { rest_offset } else { 0 },

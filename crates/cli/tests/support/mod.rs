@@ -85,6 +85,7 @@ pub struct FerryServer {
     pub root: tempfile::TempDir,
     pub work: tempfile::TempDir,
     pub log: PathBuf,
+    args: Vec<String>,
 }
 
 impl FerryServer {
@@ -107,25 +108,47 @@ impl FerryServer {
             assert!(child.wait().unwrap().success(), "ferry passwd failed");
         }
         let log = work.path().join("server.log");
+        let mut args: Vec<String> = vec![
+            root.path().display().to_string(),
+            "--users".into(),
+            users.display().to_string(),
+            "--login-failure-delay-ms".into(),
+            "100".into(),
+            "--log-format".into(),
+            "json".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let (child, addr) = Self::spawn(&args, "127.0.0.1:0", &log);
+        Self { child, addr, root, work, log, args }
+    }
+
+    fn spawn(args: &[String], listen: &str, log: &Path) -> (Child, SocketAddr) {
+        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
         let mut child = Command::new(ferry_bin())
             .arg("serve")
-            .arg(root.path())
-            .args(["--listen", "127.0.0.1:0", "--users"])
-            .arg(&users)
-            .args(["--login-failure-delay-ms", "100", "--log-format", "json"])
-            .args(extra)
+            .args(args)
+            .args(["--listen", listen])
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stderr(log_file)
             .spawn()
             .unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         let Some(addr) = line.trim().strip_prefix("ferry: serving ").and_then(|r| r.rsplit_once(" on ftp://")) else {
             let _ = child.kill();
-            panic!("server did not start: {line:?}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+            panic!("server did not start: {line:?}\n{}", std::fs::read_to_string(log).unwrap_or_default());
         };
-        let addr: SocketAddr = addr.1.trim_end_matches('/').parse().unwrap();
-        Self { child, addr, root, work, log }
+        (child, addr.1.trim_end_matches('/').parse().unwrap())
+    }
+
+    /// SIGKILLs the server (no chance to clean up) and starts it again on
+    /// the same port and directory.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, addr) = Self::spawn(&self.args, &self.addr.to_string(), &self.log);
+        assert_eq!(addr, self.addr);
+        self.child = child;
     }
 
     pub fn url(&self, user: (&str, &str), path: &str) -> String {
@@ -142,6 +165,16 @@ impl FerryServer {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The JSON "transfer finished" log lines for `path`.
+    pub fn transfers(&self, path: &str) -> Vec<serde_json::Value> {
+        self.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["path"] == path)
+            .map(|v| v["fields"].clone())
+            .collect()
     }
 
     pub fn is_running(&mut self) -> bool {
@@ -227,9 +260,18 @@ pub fn wait_for_port(port: u16) {
     }
 }
 
+/// A per-process directory for the client's restart records, so tests do
+/// not see each other's (or the user's) interrupted copies.
+pub fn state_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ferry-test-state-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Runs `ferry` with arguments; returns (success, stdout, stderr).
 pub fn ferry(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(ferry_bin()).args(args).stdin(Stdio::null()).output().unwrap();
+    let out =
+        Command::new(ferry_bin()).args(args).env("FERRY_STATE_DIR", state_dir()).stdin(Stdio::null()).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -305,4 +347,93 @@ fn reply_end(buf: &[u8]) -> Option<usize> {
     } else {
         Some(first_nl + 1)
     }
+}
+
+/// The real Globus GridFTP server (Debian's globus-gridftp-server-progs),
+/// anonymous, on loopback and a free port, run as `nobody` as its
+/// documentation requires. Paths in its URLs are absolute host paths, so
+/// `url("x")` names `x` inside this server's temporary directory.
+pub struct GlobusServer {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl GlobusServer {
+    pub fn start() -> Self {
+        require("globus-gridftp-server");
+        require("setpriv");
+        let dir = tempfile::tempdir().unwrap();
+        chown_nobody(dir.path());
+        let log = dir.path().join("server.log");
+        let port = free_port();
+        let child = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+            .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
+            .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1", "-l"])
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        Self { child, port, dir, log }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel.trim_start_matches('/'))
+    }
+
+    pub fn url(&self, rel: &str) -> String {
+        format!("ftp://127.0.0.1:{}{}/{}", self.port, self.dir.path().display(), rel.trim_start_matches('/'))
+    }
+
+    /// Puts a file where the server (running as nobody) can read it.
+    pub fn put(&self, rel: &str, from: &Path) {
+        let to = self.path(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, &to).unwrap();
+        chown_nobody(&to);
+    }
+}
+
+impl Drop for GlobusServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn chown_nobody(path: &Path) {
+    let ok = Command::new("chown").args(["-R", "nobody:nogroup"]).arg(path).status().unwrap();
+    assert!(ok.success());
+}
+
+/// Runs globus-url-copy with a time limit; returns (success, stderr+stdout).
+pub fn guc(args: &[&str]) -> (bool, String) {
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(require("globus-url-copy"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Runs a gfal2 command (gfal-copy, gfal-sum...). gfal's wrapper runs the
+/// first `python3` on PATH that imports gfal2: point it at Debian's.
+pub fn gfal(tool: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(require(tool))
+        .args(args)
+        .env("GFAL_PYTHONBIN", "/usr/bin/python3")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
 }
