@@ -6,6 +6,10 @@ set -euo pipefail
 packages=(
   # real peers the interoperability tests run against
   curl lftp pure-ftpd python3
+  globus-gridftp-server-progs globus-gass-copy-progs
+  gfal2-util-scripts gfal2-plugin-gridftp
+  # setpriv (the Globus server runs unprivileged), md5sum/sha256sum
+  util-linux coreutils
   # network namespaces and the link emulator's self-test
   iproute2 iperf3
 )

@@ -52,3 +52,90 @@ pub fn command_parser(data: &[u8]) {
         assert!(lines.buffered() <= MAX_LINE + CHUNK, "line buffer exceeded its bound");
     }
 }
+
+/// Bytes from a data connection through the MODE E decoder and the
+/// end-of-data accounting: no panic, blocks within bounds, and what decodes
+/// encodes back to the same bytes.
+pub fn mode_e_decoder(data: &[u8]) {
+    use crate::mode_e::{BlockDecoder, EndOfData, HEADER_LEN};
+    let limit = data.first().map(|b| u64::from(*b) << 16);
+    let mut decoder = BlockDecoder::default();
+    let mut end = EndOfData::default();
+    let mut consumed = 0usize;
+    for chunk in data.chunks(31) {
+        decoder.push(chunk);
+        loop {
+            match decoder.next_block(limit) {
+                Ok(Some(block)) => {
+                    let h = block.header;
+                    assert_eq!(block.payload.len() as u64, h.payload_len());
+                    if h.payload_len() > 0 {
+                        assert!(h.offset.checked_add(h.count).is_some());
+                        if let Some(l) = limit {
+                            assert!(h.offset + h.count <= l);
+                        }
+                    }
+                    assert_eq!(crate::mode_e::BlockHeader::decode(&h.encode()), h);
+                    consumed += HEADER_LEN + block.payload.len();
+                    if end.on_header(&h).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+    }
+    assert!(consumed <= data.len());
+}
+
+/// Bytes from a server through the client's reply parser: no panic, bounded
+/// lines, and every reply formats to text that parses back the same.
+pub fn reply_parser(data: &[u8]) {
+    use crate::reply::ReplyParser;
+    let mut p = ReplyParser::new(1024, 64);
+    for chunk in data.chunks(53) {
+        p.push(chunk);
+        loop {
+            match p.next_reply() {
+                Ok(Some(r)) => {
+                    assert!((100..=599).contains(&r.code.get()));
+                    assert!(r.lines.len() <= 66);
+                    let mut again = ReplyParser::default();
+                    again.push(r.to_string().as_bytes());
+                    let back = again.next_reply().expect("formatted reply parses").expect("complete");
+                    assert_eq!(back.code, r.code);
+                }
+                Ok(None) => break,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// Restart ranges (`REST a-b,c-d`, `111 Range Marker ...`): no panic;
+/// parsed sets are sorted, disjoint and round-trip; set arithmetic holds.
+pub fn restart_ranges(data: &[u8]) {
+    use crate::restart::RangeSet;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let (a, b) = text.split_once('|').unwrap_or((text, ""));
+    let Ok(set) = RangeSet::parse(a) else { return };
+    for w in set.ranges().windows(2) {
+        assert!(w[0].end < w[1].start);
+    }
+    assert_eq!(RangeSet::parse(&set.to_string()).as_ref(), Ok(&set));
+    let len = set.ranges().last().map_or(0, |r| r.end);
+    let missing: u64 = set.missing(len).iter().map(|r| r.end - r.start).sum();
+    assert_eq!(missing + set.covered(), len);
+    if let Ok(other) = RangeSet::parse(b) {
+        let d = set.difference(&other);
+        for r in d.ranges() {
+            assert!(set.contains_range(r));
+        }
+        let mut u = d.clone();
+        u.union(&other);
+        for r in set.ranges() {
+            assert!(u.contains_range(r));
+        }
+    }
+}

@@ -19,3 +19,18 @@ fn command_parser_corpus() {
     let n = replay("command_parser", ferry_proto::fuzz_checks::command_parser);
     assert!(n >= 10, "corpus has only {n} inputs");
 }
+
+#[test]
+fn mode_e_decoder_corpus() {
+    assert!(replay("mode_e_decoder", ferry_proto::fuzz_checks::mode_e_decoder) >= 5);
+}
+
+#[test]
+fn reply_parser_corpus() {
+    assert!(replay("reply_parser", ferry_proto::fuzz_checks::reply_parser) >= 5);
+}
+
+#[test]
+fn restart_ranges_corpus() {
+    assert!(replay("restart_ranges", ferry_proto::fuzz_checks::restart_ranges) >= 5);
+}

@@ -61,6 +61,7 @@ impl Harness {
                         FileOp::ModTime(_) => FileDone::ModTime(0),
                         FileOp::Facts(p) => FileDone::Facts(facts(p.file_name().unwrap_or("/"))),
                         FileOp::StatListing(_) => FileDone::Listing(vec![facts("a")]),
+                        FileOp::Checksum { .. } => FileDone::Checksum("0123abcd".into()),
                         _ => FileDone::Done,
                     })
                 };
@@ -339,5 +340,182 @@ proptest! {
                 break;
             }
         }
+    }
+}
+
+mod gridftp {
+    use super::*;
+    use ferry_proto::command::RestArg;
+    use ferry_proto::session::{DataEndpoint, Direction, MarkerPlan, PassiveKind, Window};
+
+    fn transfer(h: &mut Harness, line: &str) -> ferry_proto::session::TransferRequest {
+        match h.s.handle(Command::parse(line.as_bytes())) {
+            Action::Transfer(req) => req,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    fn finish(h: &mut Harness, req: &ferry_proto::session::TransferRequest) -> Vec<u16> {
+        h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 1 }).iter().map(|r| r.code.get()).collect()
+    }
+
+    #[test]
+    fn mode_e_channels_are_cached_per_direction_and_dropped_on_change() {
+        let mut h = Harness::logged_in();
+        assert_eq!(h.code("MODE E"), 200);
+        assert_eq!(h.code("OPTS RETR Parallelism=4,4,4;"), 200);
+        assert_eq!(h.code("PORT 192,0,2,7,200,10"), 200);
+        let g = h.s.data_generation();
+        let r1 = transfer(&mut h, "RETR a");
+        assert_eq!((r1.channel.parallelism, r1.channel.reuse, r1.channel.generation), (4, false, g));
+        assert_eq!(finish(&mut h, &r1), [226]);
+        // Same direction, same setup: reuse, and the setup persists (no
+        // new PORT needed in MODE E).
+        let r2 = transfer(&mut h, "RETR b");
+        assert!(r2.channel.reuse);
+        assert_eq!(h.s.transfer_started("b", None, true).code.get(), 125);
+        finish(&mut h, &r2);
+        // A listing counts as the same direction (the server sends).
+        let r3 = transfer(&mut h, "MLSD .");
+        assert!(r3.channel.reuse);
+        finish(&mut h, &r3);
+        // A failed transfer leaves nothing to reuse.
+        let r4 = transfer(&mut h, "RETR c");
+        h.s.transfer_finished(&r4.path, TransferOutcome::Failed(TransferError::ConnectionLost("x".into())));
+        assert!(!transfer(&mut h, "RETR d").channel.reuse);
+        h.s.transfer_finished(&VirtualPath::root(), TransferOutcome::Complete { bytes: 0 });
+        // MODE, PORT, PASV, DCAU each start a new generation.
+        for cmd in ["MODE S", "MODE E", "PORT 192,0,2,7,200,11", "DCAU N"] {
+            let before = h.s.data_generation();
+            h.send(cmd);
+            assert!(h.s.data_generation() > before, "{cmd}");
+        }
+    }
+
+    #[test]
+    fn in_mode_e_the_sender_connects() {
+        let mut h = Harness::logged_in();
+        h.send("MODE E");
+        h.send("PASV");
+        assert_eq!(h.code("RETR a"), 503, "RETR needs PORT in MODE E");
+        assert!(matches!(transfer(&mut h, "STOR a").endpoint, DataEndpoint::Passive));
+        h.s.transfer_finished(&VirtualPath::root(), TransferOutcome::Complete { bytes: 0 });
+        h.send("PORT 192,0,2,7,200,10");
+        assert_eq!(h.code("STOR a"), 503, "STOR needs PASV in MODE E");
+    }
+
+    #[test]
+    fn delayed_passive_as_gfal2_uses_it() {
+        let mut h = Harness::logged_in();
+        assert_eq!(h.code("OPTS PASV AllowDelayed=1;"), 200);
+        let r = h.send("PASV");
+        assert_eq!(r[0].to_string(), "200 Passive delayed.\r\n");
+        let req = transfer(&mut h, "RETR x");
+        assert_eq!(req.endpoint, DataEndpoint::DelayedPassive(PassiveKind::Pasv));
+        let reply = h.s.delayed_passive_reply(PassiveKind::Pasv, "127.0.0.1:4660".parse().unwrap());
+        assert_eq!(reply.to_string(), "127 Entering Passive Mode (127,0,0,1,18,52).\r\n");
+        h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+        // Still delayed (sticky) until a PORT.
+        assert_eq!(h.code("EPSV"), 200);
+        let req = transfer(&mut h, "STOR y");
+        let reply = h.s.delayed_passive_reply(PassiveKind::Epsv, "127.0.0.1:4660".parse().unwrap());
+        assert_eq!(reply.to_string(), "129 Entering Extended Passive Mode (|||4660|)\r\n");
+        h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+        h.send("PORT 192,0,2,7,200,10");
+        assert_eq!(h.code("PASV"), 227, "PORT ended delayed passive");
+    }
+
+    #[test]
+    fn spas_and_spor() {
+        let mut h = Harness::logged_in();
+        let r = h.send("SPAS");
+        // One header, one address, one end line, and no '(' (globus-url-copy
+        // counts addresses as newlines minus two).
+        assert_eq!(r[0].to_string(), "229-Entering Striped Passive Mode.\r\n 198,51,100,1,195,80\r\n229 End\r\n");
+        assert_eq!(h.code("SPOR 192,0,2,7,200,10"), 200);
+        assert_eq!(h.code("SPOR 192,0,2,7,200,10 192,0,2,7,200,11"), 501, "one stripe only");
+    }
+
+    #[test]
+    fn eret_esto_and_rest_ranges() {
+        let mut h = Harness::logged_in();
+        h.send("MODE E");
+        h.send("PORT 192,0,2,7,200,10");
+        assert_eq!(h.code("REST 0-100,200-300"), 350);
+        let r = transfer(&mut h, "ERET P 1000 5000 /f");
+        assert_eq!(r.window, Some(Window { offset: 1000, length: Some(5000) }));
+        assert_eq!(r.restart, Some(RestArg::Ranges(ferry_proto::RangeSet::parse("0-100,200-300").unwrap())));
+        h.s.transfer_finished(&r.path, TransferOutcome::Complete { bytes: 0 });
+        h.send("PASV");
+        let r = transfer(&mut h, "ESTO A 77 /g");
+        assert_eq!((r.kind.direction(), r.window), (Direction::Receive, Some(Window { offset: 77, length: None })));
+        h.s.transfer_finished(&r.path, TransferOutcome::Complete { bytes: 0 });
+        // Stream mode takes a prefix range as an offset, refuses the rest.
+        h.send("MODE S");
+        h.send("PASV");
+        h.send("REST 0-4096");
+        assert_eq!(transfer(&mut h, "RETR f").restart, Some(RestArg::Offset(4096)));
+        h.s.transfer_finished(&VirtualPath::root(), TransferOutcome::Complete { bytes: 0 });
+        h.send("PASV");
+        h.send("REST 0-10,20-30");
+        assert_eq!(h.code("RETR f"), 554);
+    }
+
+    #[test]
+    fn markers_are_planned_for_receivers_and_on_request_for_senders() {
+        let mut h = Harness::logged_in();
+        h.send("MODE E");
+        h.send("PASV");
+        let r = transfer(&mut h, "STOR f");
+        assert_eq!(r.markers, MarkerPlan { perf_secs: Some(5), restart_secs: Some(5) });
+        h.s.transfer_finished(&r.path, TransferOutcome::Complete { bytes: 0 });
+        assert_eq!(h.code("TREV PERF 2"), 200);
+        assert_eq!(h.code("TREV RESTART 0"), 200);
+        assert_eq!(h.code("TREV FOO 1"), 504);
+        let r = transfer(&mut h, "STOR f");
+        assert_eq!(r.markers, MarkerPlan { perf_secs: Some(2), restart_secs: None });
+        h.s.transfer_finished(&r.path, TransferOutcome::Complete { bytes: 0 });
+        h.send("PORT 192,0,2,7,200,10");
+        assert_eq!(transfer(&mut h, "RETR f").markers, MarkerPlan::default(), "senders send none by default");
+        h.s.transfer_finished(&VirtualPath::root(), TransferOutcome::Complete { bytes: 0 });
+        assert_eq!(h.code("OPTS RETR markers=3;"), 200);
+        assert_eq!(transfer(&mut h, "RETR f").markers, MarkerPlan { perf_secs: Some(3), restart_secs: None });
+    }
+
+    #[test]
+    fn buffers_dcau_cksm_and_opts() {
+        let mut h = Harness::logged_in();
+        for cmd in ["SBUF 1048576", "SITE RETRBUFSIZE 4194304", "SITE STORBUFSIZE 4194304", "SITE BUFSIZE 65536"] {
+            assert_eq!(h.code(cmd), 200, "{cmd}");
+        }
+        assert_eq!(h.s.buffer_size(), Some(65536));
+        assert_eq!(h.code("SBUF 0"), 501);
+        assert_eq!(h.code("SBUF 99999999999"), 501);
+        assert_eq!(h.code("DCAU N"), 200);
+        let r = h.send("DCAU A");
+        assert_eq!(r[0].code.get(), 504);
+        assert!(r[0].text().contains("only DCAU N"), "{:?}", r[0]);
+        let r = h.send("CKSM MD5 0 -1 f");
+        assert_eq!(r[0].to_string(), "213 0123abcd\r\n", "one line, bare hex: globus-url-copy reads it with %s");
+        assert_eq!(h.code("CKSM CRC32 0 -1 f"), 504);
+        assert_eq!(h.code("OPTS RETR Parallelism=0,0,0;"), 501);
+        assert_eq!(h.code("OPTS RETR Bogus=1;"), 501);
+        assert_eq!(h.code("OPTS RETR StripeLayout=Blocked;BlockSize=1048576;"), 200);
+        assert_eq!(h.code("OPTS PASV AllowDelayed=7;"), 501);
+        let feat = h.send("FEAT")[0].to_string();
+        for f in [
+            " CKSM ADLER32;CRC32C;MD5;SHA1;SHA256;SHA512;XXH128;",
+            " PARALLEL",
+            " ERET",
+            " ESTO",
+            " SPAS",
+            " SPOR",
+            " SBUF",
+            " PASV AllowDelayed;",
+            " REST STREAM",
+        ] {
+            assert!(feat.contains(&format!("{f}\r\n")), "FEAT lacks {f}:\n{feat}");
+        }
+        assert!(!feat.contains("DCAU"), "DCAU A/S are not implemented, so FEAT must not offer DCAU");
     }
 }
