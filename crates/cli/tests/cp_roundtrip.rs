@@ -150,3 +150,15 @@ fn directory_copies_are_pipelined_over_cached_channels() {
     let queued: u64 = server.transfers("/single/f05").iter().map(|l| l["queued"].as_u64().unwrap_or(0)).sum();
     assert_eq!(queued, 0);
 }
+
+#[test]
+fn downloads_to_dev_null_in_both_modes() {
+    let server = FerryServer::start();
+    random_file(&server.path("n.bin"), 3 << 20, 77);
+    for mode in ["stream", "extended"] {
+        let (ok, out, err) =
+            ferry(&["cp", "--json", "--mode", mode, "-p", "2", &server.url(ALICE, "/n.bin"), "/dev/null"]);
+        assert!(ok, "{mode}: {err}");
+        assert!(out.contains("\"bytes\":3145728"), "{mode}: {out}");
+    }
+}

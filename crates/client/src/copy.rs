@@ -357,8 +357,7 @@ impl Client {
                 let session = self.session(su).await?;
                 let (done, result) = session.retrieve_many(&items, window, control).await;
                 for (sink, (_, _, f)) in sinks.into_iter().zip(files).take(done) {
-                    sink.file.set_len(f.size).map_err(local_err(&sink.target))?;
-                    sink.commit()?;
+                    sink.finish(f.size)?;
                 }
                 (done, result)
             }
@@ -600,8 +599,7 @@ impl Client {
             let absent: u64 = missing.iter().map(|r| r.end - r.start).sum();
             return Err(ClientError::Incomplete { path: src.to_string(), expected: size, got: size - absent });
         }
-        sink.file.set_len(size).map_err(local_err(dst))?;
-        sink.commit()?;
+        sink.finish(size)?;
         Ok(got.covered())
     }
 
@@ -682,12 +680,15 @@ impl Client {
             return Err(refused(&cmd, r));
         }
         let file = sink.file.try_clone().map_err(local_err(dst))?;
+        let regular = sink.partial.is_some();
         let abort = Arc::new(AbortSignal::new());
         abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
             let (n, end) = stream::receive_file(&data, &file, 0, false, &progress, &a, rate.as_deref())?;
-            file.set_len(end).map_err(CopyError::Disk)?;
+            if regular {
+                file.set_len(end).map_err(CopyError::Disk)?;
+            }
             Ok(n)
         });
         let got = finish_transfer(c, &cmd, copy, &abort).await?;
@@ -1043,6 +1044,15 @@ impl LocalSink {
             .map_err(local_err(&partial))?;
         let existing_len = file.metadata().map_err(local_err(&partial))?.len();
         Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len })
+    }
+
+    /// Sets the final length (MODE E writes blocks at offsets, a resumed
+    /// partial may be longer) and commits. A device is left alone.
+    fn finish(self, size: u64) -> Result<(), ClientError> {
+        if self.partial.is_some() {
+            self.file.set_len(size).map_err(local_err(&self.target))?;
+        }
+        self.commit()
     }
 
     fn commit(self) -> Result<(), ClientError> {
