@@ -10,7 +10,7 @@
 use crate::rate::RateLimit;
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,7 +88,10 @@ impl AbortSignal {
     }
 }
 
-/// Sends `len` bytes of `file` from `offset` (to the end when `None`).
+/// Sends `len` bytes of `file` from `offset` (to the end when `None`)
+/// with `sendfile(2)`: the kernel moves page-cache pages to the socket, so
+/// file bytes never enter user space. (`std::io::copy` promises the same
+/// but fell back to 8 KiB reads and writes here, at a third of the speed.)
 pub fn send_file(
     file: &File,
     offset: u64,
@@ -98,32 +101,26 @@ pub fn send_file(
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
 ) -> Result<u64, CopyError> {
-    let mut reader = file;
-    reader.seek(SeekFrom::Start(offset)).map_err(CopyError::Disk)?;
+    let mut pos = i64::try_from(offset).map_err(|_| CopyError::Disk(io::ErrorKind::InvalidInput.into()))?;
     let mut remaining = len.unwrap_or(u64::MAX);
     let mut sent = 0;
     while remaining > 0 {
         abort.check()?;
         // Under a rate limit, move 256 KiB at a time so the pacing is smooth.
-        let step = remaining.min(if rate.is_some() { 256 << 10 } else { STEP });
+        let step = remaining.min(if rate.is_some() { 256 << 10 } else { STEP }) as usize;
         if let Some(rate) = rate {
-            rate.acquire(step as usize);
+            rate.acquire(step);
         }
-        let n = io::copy(&mut reader.take(step), &mut &*sock).map_err(|e| {
-            // io::copy does not say which side failed; the file is local and
-            // was readable a moment ago, so blame the network unless the
-            // error is one only files give.
-            match e.raw_os_error() {
-                Some(libc::EIO) => CopyError::Disk(e),
-                _ => abort.net(e),
-            }
-        })?;
+        let n = match nix::sys::sendfile::sendfile(sock, file, Some(&mut pos), step) {
+            Ok(0) => break, // end of file
+            Ok(n) => n as u64,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::EIO) => return Err(CopyError::Disk(io::Error::from_raw_os_error(libc::EIO))),
+            Err(e) => return Err(abort.net(io::Error::from_raw_os_error(e as i32))),
+        };
         sent += n;
         remaining -= n;
         progress.fetch_add(n, Ordering::Relaxed);
-        if n < step {
-            break; // end of file
-        }
     }
     Ok(sent)
 }
