@@ -68,6 +68,13 @@ pub struct ServeArgs {
     /// Seconds between restart and performance markers (GridFTP 111/112).
     #[arg(long)]
     marker_interval: Option<u32>,
+    /// Serve a virtual /dev/zero (source) and /dev/null (sink) for
+    /// memory-to-memory measurements.
+    #[arg(long)]
+    memory_paths: bool,
+    /// Size of the virtual /dev/zero, e.g. 64G.
+    #[arg(long, value_parser = crate::copy::parse_size)]
+    memory_zero_size: Option<u64>,
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -142,6 +149,12 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.marker_interval {
         c.marker_interval_secs = v;
+    }
+    if args.memory_paths {
+        c.memory_paths = true;
+    }
+    if let Some(v) = args.memory_zero_size {
+        c.memory_zero_size = v;
     }
     Ok(c)
 }

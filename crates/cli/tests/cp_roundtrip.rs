@@ -162,3 +162,37 @@ fn downloads_to_dev_null_in_both_modes() {
         assert!(out.contains("\"bytes\":3145728"), "{mode}: {out}");
     }
 }
+
+#[test]
+fn memory_paths_are_off_by_default_and_serve_zero_and_null_when_on() {
+    let plain = FerryServer::start();
+    let (ok, _, err) = ferry(&["cp", "-q", &plain.anon_url("/dev/zero"), "/dev/null"]);
+    assert!(!ok && err.contains("no such file"), "{err}");
+
+    let server = FerryServer::start_with(&["--anonymous", "read", "--memory-paths", "--memory-zero-size", "96M"]);
+    for args in [&["-p", "1"][..], &["-p", "4"], &["--mode", "stream"]] {
+        let mut a = vec!["cp", "--json"];
+        a.extend(args.iter());
+        let src = server.anon_url("/dev/zero");
+        a.extend([src.as_str(), "/dev/null"]);
+        let (ok, out, err) = ferry(&a);
+        assert!(ok, "{args:?}: {err}");
+        assert!(out.contains("\"bytes\":100663296"), "{args:?}: {out}");
+    }
+    // The zeros are zeros, into a real file too.
+    let local = tempfile::tempdir().unwrap();
+    let out = local.path().join("z");
+    let (ok, _, err) = ferry(&["cp", "-q", "-p", "2", &server.anon_url("/dev/zero"), out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let got = std::fs::read(&out).unwrap();
+    assert_eq!(got.len(), 96 << 20);
+    assert!(got.iter().all(|b| *b == 0));
+    // Uploads to /dev/null are discarded (a user with write access).
+    let src = local.path().join("up.bin");
+    random_file(&src, 5 << 20, 3);
+    for mode in ["stream", "extended"] {
+        let (ok, _, err) = ferry(&["cp", "-q", "--mode", mode, src.to_str().unwrap(), &server.url(ALICE, "/dev/null")]);
+        assert!(ok, "{mode}: {err}");
+    }
+    assert!(!server.path("dev").exists(), "nothing was written under the root");
+}

@@ -14,7 +14,7 @@ use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use crate::resume::ResumeState;
 use crate::session::{third_party_e, third_party_many, BatchFile, ChannelOptions, Marker, ServerSession};
-use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, TransferControl};
+use ferry_io::mode_e::{BlockSink, BlockSource, DataPath, ReceiveState, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
 use ferry_proto::command::{Command, TransferMode, TransferType};
@@ -334,11 +334,7 @@ impl Client {
             self.stats.begin(&s.to_string(), Some(f.size));
         }
         let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
-        let control = move || TransferControl {
-            progress: progress.clone(),
-            abort: Arc::new(AbortSignal::new()),
-            rate: rate.clone(),
-        };
+        let control = move || TransferControl::shared(progress.clone(), rate.clone());
         let window = self.opts.pipeline;
         let (done, result) = match (&files[0].0, &files[0].1) {
             (Location::Remote(su), Location::Local(_)) => {
@@ -350,7 +346,7 @@ impl Client {
                 for (s, d, f) in files {
                     let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
                     let sink = LocalSink::open(p, false)?;
-                    let file: Arc<dyn BlockSink> = Arc::new(sink.file.try_clone().map_err(local_err(p))?);
+                    let file = sink.block_sink()?;
                     items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
                     sinks.push(sink);
                 }
@@ -554,11 +550,7 @@ impl Client {
     }
 
     fn control(&self) -> TransferControl {
-        TransferControl {
-            progress: self.stats.bytes.clone(),
-            abort: Arc::new(AbortSignal::new()),
-            rate: self.rate.clone(),
-        }
+        TransferControl::shared(self.stats.bytes.clone(), self.rate.clone())
     }
 
     async fn download_e(
@@ -574,7 +566,7 @@ impl Client {
             resume.clear();
         }
         let done = resume.done().clone();
-        let file: Arc<dyn BlockSink> = Arc::new(sink.file.try_clone().map_err(local_err(dst))?);
+        let file = sink.block_sink()?;
         let state = Arc::new(ReceiveState::default());
         let ctl = self.control();
         let path = src.path.clone();
@@ -679,13 +671,15 @@ impl Client {
         if !r.code.is_preliminary() {
             return Err(refused(&cmd, r));
         }
+        let target = sink.block_sink()?;
         let file = sink.file.try_clone().map_err(local_err(dst))?;
         let regular = sink.partial.is_some();
         let abort = Arc::new(AbortSignal::new());
         abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
+        let path = ferry_io::mode_e::DataPath::from_env();
         let copy = tokio::task::spawn_blocking(move || {
-            let (n, end) = stream::receive_file(&data, &file, 0, false, &progress, &a, rate.as_deref())?;
+            let (n, end) = stream::receive(&data, &*target, 0, false, &progress, &a, rate.as_deref(), path)?;
             if regular {
                 file.set_len(end).map_err(CopyError::Disk)?;
             }
@@ -728,7 +722,7 @@ impl Client {
         abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
-            let n = stream::send_file(&file, 0, None, &data, &progress, &a, rate.as_deref())?;
+            let n = stream::send(&file, 0, None, &data, &progress, &a, rate.as_deref(), DataPath::from_env())?;
             stream::finish_send(&data)?;
             Ok(n)
         });
@@ -1044,6 +1038,15 @@ impl LocalSink {
             .map_err(local_err(&partial))?;
         let existing_len = file.metadata().map_err(local_err(&partial))?.len();
         Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len })
+    }
+
+    /// Where received blocks go: the file, or — for `/dev/null` — a
+    /// discard that drops them in the kernel without copying.
+    fn block_sink(&self) -> Result<Arc<dyn BlockSink>, ClientError> {
+        if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
+            return Ok(Arc::new(ferry_io::endpoint::NullSink));
+        }
+        Ok(Arc::new(self.file.try_clone().map_err(local_err(&self.target))?))
     }
 
     /// Sets the final length (MODE E writes blocks at offsets, a resumed

@@ -17,11 +17,9 @@ use crate::rate::RateLimit;
 use crate::stream::{AbortSignal, CopyError};
 use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
 use ferry_proto::RangeSet;
-use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::TcpStream;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,64 +32,27 @@ pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
 /// Most connections one receiving transfer accepts.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// Where a sender's blocks come from.
-pub trait BlockSource: Send + Sync {
-    /// Reads at `offset`; returns the bytes read, 0 at the end.
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+pub use crate::endpoint::{BlockSink, BlockSource, MemorySink};
+
+/// How payload bytes cross between sockets and files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPath {
+    /// Kernel-side moves where the endpoint allows (`sendfile`, discard
+    /// with `MSG_TRUNC`), buffers otherwise.
+    ZeroCopy,
+    /// Always through a user-space buffer (`pread` + `writev`, `read` +
+    /// `pwrite`): what most servers do; kept to measure against.
+    Buffered,
 }
 
-/// Where a receiver's blocks go.
-pub trait BlockSink: Send + Sync {
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
-}
-
-impl BlockSource for File {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        FileExt::read_at(self, buf, offset)
-    }
-}
-
-impl BlockSink for File {
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        self.write_all_at(data, offset)
-    }
-}
-
-/// A source held in memory (a directory listing).
-impl BlockSource for Vec<u8> {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let start = (offset as usize).min(self.len());
-        let n = buf.len().min(self.len() - start);
-        buf[..n].copy_from_slice(&self[start..start + n]);
-        Ok(n)
-    }
-}
-
-/// A sink held in memory (a listing received by a client).
-#[derive(Debug, Default)]
-pub struct MemorySink(Mutex<Vec<u8>>);
-
-impl MemorySink {
-    /// Largest listing accepted, so a hostile server cannot exhaust memory.
-    pub const LIMIT: u64 = 256 << 20;
-
-    pub fn into_inner(self) -> Vec<u8> {
-        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl BlockSink for MemorySink {
-    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        let end = offset + data.len() as u64;
-        if end > Self::LIMIT {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "listing too large"));
+impl DataPath {
+    /// From `FERRY_DATA_PATH` (`buffered` or `zero-copy`); zero-copy unless
+    /// told otherwise.
+    pub fn from_env() -> Self {
+        match std::env::var("FERRY_DATA_PATH").as_deref() {
+            Ok("buffered") => DataPath::Buffered,
+            _ => DataPath::ZeroCopy,
         }
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if v.len() < end as usize {
-            v.resize(end as usize, 0);
-        }
-        v[offset as usize..end as usize].copy_from_slice(data);
-        Ok(())
     }
 }
 
@@ -101,11 +62,18 @@ pub struct TransferControl {
     pub progress: Arc<AtomicU64>,
     pub abort: Arc<AbortSignal>,
     pub rate: Option<Arc<RateLimit>>,
+    pub path: DataPath,
 }
 
 impl TransferControl {
     pub fn new() -> Self {
-        Self { progress: Arc::new(AtomicU64::new(0)), abort: Arc::new(AbortSignal::new()), rate: None }
+        Self::shared(Arc::new(AtomicU64::new(0)), None)
+    }
+
+    /// A control for one transfer that counts into `progress` (shared with
+    /// a progress display or a whole copy) under an optional rate limit.
+    pub fn shared(progress: Arc<AtomicU64>, rate: Option<Arc<RateLimit>>) -> Self {
+        Self { progress, abort: Arc::new(AbortSignal::new()), rate, path: DataPath::from_env() }
     }
 }
 
@@ -160,6 +128,27 @@ impl BlockCursor {
         }
         None
     }
+}
+
+/// Sends a block header with `MSG_MORE`, so the kernel holds it for the
+/// payload that `sendfile` adds next and both leave in the same segments.
+fn send_more(sock: &TcpStream, mut data: &[u8]) -> io::Result<()> {
+    use nix::sys::socket::{send, MsgFlags};
+    while !data.is_empty() {
+        match send(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            data,
+            MsgFlags::from_bits_retain(libc::MSG_MORE | libc::MSG_NOSIGNAL),
+        ) {
+            Ok(n) => data = &data[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer took no data in time"))
+            }
+            Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+    Ok(())
 }
 
 /// Writes all of `bufs` with as few `writev` calls as the kernel allows.
@@ -238,7 +227,8 @@ fn send_stream(
     eodc: u64,
     ctl: &TransferControl,
 ) -> Result<(), CopyError> {
-    let mut buf = vec![0u8; plan.block_size.max(1)];
+    let zero_copy = ctl.path == DataPath::ZeroCopy && source.zero_copy();
+    let mut buf = if zero_copy { Vec::new() } else { vec![0u8; plan.block_size.max(1)] };
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
     loop {
         if ctl.abort.is_aborted() {
@@ -247,6 +237,29 @@ fn send_stream(
         let next = cursor.lock().unwrap_or_else(|e| e.into_inner()).next();
         let Some(block) = next else { break };
         let len = (block.end - block.start) as usize;
+        if zero_copy {
+            if let Some(rate) = &ctl.rate {
+                rate.acquire(len);
+            }
+            let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
+            send_more(sock, &header).map_err(net)?;
+            let mut sent = 0;
+            while sent < len {
+                match source.send_to(sock, block.start + sent as u64, len - sent) {
+                    Some(Ok(0)) => {
+                        return Err(CopyError::Disk(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("the source ended at byte {} while it was being sent", block.start + sent as u64),
+                        )))
+                    }
+                    Some(Ok(n)) => sent += n,
+                    Some(Err(e)) => return Err(net(e)),
+                    None => return Err(CopyError::Network(io::Error::other("zero-copy send unavailable"))),
+                }
+            }
+            ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+            continue;
+        }
         let mut got = 0;
         while got < len {
             match source.read_at(&mut buf[got..len], block.start + got as u64) {
@@ -314,7 +327,8 @@ pub fn receive_stream(
     ctl: &TransferControl,
 ) -> Result<Option<TcpStream>, CopyError> {
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
-    let mut buf = vec![0u8; DEFAULT_BLOCK_SIZE];
+    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy();
+    let mut buf = if zero_copy { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
     let mut first = true;
     loop {
         if ctl.abort.is_aborted() {
@@ -347,6 +361,18 @@ pub fn receive_stream(
         header.validate(spec.limit).map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         let mut done = 0u64;
         let len = header.payload_len();
+        if len > 0 && zero_copy {
+            if let Some(rate) = &ctl.rate {
+                rate.acquire(len as usize);
+            }
+            match sink.recv_from(&sock, spec.base + header.offset, len) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Err(net(e)),
+                None => return Err(CopyError::Network(io::Error::other("zero-copy receive unavailable"))),
+            }
+            ctl.progress.fetch_add(len, Ordering::Relaxed);
+            done = len;
+        }
         while done < len {
             let want = (len - done).min(buf.len() as u64) as usize;
             sock.read_exact(&mut buf[..want]).map_err(net)?;
@@ -514,6 +540,44 @@ mod tests {
         assert_eq!(got, data);
         assert_eq!(ranges.to_string(), "0-5000003");
         assert_eq!(kept, 4, "connections are kept for the next transfer");
+    }
+
+    /// The kernel-side paths: a file source through sendfile with headers
+    /// sent MSG_MORE, into a file (buffered) and into a discard (MSG_TRUNC),
+    /// each compared with the buffered path's result.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn zero_copy_and_buffered_paths_agree() {
+        let data = pattern(3_000_017);
+        let mut src = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut src, &data).unwrap();
+        let src = Arc::new(src);
+        for (send_path, sink_is_null) in
+            [(DataPath::ZeroCopy, false), (DataPath::Buffered, false), (DataPath::ZeroCopy, true)]
+        {
+            let (senders, receivers) = pairs(3);
+            let plan = SendPlan::whole(data.len() as u64, 100_000);
+            let s = src.clone();
+            let send = std::thread::spawn(move || {
+                let ctl = TransferControl { path: send_path, ..TransferControl::new() };
+                send(senders, &*s, &plan, &ctl).map(|v| v.len())
+            });
+            let (_tx, mut rx) = mpsc::channel(1);
+            let out = Arc::new(tempfile::tempfile().unwrap());
+            let sink: Arc<dyn BlockSink> =
+                if sink_is_null { Arc::new(crate::endpoint::NullSink) } else { Arc::new(out.try_clone().unwrap()) };
+            let ctl = TransferControl::new();
+            let state = Arc::new(ReceiveState::default());
+            let spec = ReceiveSpec { base: 0, limit: None };
+            receive(receivers, &mut rx, sink, spec, state.clone(), ctl.clone(), Duration::from_secs(5)).await.unwrap();
+            assert_eq!(send.join().unwrap().unwrap(), 3);
+            assert_eq!(ctl.progress.load(Ordering::Relaxed), data.len() as u64);
+            assert_eq!(state.received.lock().unwrap().to_string(), format!("0-{}", data.len()));
+            if !sink_is_null {
+                let mut got = Vec::new();
+                std::io::Read::read_to_end(&mut &*out, &mut got).unwrap();
+                assert!(got == data, "{send_path:?}");
+            }
+        }
     }
 
     #[tokio::test(flavor = "multi_thread")]

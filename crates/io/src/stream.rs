@@ -7,12 +7,12 @@
 //! the page cache to the socket, so file bytes never enter user space.
 //! ASCII transfers and listings need conversion and take the buffered path.
 
+use crate::endpoint::{BlockSink, BlockSource};
+use crate::mode_e::DataPath;
 use crate::rate::RateLimit;
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
-use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use thiserror::Error;
@@ -88,20 +88,25 @@ impl AbortSignal {
     }
 }
 
-/// Sends `len` bytes of `file` from `offset` (to the end when `None`)
-/// with `sendfile(2)`: the kernel moves page-cache pages to the socket, so
-/// file bytes never enter user space. (`std::io::copy` promises the same
-/// but fell back to 8 KiB reads and writes here, at a third of the speed.)
-pub fn send_file(
-    file: &File,
+/// Sends `len` bytes of `source` from `offset` (to its end when `None`).
+/// Zero-copy sources go through `sendfile(2)`: the kernel moves page-cache
+/// (or memfd) pages to the socket and the bytes never enter user space.
+/// (`std::io::copy` promises the same for files but fell back to 8 KiB
+/// reads and writes here, at a third of the speed.)
+#[allow(clippy::too_many_arguments)]
+pub fn send(
+    source: &dyn BlockSource,
     offset: u64,
     len: Option<u64>,
     sock: &TcpStream,
     progress: &AtomicU64,
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
+    path: DataPath,
 ) -> Result<u64, CopyError> {
-    let mut pos = i64::try_from(offset).map_err(|_| CopyError::Disk(io::ErrorKind::InvalidInput.into()))?;
+    let zero_copy = path == DataPath::ZeroCopy && source.zero_copy();
+    let mut buf = if zero_copy { Vec::new() } else { vec![0u8; RECV_BUF] };
+    let mut pos = offset;
     let mut remaining = len.unwrap_or(u64::MAX);
     let mut sent = 0;
     while remaining > 0 {
@@ -111,13 +116,23 @@ pub fn send_file(
         if let Some(rate) = rate {
             rate.acquire(step);
         }
-        let n = match nix::sys::sendfile::sendfile(sock, file, Some(&mut pos), step) {
-            Ok(0) => break, // end of file
-            Ok(n) => n as u64,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(nix::errno::Errno::EIO) => return Err(CopyError::Disk(io::Error::from_raw_os_error(libc::EIO))),
-            Err(e) => return Err(abort.net(io::Error::from_raw_os_error(e as i32))),
+        let n = if zero_copy {
+            match source.send_to(sock, pos, step) {
+                Some(Ok(n)) => n as u64,
+                Some(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Err(CopyError::Disk(e)),
+                Some(Err(e)) => return Err(abort.net(e)),
+                None => return Err(CopyError::Network(io::Error::other("zero-copy send unavailable"))),
+            }
+        } else {
+            let want = step.min(buf.len());
+            let n = source.read_at(&mut buf[..want], pos).map_err(CopyError::Disk)?;
+            (&*sock).write_all(&buf[..n]).map_err(|e| abort.net(e))?;
+            n as u64
         };
+        if n == 0 {
+            break; // end of the source
+        }
+        pos += n;
         sent += n;
         remaining -= n;
         progress.fetch_add(n, Ordering::Relaxed);
@@ -125,9 +140,9 @@ pub fn send_file(
     Ok(sent)
 }
 
-/// Sends a file as ASCII text (LF → CRLF) from `offset`.
-pub fn send_file_ascii(
-    file: &File,
+/// Sends a source as ASCII text (LF → CRLF) from `offset`.
+pub fn send_ascii(
+    source: &dyn BlockSource,
     offset: u64,
     sock: &TcpStream,
     progress: &AtomicU64,
@@ -140,7 +155,7 @@ pub fn send_file_ascii(
     let mut sent = 0;
     loop {
         abort.check()?;
-        let n = file.read_at(&mut buf, pos).map_err(CopyError::Disk)?;
+        let n = source.read_at(&mut buf, pos).map_err(CopyError::Disk)?;
         if n == 0 {
             return Ok(sent);
         }
@@ -168,18 +183,24 @@ pub fn finish_send(sock: &TcpStream) -> Result<(), CopyError> {
 }
 
 /// Receives until the peer closes, writing at `offset` onwards. Returns
-/// the bytes received and the file position after the last one written
-/// (they differ for ASCII); the caller truncates there when the upload
-/// replaces the file's content (not for APPE or ESTO).
-pub fn receive_file(
+/// the bytes received and the position after the last one written (they
+/// differ for ASCII); the caller truncates there when the upload replaces
+/// the file's content (not for APPE or ESTO). A zero-copy sink (a discard)
+/// takes the bytes inside the kernel.
+#[allow(clippy::too_many_arguments)]
+pub fn receive(
     sock: &TcpStream,
-    file: &File,
+    sink: &dyn BlockSink,
     offset: u64,
     ascii: bool,
     progress: &AtomicU64,
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
+    path: DataPath,
 ) -> Result<(u64, u64), CopyError> {
+    if !ascii && path == DataPath::ZeroCopy && sink.zero_copy() {
+        return receive_discarding(sock, progress, abort, rate).map(|n| (n, offset + n));
+    }
     let mut buf = vec![0u8; RECV_BUF];
     let mut text = Vec::new();
     let mut dec = AsciiDecoder::default();
@@ -209,16 +230,50 @@ pub fn receive_file(
         } else {
             &buf[..n]
         };
-        file.write_all_at(chunk, pos).map_err(CopyError::Disk)?;
+        sink.write_at(chunk, pos).map_err(CopyError::Disk)?;
         pos += chunk.len() as u64;
     }
     if ascii {
         text.clear();
         dec.finish(&mut text);
-        file.write_all_at(&text, pos).map_err(CopyError::Disk)?;
+        sink.write_at(&text, pos).map_err(CopyError::Disk)?;
         pos += text.len() as u64;
     }
     Ok((received, pos))
+}
+
+/// Drops everything until the peer closes, in the kernel (`MSG_TRUNC`).
+fn receive_discarding(
+    sock: &TcpStream,
+    progress: &AtomicU64,
+    abort: &AbortSignal,
+    rate: Option<&RateLimit>,
+) -> Result<u64, CopyError> {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut scratch = vec![0u8; STEP as usize];
+    let mut received = 0;
+    loop {
+        abort.check()?;
+        match recv(sock.as_raw_fd(), &mut scratch, MsgFlags::MSG_TRUNC) {
+            Ok(0) => {
+                abort.check()?;
+                return Ok(received);
+            }
+            Ok(n) => {
+                received += n as u64;
+                progress.fetch_add(n as u64, Ordering::Relaxed);
+                if let Some(rate) = rate {
+                    rate.acquire(n);
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(abort.net(io::Error::new(io::ErrorKind::TimedOut, "no data arrived in time")))
+            }
+            Err(e) => return Err(abort.net(io::Error::from_raw_os_error(e as i32))),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -236,9 +291,10 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let sender = std::thread::spawn(move || {
             let sock = TcpStream::connect(addr).unwrap();
-            let f = File::open(src_path).unwrap();
+            let f = std::fs::File::open(src_path).unwrap();
             let p = AtomicU64::new(0);
-            let n = send_file(&f, 1000, None, &sock, &p, &AbortSignal::new(), None).unwrap();
+            let n = send(&f, 1000, None, &sock, &p, &AbortSignal::new(), None, DataPath::ZeroCopy).unwrap();
+            finish_send(&sock).unwrap();
             assert_eq!(p.load(Ordering::Relaxed), n);
             n
         });
@@ -246,7 +302,7 @@ mod tests {
         let dst = tempfile::tempfile().unwrap();
         dst.set_len(5_000_000_000).unwrap(); // longer stale content, cut by the caller
         let p = AtomicU64::new(0);
-        let (n, end) = receive_file(&sock, &dst, 0, false, &p, &AbortSignal::new(), None).unwrap();
+        let (n, end) = receive(&sock, &dst, 0, false, &p, &AbortSignal::new(), None, DataPath::Buffered).unwrap();
         assert_eq!(sender.join().unwrap(), n);
         assert_eq!(end, n);
         dst.set_len(end).unwrap();
@@ -269,7 +325,7 @@ mod tests {
             a.abort();
         });
         let f = tempfile::tempfile().unwrap();
-        let r = receive_file(&sock, &f, 0, false, &AtomicU64::new(0), &abort, None);
+        let r = receive(&sock, &f, 0, false, &AtomicU64::new(0), &abort, None, DataPath::Buffered);
         assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
         assert!(abort.is_aborted());
     }

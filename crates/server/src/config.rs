@@ -110,6 +110,13 @@ pub struct ServerConfig {
     /// Seconds between restart (111) and performance (112) markers while
     /// receiving in MODE E; Globus uses 5. Clients may change it with TREV.
     pub marker_interval_secs: u32,
+    /// Serve `/dev/zero` (a source of `memory_zero_size` zero bytes; ERET
+    /// picks any part of it) and `/dev/null` (a sink that discards), to
+    /// measure the network without disks as GridFTP users do. Off unless
+    /// asked for: anyone who may log in can then make the server send.
+    pub memory_paths: bool,
+    /// Size of the virtual `/dev/zero`.
+    pub memory_zero_size: u64,
 }
 
 impl Default for ServerConfig {
@@ -132,6 +139,8 @@ impl Default for ServerConfig {
             banner: None,
             max_transfer_rate: None,
             marker_interval_secs: 5,
+            memory_paths: false,
+            memory_zero_size: 64 << 30,
         }
     }
 }

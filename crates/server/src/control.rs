@@ -485,7 +485,38 @@ async fn next_event(active: &mut Option<ActiveTransfer>) -> Option<TransferEvent
     }
 }
 
+/// Facts of the virtual `/dev/zero` and `/dev/null` (with `memory_paths`).
+fn memory_facts(ctx: &ServerContext, path: &VirtualPath) -> Option<ferry_proto::facts::FileFacts> {
+    let size = match path.as_str() {
+        "/dev/zero" => ctx.config.memory_zero_size,
+        "/dev/null" => 0,
+        _ => return None,
+    };
+    ctx.config.memory_paths.then(|| ferry_proto::facts::FileFacts {
+        name: path.file_name().unwrap_or_default().to_string(),
+        kind: ferry_proto::facts::FileKind::File,
+        size,
+        modified: 0,
+        mode: 0o666,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        unique: (0, if size == 0 { 1 } else { 2 }),
+    })
+}
+
 fn file_op(root: &Root, ctx: &ServerContext, op: FileOp) -> Result<FileDone, FsError> {
+    match &op {
+        FileOp::Size(p) | FileOp::Facts(p) => {
+            if let Some(f) = memory_facts(ctx, p) {
+                return Ok(match op {
+                    FileOp::Size(_) => FileDone::Size(f.size),
+                    _ => FileDone::Facts(f),
+                });
+            }
+        }
+        _ => {}
+    }
     match op {
         FileOp::ChangeDir(p) => root.is_dir(&p).map(|_| FileDone::Done),
         FileOp::MakeDir(p) => root.make_dir(&p).map(|_| FileDone::Done),

@@ -14,6 +14,7 @@
 
 use crate::data;
 use crate::server::ServerContext;
+use ferry_io::endpoint::{NullSink, ZeroSource};
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::root::{Root, StoreMode, Upload};
@@ -24,7 +25,6 @@ use ferry_proto::session::{
     DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
 };
 use ferry_proto::RangeSet;
-use std::fs::File;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
@@ -112,10 +112,10 @@ pub(crate) struct TransferContext {
 }
 
 enum Prepared {
-    /// File ranges to send; in block headers offsets are relative to
+    /// Source ranges to send; in block headers offsets are relative to
     /// `header_base` (an ERET window).
     Send {
-        file: Arc<File>,
+        source: Arc<dyn BlockSource>,
         ranges: Vec<Range<u64>>,
         header_base: u64,
     },
@@ -123,11 +123,29 @@ enum Prepared {
     /// `base`: where the first stream-mode byte goes, or what MODE E block
     /// offsets are relative to. `done`: ranges the client said it had (REST).
     Receive {
-        upload: Upload,
-        mode: StoreMode,
+        sink: Destination,
         base: u64,
         done: RangeSet,
     },
+}
+
+/// Where received data goes.
+enum Destination {
+    /// A file upload, committed to its final name when complete.
+    Upload { upload: Upload, mode: StoreMode },
+    /// The memory-to-memory sink (`/dev/null` with `memory_paths`).
+    Discard,
+}
+
+impl Destination {
+    fn sink(&self) -> Result<Arc<dyn BlockSink>, TransferError> {
+        match self {
+            Destination::Upload { upload, .. } => {
+                Ok(Arc::new(upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?))
+            }
+            Destination::Discard => Ok(Arc::new(NullSink)),
+        }
+    }
 }
 
 pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTransfer {
@@ -142,7 +160,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         request: request.clone(),
         ctx,
         tx,
-        ctl: TransferControl { progress: progress.clone(), abort: abort.clone(), rate },
+        ctl: TransferControl { abort: abort.clone(), ..TransferControl::shared(progress.clone(), rate) },
         abort_notify: abort_notify.clone(),
         received: received.clone(),
         stopped: stopped.clone(),
@@ -206,7 +224,8 @@ impl Task {
     async fn execute(&mut self) -> Result<u64, TransferError> {
         let root = self.ctx.root.clone();
         let req = self.request.clone();
-        let (prepared, size) = tokio::task::spawn_blocking(move || prepare(&root, &req))
+        let server = self.ctx.server.clone();
+        let (prepared, size) = tokio::task::spawn_blocking(move || prepare(&root, &server.config, &req))
             .await
             .map_err(|e| TransferError::Local(e.to_string()))??;
         let reuse = self.request.channel.reuse && !self.ctx.channels.cached.is_empty();
@@ -297,28 +316,29 @@ impl Task {
             let map = |e: CopyError| copy_error(e, timeout);
             let rate = ctl.rate.as_deref();
             let sent = match prepared {
-                Prepared::Send { file, ranges, .. } => {
+                Prepared::Send { source, ranges, .. } => {
                     let (start, len) = match ranges.as_slice() {
                         [] => (0, Some(0)),
                         [r] => (r.start, Some(r.end - r.start)),
                         _ => return Err(TransferError::BadRestart("stream mode sends one range".into())),
                     };
                     if ascii {
-                        stream::send_file_ascii(&file, start, &sock, &ctl.progress, &ctl.abort)
+                        stream::send_ascii(&*source, start, &sock, &ctl.progress, &ctl.abort)
                     } else {
-                        stream::send_file(&file, start, len, &sock, &ctl.progress, &ctl.abort, rate)
+                        stream::send(&*source, start, len, &sock, &ctl.progress, &ctl.abort, rate, ctl.path)
                     }
                 }
                 Prepared::Listing(bytes) => stream::send_bytes(&bytes, &sock, &ctl.abort),
-                Prepared::Receive { upload, mode, base, .. } => {
+                Prepared::Receive { sink, base, .. } => {
+                    let target = sink.sink()?;
                     let (bytes, end) =
-                        stream::receive_file(&sock, &upload.file, base, ascii, &ctl.progress, &ctl.abort, rate)
+                        stream::receive(&sock, &*target, base, ascii, &ctl.progress, &ctl.abort, rate, ctl.path)
                             .map_err(map)?;
-                    if matches!(mode, StoreMode::Replace | StoreMode::Resume) {
+                    if let Destination::Upload { upload, mode: StoreMode::Replace | StoreMode::Resume } = &sink {
                         // Older, longer content is not part of the new file.
                         upload.file.set_len(end).map_err(|e| map(CopyError::Disk(e)))?;
                     }
-                    return Ok(Copied::Received { upload, bytes, end });
+                    return Ok(Copied::Received { sink, bytes, end });
                 }
             };
             let n = sent.map_err(map)?;
@@ -329,7 +349,8 @@ impl Task {
         .map_err(|e| TransferError::Local(e.to_string()))??;
         match copied {
             Copied::Sent(n) => Ok(n),
-            Copied::Received { upload, bytes, end } => {
+            Copied::Received { sink: Destination::Discard, bytes, .. } => Ok(bytes),
+            Copied::Received { sink: Destination::Upload { upload, .. }, bytes, end } => {
                 self.check_stream_complete(end).await?;
                 self.commit(upload).await?;
                 Ok(bytes)
@@ -340,14 +361,14 @@ impl Task {
     async fn block_mode(&mut self, prepared: Prepared, size: Option<u64>, reuse: bool) -> Result<u64, TransferError> {
         let plan = |ranges, header_base| SendPlan { ranges, header_base, block_size: mode_e::DEFAULT_BLOCK_SIZE };
         match prepared {
-            Prepared::Send { file, ranges, header_base } => {
-                self.block_send(file, plan(ranges, header_base), size, reuse).await
+            Prepared::Send { source, ranges, header_base } => {
+                self.block_send(source, plan(ranges, header_base), size, reuse).await
             }
             Prepared::Listing(bytes) => {
                 let plan = SendPlan::whole(bytes.len() as u64, mode_e::DEFAULT_BLOCK_SIZE);
                 self.block_send(Arc::new(bytes), plan, size, reuse).await
             }
-            Prepared::Receive { upload, mode, base, done } => self.block_receive(upload, mode, base, done, reuse).await,
+            Prepared::Receive { sink, base, done } => self.block_receive(sink, base, done, reuse).await,
         }
     }
 
@@ -380,8 +401,7 @@ impl Task {
 
     async fn block_receive(
         &mut self,
-        upload: Upload,
-        mode: StoreMode,
+        dest: Destination,
         base: u64,
         done: RangeSet,
         reuse: bool,
@@ -409,9 +429,12 @@ impl Task {
                 }
             })
         });
-        let sink: Arc<dyn BlockSink> =
-            Arc::new(upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?);
-        let spec = ReceiveSpec { base, limit: self.limit(mode) };
+        let sink = dest.sink()?;
+        let limit = match &dest {
+            Destination::Upload { mode, .. } => self.limit(*mode),
+            Destination::Discard => None,
+        };
+        let spec = ReceiveSpec { base, limit };
         let received =
             mode_e::receive(initial, &mut conn_rx, sink, spec, self.received.clone(), self.ctl.clone(), timeout);
         let result = self.abortable(received).await;
@@ -419,8 +442,10 @@ impl Task {
             a.abort();
         }
         self.ctx.channels.cached = result?.map_err(|e| copy_error(e, timeout))?;
-        self.check_block_complete(&done)?;
-        self.commit(upload).await?;
+        if let Destination::Upload { upload, .. } = dest {
+            self.check_block_complete(&done)?;
+            self.commit(upload).await?;
+        }
         Ok(self.ctl.progress.load(Ordering::Relaxed))
     }
 
@@ -492,7 +517,7 @@ impl Task {
 
 enum Copied {
     Sent(u64),
-    Received { upload: Upload, bytes: u64, end: u64 },
+    Received { sink: Destination, bytes: u64, end: u64 },
 }
 
 fn fs_to_transfer(e: FsError) -> TransferError {
@@ -514,8 +539,30 @@ fn copy_error(e: CopyError, timeout: Duration) -> TransferError {
     }
 }
 
+/// The memory-to-memory endpoints (`memory_paths`): what GridFTP users reach
+/// for as `/dev/zero` and `/dev/null` to measure a network without disks.
+fn memory_endpoint(config: &crate::config::ServerConfig, req: &TransferRequest) -> Option<MemoryPath> {
+    if !config.memory_paths {
+        return None;
+    }
+    match (req.path.as_str(), &req.kind) {
+        ("/dev/zero", TransferKind::Retrieve) => Some(MemoryPath::Zero(config.memory_zero_size)),
+        ("/dev/null", TransferKind::Store | TransferKind::Append) => Some(MemoryPath::Null),
+        _ => None,
+    }
+}
+
+enum MemoryPath {
+    Zero(u64),
+    Null,
+}
+
 /// Opens the file or builds the listing, before any data connection.
-fn prepare(root: &Root, req: &TransferRequest) -> Result<(Prepared, Option<u64>), TransferError> {
+fn prepare(
+    root: &Root,
+    config: &crate::config::ServerConfig,
+    req: &TransferRequest,
+) -> Result<(Prepared, Option<u64>), TransferError> {
     let rest_offset = match &req.restart {
         Some(RestArg::Offset(o)) => *o,
         _ => 0,
@@ -527,10 +574,21 @@ fn prepare(root: &Root, req: &TransferRequest) -> Result<(Prepared, Option<u64>)
         Some(RestArg::Offset(n)) => RangeSet::from_range(0..*n),
         Some(RestArg::Ranges(r)) => r.clone(),
     };
+    let memory = memory_endpoint(config, req);
+    if let Some(MemoryPath::Null) = memory {
+        return Ok((Prepared::Receive { sink: Destination::Discard, base: 0, done }, None));
+    }
     match &req.kind {
         TransferKind::Retrieve => {
-            let (file, facts) = root.open_read(&req.path).map_err(TransferError::File)?;
-            let size = facts.size;
+            let (source, size): (Arc<dyn BlockSource>, u64) = match memory {
+                Some(MemoryPath::Zero(size)) => {
+                    (Arc::new(ZeroSource::new(size).map_err(|e| TransferError::Local(e.to_string()))?), size)
+                }
+                _ => {
+                    let (file, facts) = root.open_read(&req.path).map_err(TransferError::File)?;
+                    (Arc::new(file), facts.size)
+                }
+            };
             let (start, end) = match req.window {
                 Some(w) => (w.offset.min(size), w.offset.saturating_add(w.length.unwrap_or(u64::MAX)).min(size)),
                 None => (0, size),
@@ -544,7 +602,7 @@ fn prepare(root: &Root, req: &TransferRequest) -> Result<(Prepared, Option<u64>)
             let ranges: Vec<Range<u64>> =
                 done.missing(window).into_iter().map(|r| r.start + start..r.end + start).collect();
             let total = ranges.iter().map(|r| r.end - r.start).sum();
-            Ok((Prepared::Send { file: Arc::new(file), ranges, header_base: start }, Some(total)))
+            Ok((Prepared::Send { source, ranges, header_base: start }, Some(total)))
         }
         TransferKind::Store | TransferKind::Append => {
             let esto = req.window.map(|w| w.offset);
@@ -581,7 +639,7 @@ fn prepare(root: &Root, req: &TransferRequest) -> Result<(Prepared, Option<u64>)
                 _ if stream => rest_offset,
                 _ => 0,
             };
-            Ok((Prepared::Receive { upload, mode, base, done }, None))
+            Ok((Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done }, None))
         }
         TransferKind::List { format, show_hidden } => {
             let entries = root.list(&req.path, *show_hidden).map_err(TransferError::File)?;

@@ -1,0 +1,269 @@
+//! Where data comes from and goes to, and how it crosses into sockets.
+//!
+//! A [`BlockSource`] can always be read into a buffer; when it can also hand
+//! bytes to a socket inside the kernel (`sendfile(2)` from the page cache or
+//! a memfd), [`BlockSource::send_to`] does that and the bytes never enter
+//! user space. Likewise a [`BlockSink`] can always take a buffer, and may
+//! take bytes straight from a socket: a discard sink drops them in the
+//! kernel with `recv(MSG_TRUNC)`, which copies nothing. Which path runs is
+//! decided per transfer (`docs/data-path.md` has the measurements).
+
+use std::fs::File;
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
+
+/// Where a sender's blocks come from.
+pub trait BlockSource: Send + Sync {
+    /// Reads at `offset`; returns the bytes read, 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+
+    /// Sends up to `len` bytes from `offset` to `sock` without a user-space
+    /// copy, if this source can (`None` otherwise). Returns the bytes sent.
+    fn send_to(&self, _sock: &TcpStream, _offset: u64, _len: usize) -> Option<io::Result<usize>> {
+        None
+    }
+
+    /// Whether [`send_to`](Self::send_to) is available.
+    fn zero_copy(&self) -> bool {
+        false
+    }
+}
+
+/// Where a receiver's blocks go.
+pub trait BlockSink: Send + Sync {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
+
+    /// Takes exactly `len` bytes for `offset` from `sock` without a
+    /// user-space copy, if this sink can (`None` otherwise).
+    fn recv_from(&self, _sock: &TcpStream, _offset: u64, _len: u64) -> Option<io::Result<()>> {
+        None
+    }
+
+    /// Whether [`recv_from`](Self::recv_from) is available.
+    fn zero_copy(&self) -> bool {
+        false
+    }
+}
+
+fn sendfile(sock: &TcpStream, from: impl AsFd, offset: u64, len: usize) -> io::Result<usize> {
+    let mut off = i64::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    loop {
+        match nix::sys::sendfile::sendfile(sock, &from, Some(&mut off), len) {
+            Ok(n) => return Ok(n),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+}
+
+impl BlockSource for File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        FileExt::read_at(self, buf, offset)
+    }
+
+    fn send_to(&self, sock: &TcpStream, offset: u64, len: usize) -> Option<io::Result<usize>> {
+        Some(sendfile(sock, self, offset, len))
+    }
+
+    fn zero_copy(&self) -> bool {
+        true
+    }
+}
+
+impl BlockSink for File {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        self.write_all_at(data, offset)
+    }
+}
+
+/// A source held in memory (a directory listing).
+impl BlockSource for Vec<u8> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let start = (offset as usize).min(self.len());
+        let n = buf.len().min(self.len() - start);
+        buf[..n].copy_from_slice(&self[start..start + n]);
+        Ok(n)
+    }
+}
+
+/// A sink held in memory (a listing received by a client).
+#[derive(Debug, Default)]
+pub struct MemorySink(Mutex<Vec<u8>>);
+
+impl MemorySink {
+    /// Largest listing accepted, so a hostile server cannot exhaust memory.
+    pub const LIMIT: u64 = 256 << 20;
+
+    pub fn into_inner(self) -> Vec<u8> {
+        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl BlockSink for MemorySink {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let end = offset + data.len() as u64;
+        if end > Self::LIMIT {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "listing too large"));
+        }
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if v.len() < end as usize {
+            v.resize(end as usize, 0);
+        }
+        v[offset as usize..end as usize].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// `len` zero bytes: the memory-to-memory source (what `/dev/zero` is to
+/// GridFTP users), sent from a zero-filled memfd so that even the sending
+/// side copies nothing.
+#[derive(Debug)]
+pub struct ZeroSource {
+    len: u64,
+    zeros: File,
+}
+
+/// Size of the zero memfd; sends are cut at its end.
+const ZERO_CHUNK: usize = 4 << 20;
+
+impl ZeroSource {
+    pub fn new(len: u64) -> io::Result<Self> {
+        let fd = nix::sys::memfd::memfd_create(c"ferry-zero", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+        let zeros = File::from(fd);
+        zeros.set_len(ZERO_CHUNK as u64)?;
+        Ok(Self { len, zeros })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl BlockSource for ZeroSource {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let n = (self.len.saturating_sub(offset)).min(buf.len() as u64) as usize;
+        buf[..n].fill(0);
+        Ok(n)
+    }
+
+    fn send_to(&self, sock: &TcpStream, offset: u64, len: usize) -> Option<io::Result<usize>> {
+        let n = (self.len.saturating_sub(offset)).min(len as u64).min(ZERO_CHUNK as u64) as usize;
+        if n == 0 {
+            return Some(Ok(0));
+        }
+        Some(sendfile(sock, &self.zeros, 0, n))
+    }
+
+    fn zero_copy(&self) -> bool {
+        true
+    }
+}
+
+/// Discards everything: the memory-to-memory sink (`/dev/null`). Data
+/// arriving from a socket is dropped inside the kernel (`recv` with
+/// `MSG_TRUNC` on TCP discards without copying).
+#[derive(Debug, Default)]
+pub struct NullSink;
+
+impl BlockSink for NullSink {
+    fn write_at(&self, _data: &[u8], _offset: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn recv_from(&self, sock: &TcpStream, _offset: u64, len: u64) -> Option<io::Result<()>> {
+        Some(discard(sock, len))
+    }
+
+    fn zero_copy(&self) -> bool {
+        true
+    }
+}
+
+/// Drops exactly `len` bytes from a TCP socket without copying them out.
+pub fn discard(sock: &TcpStream, mut len: u64) -> io::Result<()> {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    // With MSG_TRUNC, TCP discards the bytes and never writes this buffer;
+    // its length only bounds how much one call drops.
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]);
+    }
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        while len > 0 {
+            let want = len.min(scratch.len() as u64) as usize;
+            match recv(sock.as_raw_fd(), &mut scratch[..want], MsgFlags::MSG_TRUNC) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "data connection closed mid-block")),
+                Ok(n) => len -= n as u64,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "no data arrived in time"))
+                }
+                Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (a, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn zero_source_sends_zeros_and_stops_at_its_length() {
+        let z = ZeroSource::new(10_000_000).unwrap();
+        let (a, mut b) = pair();
+        let sender = std::thread::spawn(move || {
+            let mut off = 0u64;
+            while off < 10_000_000 {
+                off += z.send_to(&a, off, 1 << 20).unwrap().unwrap() as u64;
+            }
+            assert_eq!(z.send_to(&a, off, 1 << 20).unwrap().unwrap(), 0);
+        });
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).unwrap();
+        sender.join().unwrap();
+        assert_eq!(got.len(), 10_000_000);
+        assert!(got.iter().all(|x| *x == 0));
+    }
+
+    #[test]
+    fn discard_drops_exactly_the_block() {
+        let (mut a, b) = pair();
+        a.write_all(&vec![7u8; 3_000_000]).unwrap();
+        a.write_all(b"next").unwrap();
+        discard(&b, 3_000_000).unwrap();
+        let mut rest = [0u8; 4];
+        (&b).read_exact(&mut rest).unwrap();
+        assert_eq!(&rest, b"next");
+    }
+
+    #[test]
+    fn file_sendfile_honours_offsets() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let (a, mut b) = pair();
+        assert_eq!(f.send_to(&a, 3, 4).unwrap().unwrap(), 4);
+        drop(a);
+        let mut got = String::new();
+        b.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "3456");
+    }
+}
