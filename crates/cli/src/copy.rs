@@ -33,9 +33,14 @@ pub struct CpArgs {
     /// Copy directories recursively.
     #[arg(short = 'r', long)]
     recursive: bool,
-    /// Parallel TCP streams per file (GridFTP MODE E).
-    #[arg(short = 'p', long = "parallel", default_value_t = 1)]
-    parallel: u32,
+    /// Parallel TCP streams per file (GridFTP MODE E); chosen from the
+    /// measured round-trip time when not given.
+    #[arg(short = 'p', long = "parallel")]
+    parallel: Option<u32>,
+    /// Staged mode: a ring of this many bytes (2M-64M) between disk and
+    /// network, with separate disk threads. Default: synchronous.
+    #[arg(long, value_parser = parse_size_usize)]
+    staging: Option<usize>,
     /// TCP buffer size for data connections, e.g. 8M (default: kernel autotuning).
     #[arg(long, value_parser = parse_size_u32)]
     tcp_bs: Option<u32>,
@@ -191,7 +196,8 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
             ModeArg::Stream => ModeChoice::Stream,
             ModeArg::Extended => ModeChoice::Extended,
         },
-        parallelism: args.parallel.clamp(1, 64),
+        parallelism: args.parallel.map(|p| p.clamp(1, 64)),
+        staging: args.staging,
         tcp_buffer: args.tcp_bs,
         block_size: args.block_size,
         verify: args.verify.clone(),
@@ -217,6 +223,9 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "resumed": summary.resumed,
                 "verified": summary.verified,
                 "checksum": summary.checksum_algorithm,
+                "sizing": summary.sizing.iter().map(|(server, rtt, why)| serde_json::json!({
+                    "server": server, "rtt_ms": rtt, "choice": why,
+                })).collect::<Vec<_>>(),
             })
         );
     } else if !args.out.quiet {

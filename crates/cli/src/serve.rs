@@ -75,6 +75,10 @@ pub struct ServeArgs {
     /// Size of the virtual /dev/zero, e.g. 64G.
     #[arg(long, value_parser = crate::copy::parse_size)]
     memory_zero_size: Option<u64>,
+    /// MODE E data path: off (synchronous), auto (a staging ring sized from
+    /// the path) or a ring size such as 16M.
+    #[arg(long)]
+    staging: Option<ferry_server::config::Staging>,
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -155,6 +159,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.memory_zero_size {
         c.memory_zero_size = v;
+    }
+    if let Some(v) = args.staging {
+        c.staging = v;
     }
     Ok(c)
 }

@@ -196,3 +196,22 @@ fn memory_paths_are_off_by_default_and_serve_zero_and_null_when_on() {
     }
     assert!(!server.path("dev").exists(), "nothing was written under the root");
 }
+
+#[test]
+fn staged_data_path_on_both_ends() {
+    for server_staging in ["4M", "auto"] {
+        let server = FerryServer::start_with(&["--anonymous", "read", "--staging", server_staging]);
+        let local = tempfile::tempdir().unwrap();
+        let src = local.path().join("s.bin");
+        random_file(&src, (13 << 20) + 11, 5);
+        let (ok, _, err) =
+            ferry(&["cp", "-q", "-p", "3", "--staging", "2M", src.to_str().unwrap(), &server.url(ALICE, "/s.bin")]);
+        assert!(ok, "{err}");
+        assert_eq!(sha256_file(&server.path("s.bin")), sha256_file(&src));
+        let back = local.path().join("back.bin");
+        let (ok, _, err) =
+            ferry(&["cp", "-q", "-p", "3", "--staging", "3M", &server.url(ALICE, "/s.bin"), back.to_str().unwrap()]);
+        assert!(ok, "{err}");
+        assert_eq!(sha256_file(&back), sha256_file(&src));
+    }
+}

@@ -95,6 +95,11 @@ impl ControlChannel {
         self.peer
     }
 
+    /// The kernel's view of the control connection (RTT, window...).
+    pub fn tcp_info(&self) -> std::io::Result<ferry_io::tcpinfo::TcpInfo> {
+        ferry_io::tcpinfo::tcp_info(&self.stream)
+    }
+
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.stream.local_addr()
     }

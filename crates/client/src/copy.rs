@@ -63,8 +63,11 @@ pub struct CopyOptions {
     /// Limit for each control-channel exchange and data-connection stall.
     pub timeout: Duration,
     pub mode: ModeChoice,
-    /// Parallel TCP streams (`-p`).
-    pub parallelism: u32,
+    /// Parallel TCP streams (`-p`); chosen from the measured path when
+    /// `None`.
+    pub parallelism: Option<u32>,
+    /// Staged mode with a ring of this many bytes (`None`: synchronous).
+    pub staging: Option<usize>,
     pub tcp_buffer: Option<u32>,
     pub block_size: usize,
     /// Compare checksums of source and destination after each file: an
@@ -87,7 +90,8 @@ impl Default for CopyOptions {
             recursive: false,
             timeout: Duration::from_secs(60),
             mode: ModeChoice::Auto,
-            parallelism: 1,
+            parallelism: None,
+            staging: None,
             tcp_buffer: None,
             block_size: ferry_io::mode_e::DEFAULT_BLOCK_SIZE,
             verify: None,
@@ -100,7 +104,7 @@ impl Default for CopyOptions {
 }
 
 /// What a finished copy did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CopySummary {
     pub files: u64,
     pub bytes: u64,
@@ -110,6 +114,9 @@ pub struct CopySummary {
     pub checksum_algorithm: Option<String>,
     /// Files continued from an earlier, interrupted copy.
     pub resumed: u64,
+    /// How the data channels to each server were sized: (server, RTT in
+    /// ms, streams and why).
+    pub sizing: Vec<(String, f64, String)>,
 }
 
 /// A client: one logged-in session per server, reused across the files of
@@ -169,7 +176,7 @@ impl Client {
     fn channel_options(&self) -> ChannelOptions {
         ChannelOptions {
             timeout: self.opts.timeout,
-            parallelism: self.opts.parallelism.max(1),
+            parallelism: self.opts.parallelism,
             tcp_buffer: self.opts.tcp_buffer,
             block_size: self.opts.block_size,
         }
@@ -236,6 +243,7 @@ impl Client {
         } else {
             self.copy_file(src, &dst, &src_facts, &mut summary).await?;
         }
+        summary.sizing = self.sizing();
         Ok(summary)
     }
 
@@ -334,7 +342,8 @@ impl Client {
             self.stats.begin(&s.to_string(), Some(f.size));
         }
         let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
-        let control = move || TransferControl::shared(progress.clone(), rate.clone());
+        let staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
+        let control = move || TransferControl { staging, ..TransferControl::shared(progress.clone(), rate.clone()) };
         let window = self.opts.pipeline;
         let (done, result) = match (&files[0].0, &files[0].1) {
             (Location::Remote(su), Location::Local(_)) => {
@@ -550,7 +559,18 @@ impl Client {
     }
 
     fn control(&self) -> TransferControl {
-        TransferControl::shared(self.stats.bytes.clone(), self.rate.clone())
+        let mut ctl = TransferControl::shared(self.stats.bytes.clone(), self.rate.clone());
+        ctl.staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
+        ctl
+    }
+
+    /// How each server's data channels were sized, for reports.
+    pub fn sizing(&self) -> Vec<(String, f64, String)> {
+        self.sessions
+            .iter()
+            .filter(|(k, _)| !k.ends_with("#list"))
+            .map(|(_, s)| (s.url.with_path(String::new()).to_string(), s.rtt.as_secs_f64() * 1e3, s.sizing.clone()))
+            .collect()
     }
 
     async fn download_e(

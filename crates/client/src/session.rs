@@ -28,8 +28,9 @@ use tokio::sync::mpsc;
 #[derive(Debug, Clone)]
 pub struct ChannelOptions {
     pub timeout: Duration,
-    /// Parallel TCP streams per transfer (`-p`).
-    pub parallelism: u32,
+    /// Parallel TCP streams per transfer (`-p`); chosen from the measured
+    /// path when `None`.
+    pub parallelism: Option<u32>,
     /// TCP buffer size for data sockets (`--tcp-bs`); kernel autotuning
     /// when unset.
     pub tcp_buffer: Option<u32>,
@@ -41,7 +42,7 @@ impl Default for ChannelOptions {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(60),
-            parallelism: 1,
+            parallelism: None,
             tcp_buffer: None,
             block_size: mode_e::DEFAULT_BLOCK_SIZE,
         }
@@ -96,6 +97,12 @@ pub struct ServerSession {
     parallelism_sent: Option<u32>,
     buffer_sent: bool,
     broken: bool,
+    /// Streams per transfer: the user's, or chosen from the path at login.
+    parallelism: u32,
+    /// What the control connection measured: the path's round-trip time.
+    pub rtt: Duration,
+    /// How the stream count was chosen (logged, and in `--json` output).
+    pub sizing: String,
 }
 
 impl ServerSession {
@@ -105,7 +112,25 @@ impl ServerSession {
         }
         let mut ctrl = ControlChannel::connect(&url.host, url.port, opts.timeout).await?;
         ctrl.login(&url.user, &url.password).await?;
+        // The login exchange gave the kernel a few round trips to measure.
+        let rtt = ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
+        let (parallelism, sizing) = match opts.parallelism {
+            Some(p) => (p.max(1), format!("{p} stream(s) as asked")),
+            None => {
+                let est = ferry_io::sizing::PathEstimate {
+                    rtt,
+                    rate: None,
+                    socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
+                };
+                let s = ferry_io::sizing::choose(est, None);
+                (s.parallelism, format!("{} stream(s): {}", s.parallelism, s.reason))
+            }
+        };
+        tracing::info!(server = %url, rtt_ms = rtt.as_secs_f64() * 1e3, %sizing, "data channel sizing");
         Ok(Self {
+            parallelism,
+            rtt,
+            sizing,
             ctrl,
             url: url.clone(),
             opts,
@@ -185,7 +210,7 @@ impl ServerSession {
 
     /// The server is the sender: tell it how many streams to open.
     async fn set_parallelism(&mut self) -> Result<(), ClientError> {
-        let p = self.opts.parallelism.max(1);
+        let p = self.parallelism;
         if self.parallelism_sent != Some(p) {
             let v = format!("{p},{p},{p}");
             self.ctrl.expect(&Command::Opts(Opts::Retr(vec![("Parallelism".into(), v)]))).await?;
@@ -422,7 +447,7 @@ impl ServerSession {
             return Err(channel_changed());
         };
         let mut streams = std::mem::take(cached);
-        while streams.len() < self.opts.parallelism.max(1) as usize {
+        while streams.len() < self.parallelism as usize {
             streams.push(self.connect_data(addr).await?);
         }
         for s in &streams {

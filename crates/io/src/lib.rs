@@ -7,5 +7,8 @@ pub mod endpoint;
 pub mod mode_e;
 pub mod rate;
 pub mod root;
+pub mod sizing;
 pub mod socket;
+pub mod staging;
 pub mod stream;
+pub mod tcpinfo;

@@ -14,6 +14,7 @@
 //! close bit) are handed back for the next transfer.
 
 use crate::rate::RateLimit;
+use crate::staging::{ReceiveStaging, SendStaging, StagingConfig};
 use crate::stream::{AbortSignal, CopyError};
 use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
 use ferry_proto::RangeSet;
@@ -63,6 +64,9 @@ pub struct TransferControl {
     pub abort: Arc<AbortSignal>,
     pub rate: Option<Arc<RateLimit>>,
     pub path: DataPath,
+    /// Staged mode (a ring of buffers with disk threads) when set;
+    /// synchronous mode otherwise.
+    pub staging: Option<StagingConfig>,
 }
 
 impl TransferControl {
@@ -73,7 +77,7 @@ impl TransferControl {
     /// A control for one transfer that counts into `progress` (shared with
     /// a progress display or a whole copy) under an optional rate limit.
     pub fn shared(progress: Arc<AtomicU64>, rate: Option<Arc<RateLimit>>) -> Self {
-        Self { progress, abort: Arc::new(AbortSignal::new()), rate, path: DataPath::from_env() }
+        Self { progress, abort: Arc::new(AbortSignal::new()), rate, path: DataPath::from_env(), staging: None }
     }
 }
 
@@ -107,7 +111,8 @@ impl SendPlan {
 }
 
 /// Hands out the blocks of a plan to whichever stream asks first.
-struct BlockCursor {
+#[derive(Debug)]
+pub(crate) struct BlockCursor {
     ranges: Vec<Range<u64>>,
     idx: usize,
     pos: u64,
@@ -115,7 +120,11 @@ struct BlockCursor {
 }
 
 impl BlockCursor {
-    fn next(&mut self) -> Option<Range<u64>> {
+    pub(crate) fn new(ranges: Vec<Range<u64>>, block: u64) -> Self {
+        Self { ranges, idx: 0, pos: 0, block: block.max(1) }
+    }
+
+    pub(crate) fn next(&mut self) -> Option<Range<u64>> {
         while let Some(r) = self.ranges.get(self.idx) {
             let start = self.pos.max(r.start);
             if start >= r.end {
@@ -177,19 +186,23 @@ pub fn send(
         return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
     }
     let eodc = streams.len() as u64;
-    let cursor =
-        Mutex::new(BlockCursor { ranges: plan.ranges.clone(), idx: 0, pos: 0, block: plan.block_size.max(1) as u64 });
+    let cursor = Mutex::new(BlockCursor::new(plan.ranges.clone(), plan.block_size as u64));
     let eof_sent = AtomicBool::new(false);
     let failed = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        let staging = ctl.staging.map(|config| SendStaging::start(scope, config, source, &plan.ranges, &ctl.abort));
         let handles: Vec<_> = streams
             .into_iter()
             .map(|sock| {
                 let cursor = &cursor;
                 let eof_sent = &eof_sent;
                 let failed = &failed;
+                let staging = staging.clone();
                 scope.spawn(move || {
-                    let r = send_stream(&sock, source, plan, cursor, eof_sent, eodc, ctl);
+                    let r = match &staging {
+                        Some(st) => send_stream_staged(&sock, st, plan.header_base, eof_sent, eodc, ctl),
+                        None => send_stream(&sock, source, plan, cursor, eof_sent, eodc, ctl),
+                    };
                     if r.is_err() && !failed.swap(true, Ordering::SeqCst) {
                         // One broken stream ends the transfer: unblock the others.
                         ctl.abort.abort();
@@ -199,7 +212,7 @@ pub fn send(
             })
             .collect();
         let mut out = Vec::new();
-        let mut first_err = None;
+        let mut first_err = staging.as_ref().and_then(|s| s.take_error());
         for h in handles {
             match h.join() {
                 Ok(Ok(sock)) => out.push(sock),
@@ -211,11 +224,44 @@ pub fn send(
                 }
             }
         }
+        if first_err.is_none() {
+            first_err = staging.as_ref().and_then(|s| s.take_error());
+        }
         match first_err {
             Some(e) => Err(e),
             None => Ok(out),
         }
     })
+}
+
+/// A stream thread in staged mode: sends blocks the readers have filled,
+/// whichever is ready, and returns each buffer to the ring.
+fn send_stream_staged(
+    sock: &TcpStream,
+    staging: &SendStaging,
+    header_base: u64,
+    eof_sent: &AtomicBool,
+    eodc: u64,
+    ctl: &TransferControl,
+) -> Result<(), CopyError> {
+    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    while let Some((block, buf)) = staging.next(&ctl.abort) {
+        let len = (block.end - block.start) as usize;
+        if let Some(rate) = &ctl.rate {
+            rate.acquire(len);
+        }
+        let header = BlockHeader::data(block.start - header_base, len as u64).encode();
+        let r = write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]);
+        staging.recycle(buf);
+        r.map_err(net)?;
+        ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+    }
+    if ctl.abort.is_aborted() {
+        return Err(staging.take_error().unwrap_or(CopyError::Aborted));
+    }
+    let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
+    (&*sock).write_all(&end.encode()).map_err(net)?;
+    Ok(())
 }
 
 fn send_stream(
@@ -325,10 +371,11 @@ pub fn receive_stream(
     spec: ReceiveSpec,
     state: &ReceiveState,
     ctl: &TransferControl,
+    staging: Option<&ReceiveStaging>,
 ) -> Result<Option<TcpStream>, CopyError> {
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
     let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy();
-    let mut buf = if zero_copy { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
+    let mut buf = if zero_copy || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
     let mut first = true;
     loop {
         if ctl.abort.is_aborted() {
@@ -374,6 +421,22 @@ pub fn receive_stream(
             done = len;
         }
         while done < len {
+            if let Some(st) = staging {
+                // Staged: read into a ring buffer and let a writer thread
+                // put it on disk while this thread reads the next block.
+                let want = (len - done).min(st.block() as u64) as usize;
+                let Some(mut b) = st.buffer() else { return Err(CopyError::Aborted) };
+                sock.read_exact(&mut b[..want]).map_err(net)?;
+                if !st.submit(spec.base + header.offset + done, b, want) {
+                    return Err(CopyError::Aborted);
+                }
+                done += want as u64;
+                ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
+                if let Some(rate) = &ctl.rate {
+                    rate.acquire(want);
+                }
+                continue;
+            }
             let want = (len - done).min(buf.len() as u64) as usize;
             sock.read_exact(&mut buf[..want]).map_err(net)?;
             sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
@@ -426,16 +489,46 @@ pub async fn receive(
     ctl: TransferControl,
     timeout: Duration,
 ) -> Result<Vec<TcpStream>, CopyError> {
-    let mut readers = tokio::task::JoinSet::new();
-    let mut connections = 0usize;
-    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: TcpStream| {
-        let (sink, state, ctl) = (sink.clone(), state.clone(), ctl.clone());
-        let _ = ctl.abort.register(&sock);
-        readers.spawn_blocking(move || receive_stream(sock, &*sink, spec, &state, &ctl));
+    // A discard needs no disk threads.
+    let staging = match ctl.staging {
+        Some(config) if !(ctl.path == DataPath::ZeroCopy && sink.zero_copy()) => {
+            Some(ReceiveStaging::start(config, sink.clone(), ctl.abort.clone()))
+        }
+        _ => None,
     };
+    let mut readers = tokio::task::JoinSet::new();
+    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: TcpStream| {
+        let (sink, state, ctl, staging) = (sink.clone(), state.clone(), ctl.clone(), staging.clone());
+        let _ = ctl.abort.register(&sock);
+        readers.spawn_blocking(move || receive_stream(sock, &*sink, spec, &state, &ctl, staging.as_deref()));
+    };
+    let result = receive_all(initial, incoming, &mut readers, spawn, &state, &ctl, timeout).await;
+    if let Some(st) = staging {
+        // Everything received must be on its way to disk before the
+        // transfer counts as done (and the file is renamed).
+        let flushed = tokio::task::spawn_blocking(move || st.finish())
+            .await
+            .map_err(|e| CopyError::Disk(io::Error::other(e.to_string())))?;
+        if let (Ok(_), Err(e)) = (&result, flushed) {
+            return Err(CopyError::Disk(e));
+        }
+    }
+    result
+}
+
+async fn receive_all(
+    initial: Vec<TcpStream>,
+    incoming: &mut mpsc::Receiver<TcpStream>,
+    readers: &mut tokio::task::JoinSet<Result<Option<TcpStream>, CopyError>>,
+    spawn: impl Fn(&mut tokio::task::JoinSet<Result<Option<TcpStream>, CopyError>>, TcpStream),
+    state: &ReceiveState,
+    ctl: &TransferControl,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, CopyError> {
+    let mut connections = 0usize;
     for sock in initial {
         connections += 1;
-        spawn(&mut readers, sock);
+        spawn(readers, sock);
     }
     let mut keep = Vec::new();
     let mut incoming_open = true;
@@ -475,7 +568,7 @@ pub async fn receive(
                             "more than {MAX_CONNECTIONS} data connections for one transfer"
                         ))));
                     }
-                    spawn(&mut readers, sock);
+                    spawn(readers, sock);
                 }
                 None => incoming_open = false,
             },
@@ -577,6 +670,46 @@ mod tests {
                 std::io::Read::read_to_end(&mut &*out, &mut got).unwrap();
                 assert!(got == data, "{send_path:?}");
             }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn staged_mode_delivers_the_same_bytes() {
+        let data = pattern(7_340_039);
+        let mut src = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut src, &data).unwrap();
+        let src = Arc::new(src);
+        let staging = Some(StagingConfig { bytes: 2 << 20, block: 256 << 10, disk_threads: 2 });
+        for (send_staged, recv_staged) in [(true, false), (false, true), (true, true)] {
+            let (senders, receivers) = pairs(4);
+            let plan = SendPlan::missing(data.len() as u64, &RangeSet::parse("0-3").unwrap(), 256 << 10);
+            let s = src.clone();
+            let send = std::thread::spawn(move || {
+                let ctl =
+                    TransferControl { staging: if send_staged { staging } else { None }, ..TransferControl::new() };
+                send(senders, &*s, &plan, &ctl).map(|v| v.len())
+            });
+            let out = Arc::new(tempfile::tempfile().unwrap());
+            let (_tx, mut rx) = mpsc::channel(1);
+            let ctl = TransferControl { staging: if recv_staged { staging } else { None }, ..TransferControl::new() };
+            let state = Arc::new(ReceiveState::default());
+            let sink: Arc<dyn BlockSink> = Arc::new(out.try_clone().unwrap());
+            receive(
+                receivers,
+                &mut rx,
+                sink,
+                ReceiveSpec { base: 0, limit: None },
+                state.clone(),
+                ctl,
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+            assert_eq!(send.join().unwrap().unwrap(), 4);
+            let mut got = Vec::new();
+            std::io::Read::read_to_end(&mut &*out, &mut got).unwrap();
+            assert_eq!(got.len(), data.len());
+            assert!(got[3..] == data[3..], "staged send {send_staged}, receive {recv_staged}");
         }
     }
 

@@ -117,6 +117,56 @@ pub struct ServerConfig {
     pub memory_paths: bool,
     /// Size of the virtual `/dev/zero`.
     pub memory_zero_size: u64,
+    /// Staged data path: `off` (synchronous, the default), `auto` (a ring
+    /// sized from the client's round-trip time), or a size such as `16M`.
+    pub staging: Staging,
+}
+
+/// How MODE E transfers stage data between disk and network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Staging {
+    #[default]
+    Off,
+    Auto,
+    Bytes(u64),
+}
+
+impl std::str::FromStr for Staging {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "sync" | "none" => Ok(Staging::Off),
+            "auto" => Ok(Staging::Auto),
+            other => {
+                let (num, mult) = match other.strip_suffix('m') {
+                    Some(n) => (n, 1u64 << 20),
+                    None => (other, 1),
+                };
+                num.parse::<u64>()
+                    .map(|n| Staging::Bytes(n * mult))
+                    .map_err(|_| format!("staging must be off, auto or a size like 16M, not {s:?}"))
+            }
+        }
+    }
+}
+
+impl TryFrom<String> for Staging {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Staging> for String {
+    fn from(s: Staging) -> String {
+        match s {
+            Staging::Off => "off".into(),
+            Staging::Auto => "auto".into(),
+            Staging::Bytes(n) if n % (1 << 20) == 0 => format!("{}M", n >> 20),
+            Staging::Bytes(n) => n.to_string(),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -141,6 +191,7 @@ impl Default for ServerConfig {
             marker_interval_secs: 5,
             memory_paths: false,
             memory_zero_size: 64 << 30,
+            staging: Staging::Off,
         }
     }
 }

@@ -419,6 +419,7 @@ impl Control {
                     peer_ip: self.peer.ip(),
                     local_ip: self.local.ip(),
                     control_closed: self.control_closed.clone(),
+                    rtt: ferry_io::tcpinfo::tcp_info(self.writer.as_ref()).map(|i| i.rtt()).unwrap_or_default(),
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));

@@ -109,6 +109,8 @@ pub(crate) struct TransferContext {
     pub local_ip: IpAddr,
     /// Set by the control connection's reader when the client hangs up.
     pub control_closed: Arc<AtomicBool>,
+    /// The control connection's round-trip time, for sizing.
+    pub rtt: Duration,
 }
 
 enum Prepared {
@@ -148,6 +150,30 @@ impl Destination {
     }
 }
 
+/// The staging ring for a transfer, from the configuration and the path.
+fn staging_for(ctx: &TransferContext) -> Option<ferry_io::staging::StagingConfig> {
+    use crate::config::Staging;
+    let bytes = match ctx.server.config.staging {
+        Staging::Off => return None,
+        Staging::Bytes(n) => n as usize,
+        Staging::Auto => {
+            let est = ferry_io::sizing::PathEstimate {
+                rtt: ctx.rtt,
+                rate: None,
+                socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
+            };
+            let s = ferry_io::sizing::choose(est, None);
+            tracing::info!(
+                rtt_ms = ctx.rtt.as_secs_f64() * 1e3,
+                staging_bytes = s.staging_bytes,
+                "staging sized from the path"
+            );
+            s.staging_bytes
+        }
+    };
+    Some(ferry_io::staging::StagingConfig::new(bytes, mode_e::DEFAULT_BLOCK_SIZE))
+}
+
 pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTransfer {
     let (tx, events) = mpsc::channel(8);
     let abort = Arc::new(AbortSignal::new());
@@ -156,11 +182,12 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let received = Arc::new(ReceiveState::default());
     let stopped = Arc::new(AtomicBool::new(false));
     let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
+    let staging = staging_for(&ctx);
     let task = Task {
         request: request.clone(),
         ctx,
         tx,
-        ctl: TransferControl { abort: abort.clone(), ..TransferControl::shared(progress.clone(), rate) },
+        ctl: TransferControl { abort: abort.clone(), staging, ..TransferControl::shared(progress.clone(), rate) },
         abort_notify: abort_notify.clone(),
         received: received.clone(),
         stopped: stopped.clone(),
@@ -557,6 +584,22 @@ enum MemoryPath {
     Null,
 }
 
+/// Reserves disk space for an upload whose size ALLO announced: blocks
+/// arriving out of order from parallel streams then fill a contiguous
+/// extent instead of fragmenting the file, and a full disk is reported
+/// before any data flows. The file's length is kept (it grows with what
+/// arrives), because restart checks compare against it.
+fn preallocate(upload: &Upload, size: u64) -> Result<(), TransferError> {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let Ok(len) = i64::try_from(size) else { return Ok(()) };
+    match fallocate(&upload.file, FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => Err(TransferError::NoSpace),
+        // Not every file system can (tmpfs can, some network ones cannot).
+        Err(_) => Ok(()),
+    }
+}
+
 /// Opens the file or builds the listing, before any data connection.
 fn prepare(
     root: &Root,
@@ -613,6 +656,9 @@ fn prepare(
                 _ => StoreMode::Resume,
             };
             let upload = root.begin_store(&req.path, mode).map_err(fs_to_transfer)?;
+            if let (StoreMode::Replace, Some(size)) = (mode, req.allocation) {
+                preallocate(&upload, size)?;
+            }
             let stream = req.mode == TransferMode::Stream;
             // A restart claims the partial file already holds `done`; it
             // cannot hold bytes past its own end. Trusting such a claim

@@ -1,0 +1,132 @@
+//! Choosing stream count and staging size from the path, when the user
+//! gives none.
+//!
+//! What a long fat network needs is enough bytes in flight: the
+//! bandwidth-delay product. A single TCP stream can keep at most its socket
+//! buffer in flight, and the kernel caps that at `tcp_wmem`/`tcp_rmem` (4
+//! MiB on an untuned host), so the stream count has to make up the rest;
+//! and a fresh connection starts with ten segments and doubles per round
+//! trip, so on a long path more streams also mean a faster start. On a LAN
+//! or loopback neither applies and one stream is best (the reference runs
+//! show parallel streams buying nothing there). Socket buffers are left to
+//! the kernel's autotuning: setting them fixes them at that size and caps
+//! them at `rmem_max`, which the reference found halves throughput at 80 ms.
+//! The rules are deliberately simple and every choice is logged; `ferry
+//! tune` measures instead of guessing. See `docs/data-path.md`.
+
+use std::time::Duration;
+
+/// What is known about the path and the host.
+#[derive(Debug, Clone, Copy)]
+pub struct PathEstimate {
+    pub rtt: Duration,
+    /// Bottleneck rate in bytes per second, when measured.
+    pub rate: Option<u64>,
+    /// The kernel's cap on one socket's buffer (min of tcp_wmem and
+    /// tcp_rmem maxima).
+    pub socket_buffer_max: u64,
+}
+
+/// The chosen knobs and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sizing {
+    pub parallelism: u32,
+    pub staging_bytes: usize,
+    pub reason: String,
+}
+
+/// Rate assumed when none was measured: a 10 Gbit/s path, the fastest the
+/// sites Ferry serves commonly have; over-estimating only adds streams.
+pub const ASSUMED_RATE: u64 = 10_000_000_000 / 8;
+
+/// Most streams chosen automatically.
+pub const MAX_AUTO_STREAMS: u32 = 16;
+
+pub fn choose(path: PathEstimate, file_size: Option<u64>) -> Sizing {
+    let rtt = path.rtt.as_secs_f64();
+    let rate = path.rate.unwrap_or(ASSUMED_RATE) as f64;
+    let bdp = rate * rtt;
+    let staging_bytes = ((bdp / 4.0) as usize).clamp(crate::staging::MIN_STAGING, crate::staging::MAX_STAGING);
+    if path.rtt < Duration::from_millis(1) {
+        return Sizing {
+            parallelism: 1,
+            staging_bytes,
+            reason: format!("RTT {:.2} ms: a local path, one stream", rtt * 1e3),
+        };
+    }
+    // Enough streams that their buffers together can hold the BDP...
+    let by_buffers = (bdp / path.socket_buffer_max.max(1) as f64).ceil() as u32;
+    // ...and that the initial windows (ten 9000-byte segments each, doubling
+    // per round trip) cover the BDP, or the file, within about three round
+    // trips instead of seven or eight.
+    let initial = 10.0 * 8948.0 * 8.0;
+    let target = file_size.map_or(bdp, |s| bdp.min(s as f64));
+    let by_start = (target / initial).ceil() as u32;
+    let parallelism = by_buffers.max(by_start).clamp(1, MAX_AUTO_STREAMS);
+    Sizing {
+        parallelism,
+        staging_bytes,
+        reason: format!(
+            "RTT {:.1} ms, {} rate {:.0} Mbit/s, BDP {:.1} MB; socket buffers up to {} MiB need {} stream(s), a \
+             quick start {}",
+            rtt * 1e3,
+            if path.rate.is_some() { "measured" } else { "assumed" },
+            rate * 8.0 / 1e6,
+            bdp / 1e6,
+            path.socket_buffer_max >> 20,
+            by_buffers,
+            by_start
+        ),
+    }
+}
+
+/// The smaller of the kernel's maximum send and receive buffer sizes
+/// (`net.ipv4.tcp_wmem`/`tcp_rmem`, third field).
+pub fn socket_buffer_max() -> u64 {
+    let max_of = |path: &str| {
+        std::fs::read_to_string(path).ok().and_then(|s| s.split_whitespace().nth(2).and_then(|v| v.parse::<u64>().ok()))
+    };
+    match (max_of("/proc/sys/net/ipv4/tcp_wmem"), max_of("/proc/sys/net/ipv4/tcp_rmem")) {
+        (Some(w), Some(r)) => w.min(r),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => 4 << 20,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn est(ms: f64, buf_mib: u64) -> PathEstimate {
+        PathEstimate {
+            rtt: Duration::from_secs_f64(ms / 1e3),
+            rate: Some(125_000_000),
+            socket_buffer_max: buf_mib << 20,
+        }
+    }
+
+    #[test]
+    fn local_paths_get_one_stream() {
+        assert_eq!(choose(est(0.05, 64), None).parallelism, 1);
+    }
+
+    #[test]
+    fn long_paths_get_more_streams_and_untuned_hosts_even_more() {
+        // 1 Gbit/s at 160 ms RTT: BDP 20 MB.
+        let tuned = choose(est(160.0, 64), None);
+        assert!(tuned.parallelism >= 8, "{tuned:?}");
+        let small_file = choose(est(160.0, 64), Some(1 << 20));
+        assert!(small_file.parallelism < tuned.parallelism, "{small_file:?}");
+        let untuned = choose(PathEstimate { rate: Some(125_000_000), ..est(60.0, 4) }, Some(64 << 20));
+        assert!(untuned.parallelism >= 2, "{untuned:?}");
+        assert!(choose(est(2000.0, 1), None).parallelism <= MAX_AUTO_STREAMS);
+    }
+
+    #[test]
+    fn staging_follows_the_bdp_within_bounds() {
+        assert_eq!(choose(est(0.05, 64), None).staging_bytes, crate::staging::MIN_STAGING);
+        assert_eq!(choose(est(160.0, 64), None).staging_bytes, 5_000_000);
+        let big = PathEstimate { rate: Some(10_000_000_000), ..est(160.0, 64) };
+        assert_eq!(choose(big, None).staging_bytes, crate::staging::MAX_STAGING);
+    }
+}
