@@ -48,7 +48,8 @@ impl Features {
     }
 }
 
-/// An open, logged-in (after [`login`](Self::login)) control connection.
+/// An open control connection; [`login_with`](Self::login_with) reads the
+/// greeting and logs in.
 #[derive(Debug)]
 pub struct ControlChannel {
     stream: TcpStream,
@@ -70,7 +71,7 @@ impl ControlChannel {
             .map_err(|source| ClientError::Connect { addr: addr.clone(), error: source })?;
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
-        let mut c = Self {
+        Ok(Self {
             stream,
             parser: ReplyParser::default(),
             buf: vec![0; 16384],
@@ -79,16 +80,21 @@ impl ControlChannel {
             peer,
             ty: None,
             epsv_failed: false,
-        };
+        })
+    }
+
+    /// Reads the greeting. [`login_with`](Self::login_with) sends its
+    /// commands before reading it, since servers read their input only
+    /// after greeting: waiting for the banner would cost a round trip.
+    async fn banner(&mut self) -> Result<(), ClientError> {
         loop {
-            let r = c.reply().await?;
+            let r = self.reply().await?;
             match r.code.get() {
                 120 => continue, // "ready in nnn minutes"
-                220 => break,
+                220 => return Ok(()),
                 _ => return Err(ClientError::Refused { command: "connect".into(), reply: r }),
             }
         }
-        Ok(c)
     }
 
     pub fn peer(&self) -> SocketAddr {
@@ -169,22 +175,77 @@ impl ControlChannel {
         }
     }
 
-    pub async fn login(&mut self, user: &str, password: &str) -> Result<(), ClientError> {
-        let r = self.command(&Command::User(user.to_string())).await?;
-        let r = match r.code.get() {
-            230 => r,
-            331 => self.command(&Command::Pass(password.to_string())).await?,
-            _ => return Err(ClientError::Login { user: user.into(), reply: r }),
-        };
-        if r.code.get() != 230 && r.code.get() != 202 {
-            return Err(ClientError::Login { user: user.into(), reply: r });
+    /// Sends several commands in one write: their replies come back in
+    /// order, and a batch costs one round trip instead of one per command.
+    pub async fn send_batch(&mut self, cmds: &[Command]) -> Result<(), ClientError> {
+        let mut out = Vec::new();
+        for c in cmds {
+            match c {
+                Command::Pass(_) => tracing::trace!("command PASS ****"),
+                c => tracing::trace!(command = %c, "command"),
+            }
+            out.extend_from_slice(c.to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
-        let feat = self.command(&Command::Feat).await?;
-        self.features = Features::parse(&feat);
-        if self.features.has("UTF8") {
-            let _ = self.command(&Command::Opts(ferry_proto::command::Opts::Utf8(true))).await;
-        }
+        self.stream.write_all(&out).await?;
         Ok(())
+    }
+
+    /// Greets and logs in with USER, PASS, FEAT (and a speculative `OPTS
+    /// UTF8 ON`) in one round trip. With `probe`, an `MLST` of that path
+    /// rides along and its facts are returned: `Some(None)` if it does not
+    /// exist, `None` if the server has no MLST (ask it another way). The
+    /// `then` commands go out in the same write; their replies are left
+    /// for the caller to read.
+    pub async fn login_with(
+        &mut self,
+        user: &str,
+        password: &str,
+        probe: Option<&str>,
+        then: &[Command],
+    ) -> Result<Option<Option<FileFacts>>, ClientError> {
+        let mut batch = vec![
+            Command::User(user.to_string()),
+            Command::Pass(password.to_string()),
+            Command::Feat,
+            Command::Opts(ferry_proto::command::Opts::Utf8(true)),
+        ];
+        if let Some(p) = probe {
+            batch.push(Command::Mlst(Some(p.to_string())));
+        }
+        batch.extend_from_slice(then);
+        self.send_batch(&batch).await?;
+        self.banner().await?;
+        // After a refusal the connection is dropped: the replies to the
+        // rest of the batch do not matter.
+        let r = self.reply().await?;
+        match r.code.get() {
+            // No password needed: PASS is then superfluous (202, or 503).
+            230 => {
+                let _ = self.reply().await?;
+            }
+            331 => {
+                let p = self.reply().await?;
+                if p.code.get() != 230 && p.code.get() != 202 {
+                    return Err(ClientError::Login { user: user.into(), reply: p });
+                }
+            }
+            _ => return Err(ClientError::Login { user: user.into(), reply: r }),
+        }
+        let feat = self.reply().await?;
+        self.features = Features::parse(&feat);
+        let _utf8 = self.reply().await?; // any answer will do
+        if probe.is_none() {
+            return Ok(None);
+        }
+        let r = self.reply().await?;
+        if !self.features.has("MLST") {
+            return Ok(None);
+        }
+        if r.code.get() != 250 {
+            return Ok(Some(None));
+        }
+        Ok(Some(r.lines.iter().skip(1).find_map(|l| parse_mlsx(l.trim_start()))))
     }
 
     pub async fn set_type(&mut self, ty: TransferType) -> Result<(), ClientError> {
@@ -193,6 +254,21 @@ impl ControlChannel {
             self.ty = Some(ty);
         }
         Ok(())
+    }
+
+    /// Forgets the transfer type, after a TYPE whose outcome is unknown.
+    pub fn forget_type(&mut self) {
+        self.ty = None;
+    }
+
+    /// The TYPE command needed to switch to `ty`, if any, assuming it will
+    /// succeed: for callers that pipeline it with other commands and give
+    /// up the connection if it fails.
+    pub fn switch_type(&mut self, ty: TransferType) -> Option<Command> {
+        (self.ty != Some(ty)).then(|| {
+            self.ty = Some(ty);
+            Command::Type(ty)
+        })
     }
 
     /// Asks for a passive data port: EPSV (RFC 2428), falling back to PASV
@@ -244,8 +320,11 @@ impl ControlChannel {
         Ok(r.lines.iter().skip(1).find_map(|l| parse_mlsx(l.trim_start())))
     }
 
+    /// Says goodbye without waiting for the answer: a round trip at the end
+    /// of every copy buys nothing (globus-url-copy does not even send QUIT).
     pub async fn quit(mut self) {
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.command(&Command::Quit)).await;
+        let _ = self.send(&Command::Quit).await;
+        let _ = self.stream.shutdown().await;
     }
 }
 

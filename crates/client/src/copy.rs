@@ -17,7 +17,7 @@ use crate::session::{third_party_e, third_party_many, BatchFile, ChannelOptions,
 use ferry_io::mode_e::{BlockSink, BlockSource, DataPath, ReceiveState, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
-use ferry_proto::command::{Command, TransferMode, TransferType};
+use ferry_proto::command::{Command, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use std::collections::HashMap;
 use std::fs::File;
@@ -185,9 +185,23 @@ impl Client {
     /// The logged-in session for `url`'s server (`listing` for the separate
     /// one that serves listings).
     async fn session_for(&mut self, url: &RemoteUrl, listing: bool) -> Result<&mut ServerSession, ClientError> {
+        self.open_session(url, listing, None).await
+    }
+
+    /// The session for `url`'s server, opened (with `probe` riding along
+    /// with the login) if there is none or the last one broke.
+    async fn open_session(
+        &mut self,
+        url: &RemoteUrl,
+        listing: bool,
+        probe: Option<&str>,
+    ) -> Result<&mut ServerSession, ClientError> {
         let k = format!("{}{}", key(url), if listing { "#list" } else { "" });
+        if self.sessions.get(&k).is_some_and(ServerSession::is_broken) {
+            self.sessions.remove(&k);
+        }
         if !self.sessions.contains_key(&k) {
-            let s = ServerSession::open(url, self.channel_options()).await?;
+            let s = ServerSession::open(url, self.channel_options(), probe).await?;
             self.sessions.insert(k.clone(), s);
         }
         Ok(self.sessions.get_mut(&k).expect("inserted above"))
@@ -199,6 +213,8 @@ impl Client {
 
     /// The logged-in control connection for `url`'s server.
     pub async fn connection(&mut self, url: &RemoteUrl) -> Result<&mut ControlChannel, ClientError> {
+        self.session_for(url, false).await?.settle().await?;
+        // Settling may have found the session unusable: then it reopens.
         Ok(&mut self.session_for(url, false).await?.ctrl)
     }
 
@@ -229,6 +245,7 @@ impl Client {
     /// Copies `src` to `dst`. A destination that is an existing directory
     /// (or a URL ending in `/`) receives the source under its own name.
     pub async fn copy(&mut self, src: &Location, dst: &Location) -> Result<CopySummary, ClientError> {
+        self.pipeline_download(src, dst).await?;
         let src_facts = self.facts(src).await?.ok_or_else(|| match src {
             Location::Local(p) => ClientError::local(p.display(), std::io::ErrorKind::NotFound.into()),
             Location::Remote(u) => ClientError::Usage(format!("{u}: no such file or directory on the server")),
@@ -247,6 +264,29 @@ impl Client {
         Ok(summary)
     }
 
+    /// Opens the session for a download with its RETR in the login's
+    /// write (see [`ServerSession::open_retrieving`]) when nothing calls
+    /// for a question first: a remote file to a local path, MODE E allowed,
+    /// no restart record to consult, IPv4.
+    async fn pipeline_download(&mut self, src: &Location, dst: &Location) -> Result<(), ClientError> {
+        let (Location::Remote(u), Location::Local(d)) = (src, dst) else { return Ok(()) };
+        let Some(name) = u.file_name() else { return Ok(()) };
+        if self.opts.mode == ModeChoice::Stream
+            || self.opts.pipeline <= 1
+            || self.sessions.contains_key(&key(u))
+            || u.host.contains(':')
+        {
+            return Ok(());
+        }
+        let target = if d.is_dir() { d.join(name) } else { d.clone() };
+        if self.opts.resume && ResumeState::exists(&src.to_string(), &Location::Local(target).to_string()) {
+            return Ok(());
+        }
+        let s = ServerSession::open_retrieving(u, self.channel_options(), &u.path).await?;
+        self.sessions.insert(key(u), s);
+        Ok(())
+    }
+
     async fn facts(&mut self, loc: &Location) -> Result<Option<FileFacts>, ClientError> {
         match loc {
             Location::Local(p) => match std::fs::metadata(p) {
@@ -258,8 +298,12 @@ impl Client {
                 Err(e) => Err(ClientError::local(p.display(), e)),
             },
             Location::Remote(u) => {
-                let path = u.path.clone();
-                self.connection(u).await?.stat(&path).await
+                // The first question to a server rides along with the login.
+                let s = self.open_session(u, false, Some(&u.path)).await?;
+                match s.take_probe(&u.path) {
+                    Some(facts) => Ok(facts),
+                    None => self.connection(u).await?.stat(&u.path).await,
+                }
             }
         }
     }
@@ -680,13 +724,10 @@ impl Client {
         let rate = self.rate.clone();
         let sink = LocalSink::open(dst, false)?;
         let s = self.session(src).await?;
-        s.set_mode(TransferMode::Stream).await?;
-        let c = &mut s.ctrl;
-        c.set_type(TransferType::Image).await?;
-        let addr = c.passive().await?;
-        let data = connect_data(addr, timeout).await?;
         let cmd = Command::Retr(src.path.clone());
-        c.send(&cmd).await?;
+        let addr = s.stream_transfer(&cmd, None).await?;
+        let data = connect_data(addr, timeout).await?;
+        let c = &mut s.ctrl;
         let r = c.reply().await?;
         if !r.code.is_preliminary() {
             return Err(refused(&cmd, r));
@@ -720,20 +761,13 @@ impl Client {
         let file = File::open(src).map_err(local_err(src))?;
         let md = file.metadata().map_err(local_err(src))?;
         let s = self.session(dst).await?;
-        s.set_mode(TransferMode::Stream).await?;
-        let c = &mut s.ctrl;
-        c.set_type(TransferType::Image).await?;
-        // ALLO (RFC 959 §4.1.3) tells the server the size: Ferry servers
-        // preallocate and refuse to commit a short upload. Servers that do
-        // not need it answer 202; a refusal is harmless. A pipe or device
-        // has no size to announce.
-        if md.is_file() {
-            let _ = c.command(&Command::Allo(ferry_proto::command::Allo { size: md.len(), record: None })).await?;
-        }
-        let addr = c.passive().await?;
-        let data = connect_data(addr, timeout).await?;
         let cmd = Command::Stor(dst.path.clone());
-        c.send(&cmd).await?;
+        // ALLO (RFC 959 §4.1.3) tells the server the size: Ferry servers
+        // preallocate and refuse to commit a short upload. A pipe or device
+        // has no size to announce.
+        let addr = s.stream_transfer(&cmd, md.is_file().then_some(md.len())).await?;
+        let data = connect_data(addr, timeout).await?;
+        let c = &mut s.ctrl;
         let r = c.reply().await?;
         if !r.code.is_preliminary() {
             return Err(refused(&cmd, r));
@@ -753,24 +787,13 @@ impl Client {
     /// listens, the source connects to it.
     async fn third_party_s(&mut self, src: &RemoteUrl, dst: &RemoteUrl) -> Result<u64, ClientError> {
         let d = self.session(dst).await?;
-        d.set_mode(TransferMode::Stream).await?;
-        d.ctrl.set_type(TransferType::Image).await?;
-        let addr = d.ctrl.passive().await?;
         let stor = Command::Stor(dst.path.clone());
-        d.ctrl.send(&stor).await?;
+        let addr = d.stream_transfer(&stor, None).await?;
         let s = self.session(src).await?;
-        s.set_mode(TransferMode::Stream).await?;
-        s.ctrl.set_type(TransferType::Image).await?;
-        let SocketAddr::V4(v4) = addr else {
-            return Err(ClientError::Usage("stream-mode third-party copies over IPv6 are not supported".into()));
-        };
-        let port = Command::Port(v4);
-        let r = s.ctrl.command(&port).await?;
-        let src_result = if r.code.get() != 200 {
-            Err(refused(&port, r))
+        let retr = Command::Retr(src.path.clone());
+        let src_result = if let Err(e) = s.stream_source(addr, &retr).await {
+            Err(e)
         } else {
-            let retr = Command::Retr(src.path.clone());
-            s.ctrl.send(&retr).await?;
             async {
                 loop {
                     let r = s.ctrl.reply_untimed().await?;

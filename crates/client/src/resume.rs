@@ -51,6 +51,11 @@ fn key(source: &str, destination: &str) -> String {
 }
 
 impl ResumeState {
+    /// Whether a record for this copy exists (whatever it says).
+    pub fn exists(source: &str, destination: &str) -> bool {
+        state_dir().is_some_and(|d| d.join(key(source, destination)).exists())
+    }
+
     /// Loads the record for this copy, or starts an empty one. `source` and
     /// `destination` must not contain passwords.
     pub fn load(source: &str, destination: &str, size: u64, modified: i64) -> Self {

@@ -15,7 +15,9 @@ use crate::location::RemoteUrl;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::CopyError;
-use ferry_proto::command::{Allo, Command, Opts, RestArg, TransferMode, TransferType};
+use ferry_proto::command::{Allo, Command, EpsvArg, Opts, RestArg, TransferMode, TransferType};
+use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
 use ferry_proto::markers::{parse_range_marker, PerfMarker};
 use ferry_proto::{RangeSet, Reply};
 use std::net::{SocketAddr, TcpStream};
@@ -87,6 +89,19 @@ enum Channel {
     Source { to: SocketAddr },
 }
 
+/// What the reply to a pipelined set-up command must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// 2xx (or 3xx).
+    Positive,
+    /// 350, the answer to REST.
+    Restart,
+    /// 227 or 229 with the address to connect to.
+    Passive,
+    /// Anything: an advisory command (ALLO in stream mode).
+    Any,
+}
+
 #[derive(Debug)]
 pub struct ServerSession {
     pub ctrl: ControlChannel,
@@ -97,6 +112,14 @@ pub struct ServerSession {
     parallelism_sent: Option<u32>,
     buffer_sent: bool,
     broken: bool,
+    /// Set-up commands (MODE, TYPE, PORT...) waiting to go out in one
+    /// write with the next transfer command: on a long path every separate
+    /// command costs a round trip.
+    queued: Vec<(Command, Expect)>,
+    /// The facts of the path probed at login, until asked for.
+    probe: Option<(String, Option<FileFacts>)>,
+    /// A RETR sent with the login whose answer is unread.
+    pending: Option<String>,
     /// Streams per transfer: the user's, or chosen from the path at login.
     parallelism: u32,
     /// What the control connection measured: the path's round-trip time.
@@ -106,31 +129,82 @@ pub struct ServerSession {
 }
 
 impl ServerSession {
-    pub async fn open(url: &RemoteUrl, opts: ChannelOptions) -> Result<Self, ClientError> {
+    /// Connects and logs in. `probe` is a path whose facts the caller will
+    /// want: its MLST rides along with the login (see [`take_probe`]), and a
+    /// file's size informs the stream count.
+    ///
+    /// [`take_probe`]: Self::take_probe
+    pub async fn open(url: &RemoteUrl, opts: ChannelOptions, probe: Option<&str>) -> Result<Self, ClientError> {
+        let ctrl = Self::connect(url, &opts).await?;
+        let mut s = Self::new(ctrl, url, opts);
+        let facts = s.ctrl.login_with(&url.user, &url.password, probe, &[]).await?;
+        // The handshake and the login gave the kernel round trips to measure.
+        let file_size = facts.as_ref().and_then(|f| f.as_ref()).filter(|f| f.kind == FileKind::File).map(|f| f.size);
+        s.size_streams(file_size);
+        s.probe = probe.zip(facts).map(|(p, f)| (p.to_string(), f));
+        Ok(s)
+    }
+
+    /// Like [`open`](Self::open) with `path` as the probe, and sends a
+    /// MODE E download of `path` with the login, in the same write: a
+    /// fresh copy then costs one round trip less. Whether the server
+    /// speaks GridFTP is not known yet, so the data channel is offered with
+    /// SPOR, the GridFTP form of PORT: a plain FTP server refuses it and
+    /// then the RETR for want of a data channel, instead of sending the
+    /// file in stream mode. [`retrieve_e`](Self::retrieve_e) of `path`
+    /// picks up the RETR; anything else first reads and drops its answer.
+    /// IPv4 only (SPOR has no IPv6 form).
+    pub async fn open_retrieving(url: &RemoteUrl, opts: ChannelOptions, path: &str) -> Result<Self, ClientError> {
+        let ctrl = Self::connect(url, &opts).await?;
+        let mut s = Self::new(ctrl, url, opts);
+        // Only the handshake has been measured: size for the path alone.
+        s.size_streams(None);
+        s.prepare_e();
+        s.set_parallelism();
+        let listener = s.listen()?;
+        let SocketAddr::V4(v4) = listener.local_addr()? else {
+            return Err(ClientError::Usage("a pipelined download needs IPv4".into()));
+        };
+        s.queue(Command::Spor(vec![v4]), Expect::Positive);
+        s.channel = Channel::Listening { listener: Arc::new(listener), cached: Vec::new() };
+        let queued = std::mem::take(&mut s.queued);
+        let mut then: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
+        then.push(Command::Retr(path.to_string()));
+        let facts = s.ctrl.login_with(&url.user, &url.password, Some(path), &then).await?;
+        s.probe = facts.map(|f| (path.to_string(), f));
+        let mut accepted = true;
+        for (_, expect) in &queued {
+            let r = s.ctrl.reply().await?;
+            accepted &= match expect {
+                Expect::Restart => r.code.get() == 350,
+                _ => r.code.is_positive_completion(),
+            };
+        }
+        if !accepted {
+            // Not a GridFTP server, or not one that takes SPOR: set up
+            // anew, the usual way, once the RETR's refusal is read.
+            s.mode = None;
+            s.channel = Channel::None;
+            s.parallelism_sent = None;
+            s.buffer_sent = false;
+            s.ctrl.forget_type();
+        }
+        s.pending = Some(path.to_string());
+        Ok(s)
+    }
+
+    async fn connect(url: &RemoteUrl, opts: &ChannelOptions) -> Result<ControlChannel, ClientError> {
         if url.scheme == crate::location::Scheme::Ftps {
             return Err(ClientError::Usage("ftps:// is not supported yet".into()));
         }
-        let mut ctrl = ControlChannel::connect(&url.host, url.port, opts.timeout).await?;
-        ctrl.login(&url.user, &url.password).await?;
-        // The login exchange gave the kernel a few round trips to measure.
-        let rtt = ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
-        let (parallelism, sizing) = match opts.parallelism {
-            Some(p) => (p.max(1), format!("{p} stream(s) as asked")),
-            None => {
-                let est = ferry_io::sizing::PathEstimate {
-                    rtt,
-                    rate: None,
-                    socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
-                };
-                let s = ferry_io::sizing::choose(est, None);
-                (s.parallelism, format!("{} stream(s): {}", s.parallelism, s.reason))
-            }
-        };
-        tracing::info!(server = %url, rtt_ms = rtt.as_secs_f64() * 1e3, %sizing, "data channel sizing");
-        Ok(Self {
-            parallelism,
-            rtt,
-            sizing,
+        ControlChannel::connect(&url.host, url.port, opts.timeout).await
+    }
+
+    fn new(ctrl: ControlChannel, url: &RemoteUrl, opts: ChannelOptions) -> Self {
+        Self {
+            parallelism: 1,
+            rtt: Duration::ZERO,
+            sizing: String::new(),
             ctrl,
             url: url.clone(),
             opts,
@@ -139,7 +213,121 @@ impl ServerSession {
             parallelism_sent: None,
             buffer_sent: false,
             broken: false,
-        })
+            queued: Vec::new(),
+            probe: None,
+            pending: None,
+        }
+    }
+
+    /// Chooses the stream count from the control connection's RTT (and
+    /// the file's size, when known), unless the user gave one.
+    fn size_streams(&mut self, file_size: Option<u64>) {
+        self.rtt = self.ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
+        (self.parallelism, self.sizing) = match self.opts.parallelism {
+            Some(p) => (p.max(1), format!("{p} stream(s) as asked")),
+            None => {
+                let est = ferry_io::sizing::PathEstimate {
+                    rtt: self.rtt,
+                    rate: None,
+                    socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
+                };
+                let s = ferry_io::sizing::choose(est, file_size);
+                (s.parallelism, format!("{} stream(s): {}", s.parallelism, s.reason))
+            }
+        };
+        tracing::info!(server = %self.url, rtt_ms = self.rtt.as_secs_f64() * 1e3, sizing = %self.sizing, "data channel sizing");
+    }
+
+    /// Reads the answer to a RETR sent with the login and not used. If the
+    /// server took it and is sending, the session is beyond repair.
+    pub async fn settle(&mut self) -> Result<(), ClientError> {
+        if self.pending.take().is_none() {
+            return Ok(());
+        }
+        let r = self.preliminary_or_refusal().await?;
+        if r.code.is_preliminary() {
+            tracing::debug!("a pipelined RETR went unused; reopening the session");
+            self.reset_after_batch();
+        }
+        Ok(())
+    }
+
+    /// The first reply to a transfer command that is not a marker.
+    async fn preliminary_or_refusal(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            let r = self.ctrl.reply().await?;
+            if !handle_marker(&r, &mut |_| {}) {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// The facts of `path` if it was probed at login (once: later calls
+    /// ask the server again, since the file may have changed).
+    pub fn take_probe(&mut self, path: &str) -> Option<Option<FileFacts>> {
+        match self.probe.take() {
+            Some((p, facts)) if p == path => Some(facts),
+            other => {
+                self.probe = other;
+                None
+            }
+        }
+    }
+
+    /// Holds `cmd` back until the next [`flush`](Self::flush).
+    fn queue(&mut self, cmd: Command, expect: Expect) {
+        self.queued.push((cmd, expect));
+    }
+
+    /// Sends the queued set-up commands and then `then` (the transfer
+    /// commands) in one write, and checks the set-up replies; returns the
+    /// address of a queued PASV/EPSV. If a set-up command is refused, the
+    /// transfer commands are already on their way and the server's state
+    /// is unknown: the session is marked broken and must be reopened.
+    async fn flush(&mut self, then: &[Command]) -> Result<Option<SocketAddr>, ClientError> {
+        self.settle().await?;
+        if self.broken {
+            return Err(ClientError::Data("the session was left mid-transfer; it must be reopened".into()));
+        }
+        let queued = std::mem::take(&mut self.queued);
+        // A transfer may change what was probed.
+        self.probe = None;
+        let mut batch: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
+        batch.extend_from_slice(then);
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        self.ctrl.send_batch(&batch).await?;
+        let mut passive = None;
+        for (cmd, expect) in &queued {
+            let r = self.ctrl.reply().await?;
+            let ok = match expect {
+                Expect::Positive => r.code.is_positive_completion() || r.code.is_intermediate(),
+                Expect::Restart => r.code.get() == 350,
+                Expect::Any => true,
+                Expect::Passive => {
+                    passive = self.passive_reply(&r);
+                    passive.is_some()
+                }
+            };
+            if !ok {
+                self.reset_after_batch();
+                return Err(refused(cmd, r));
+            }
+        }
+        Ok(passive)
+    }
+
+    /// The data address in a PASV or EPSV reply. A PASV address is
+    /// replaced by the control connection's peer: servers behind NAT
+    /// announce unusable ones (curl and lftp do the same).
+    fn passive_reply(&self, r: &Reply) -> Option<SocketAddr> {
+        let peer = self.ctrl.peer().ip();
+        match r.code.get() {
+            227 => parse_pasv_reply(&r.lines[0]).map(|a| SocketAddr::new(peer, a.port())),
+            229 => parse_epsv_reply(&r.lines[0]).map(|port| SocketAddr::new(peer, port)),
+            _ => None,
+        }
     }
 
     /// Whether the server speaks GridFTP extended block mode (Globus and
@@ -162,6 +350,7 @@ impl ServerSession {
     }
 
     pub async fn checksum(&mut self, algorithm: &str, path: &str) -> Result<String, ClientError> {
+        self.flush(&[]).await?;
         let cmd = Command::Cksm { algorithm: algorithm.to_string(), offset: 0, length: None, path: path.to_string() };
         let r = self.ctrl.command(&cmd).await?;
         if r.code.get() != 213 {
@@ -175,76 +364,73 @@ impl ServerSession {
         self.channel = Channel::None;
     }
 
-    pub async fn set_mode(&mut self, mode: TransferMode) -> Result<(), ClientError> {
+    fn set_mode(&mut self, mode: TransferMode) {
         if self.mode != Some(mode) {
-            self.ctrl.expect(&Command::Mode(mode)).await?;
+            self.queue(Command::Mode(mode), Expect::Positive);
             self.mode = Some(mode);
             self.channel = Channel::None;
         }
-        Ok(())
     }
 
     /// `--tcp-bs`: SBUF when FEAT lists it, else the SITE family Globus
     /// servers take (what globus-url-copy does).
-    async fn send_buffer_size(&mut self) -> Result<(), ClientError> {
-        let Some(n) = self.opts.tcp_buffer else { return Ok(()) };
+    fn send_buffer_size(&mut self) {
+        let Some(n) = self.opts.tcp_buffer else { return };
         if self.buffer_sent {
-            return Ok(());
+            return;
         }
         if self.ctrl.features.has("SBUF") {
-            self.ctrl.expect(&Command::Sbuf(n.into())).await?;
+            self.queue(Command::Sbuf(n.into()), Expect::Positive);
         } else {
             use ferry_proto::command::SiteCommand::{RetrBufSize, StorBufSize};
-            self.ctrl.expect(&Command::Site(RetrBufSize(n.into()))).await?;
-            self.ctrl.expect(&Command::Site(StorBufSize(n.into()))).await?;
+            self.queue(Command::Site(RetrBufSize(n.into())), Expect::Positive);
+            self.queue(Command::Site(StorBufSize(n.into())), Expect::Positive);
         }
         self.buffer_sent = true;
-        Ok(())
     }
 
-    async fn prepare_e(&mut self) -> Result<(), ClientError> {
-        self.set_mode(TransferMode::ExtendedBlock).await?;
-        self.ctrl.set_type(TransferType::Image).await?;
-        self.send_buffer_size().await
+    fn prepare_e(&mut self) {
+        self.set_mode(TransferMode::ExtendedBlock);
+        if let Some(cmd) = self.ctrl.switch_type(TransferType::Image) {
+            self.queue(cmd, Expect::Positive);
+        }
+        self.send_buffer_size();
     }
 
     /// The server is the sender: tell it how many streams to open.
-    async fn set_parallelism(&mut self) -> Result<(), ClientError> {
+    fn set_parallelism(&mut self) {
         let p = self.parallelism;
         if self.parallelism_sent != Some(p) {
             let v = format!("{p},{p},{p}");
-            self.ctrl.expect(&Command::Opts(Opts::Retr(vec![("Parallelism".into(), v)]))).await?;
+            self.queue(Command::Opts(Opts::Retr(vec![("Parallelism".into(), v)])), Expect::Positive);
             // Globus fixes parallelism when PORT is processed: set it up anew.
             if self.parallelism_sent.is_some() {
                 self.channel = Channel::None;
             }
             self.parallelism_sent = Some(p);
         }
-        Ok(())
     }
 
-    async fn passive_addr(&mut self) -> Result<SocketAddr, ClientError> {
-        self.ctrl.passive().await
+    /// Queues PASV (EPSV on IPv6, where PASV cannot work): its reply comes
+    /// back from [`flush`](Self::flush). EPSV is not tried first on IPv4
+    /// because its failure would cost a second round trip.
+    fn queue_passive(&mut self) {
+        let cmd = if self.ctrl.peer().is_ipv6() { Command::Epsv(EpsvArg::Any) } else { Command::Pasv };
+        self.queue(cmd, Expect::Passive);
     }
 
-    async fn port(&mut self, addr: SocketAddr) -> Result<(), ClientError> {
+    fn port(&mut self, addr: SocketAddr) {
         let cmd = match addr {
             SocketAddr::V4(a) => Command::Port(a),
             v6 => Command::Eprt(v6),
         };
-        self.ctrl.expect(&cmd).await.map(|_| ())
+        self.queue(cmd, Expect::Positive);
     }
 
-    async fn rest(&mut self, done: &RangeSet) -> Result<(), ClientError> {
-        if done.is_empty() {
-            return Ok(());
+    fn rest(&mut self, done: &RangeSet) {
+        if !done.is_empty() {
+            self.queue(Command::Rest(RestArg::Ranges(done.clone())), Expect::Restart);
         }
-        let cmd = Command::Rest(RestArg::Ranges(done.clone()));
-        let r = self.ctrl.command(&cmd).await?;
-        if r.code.get() != 350 {
-            return Err(refused(&cmd, r));
-        }
-        Ok(())
     }
 
     fn data_socket(&self, s: TcpStream) -> Result<TcpStream, ClientError> {
@@ -269,24 +455,36 @@ impl ServerSession {
         self.data_socket(s.into_std()?)
     }
 
-    /// Makes sure we listen and the server knows it (PORT): in MODE E the
-    /// sender connects.
-    async fn ensure_listening(&mut self) -> Result<(), ClientError> {
-        self.prepare_e().await?;
-        self.set_parallelism().await?;
+    /// Opens `n` data connections to `addr` at once: one after another
+    /// would cost a round trip each.
+    async fn connect_many(&self, addr: SocketAddr, n: usize) -> Result<Vec<TcpStream>, ClientError> {
+        futures::future::join_all((0..n).map(|_| self.connect_data(addr))).await.into_iter().collect()
+    }
+
+    /// Makes sure we listen and the server will know it (PORT queued): in
+    /// MODE E the sender connects.
+    fn ensure_listening(&mut self) -> Result<(), ClientError> {
+        self.prepare_e();
+        self.set_parallelism();
         if !matches!(self.channel, Channel::Listening { .. }) {
-            let local = self.ctrl.local_addr()?;
-            let sock = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-            if let Some(n) = self.opts.tcp_buffer {
-                sock.set_recv_buffer_size(n)?;
-                sock.set_send_buffer_size(n)?;
-            }
-            sock.bind(SocketAddr::new(local.ip(), 0))?;
-            let listener = sock.listen(64)?;
-            self.port(listener.local_addr()?).await?;
+            let listener = self.listen()?;
+            self.port(listener.local_addr()?);
             self.channel = Channel::Listening { listener: Arc::new(listener), cached: Vec::new() };
         }
         Ok(())
+    }
+
+    /// A listener for the server's data connections, on the address the
+    /// control connection uses.
+    fn listen(&self) -> Result<TcpListener, ClientError> {
+        let local = self.ctrl.local_addr()?;
+        let sock = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+        if let Some(n) = self.opts.tcp_buffer {
+            sock.set_recv_buffer_size(n)?;
+            sock.set_send_buffer_size(n)?;
+        }
+        sock.bind(SocketAddr::new(local.ip(), 0))?;
+        Ok(sock.listen(64)?)
     }
 
     /// Accepts the server's data connections for as long as the returned
@@ -349,10 +547,17 @@ impl ServerSession {
         state: Arc<ReceiveState>,
         ctl: &TransferControl,
     ) -> Result<(), ClientError> {
-        self.ensure_listening().await?;
-        self.rest(done).await?;
         let cmd = Command::Retr(path.to_string());
-        self.ctrl.send(&cmd).await?;
+        let sent_with_login = self.pending.as_deref() == Some(path)
+            && done.is_empty()
+            && matches!(self.channel, Channel::Listening { .. });
+        if sent_with_login {
+            self.pending = None;
+        } else {
+            self.ensure_listening()?;
+            self.rest(done);
+            self.flush(std::slice::from_ref(&cmd)).await?;
+        }
         self.preliminary(&cmd, &mut |_| {}).await?;
         let (acceptor, mut rx) = self.spawn_acceptor()?;
         let result = self.receive_retrieved(&cmd, &mut rx, sink, size, state, ctl).await;
@@ -371,7 +576,7 @@ impl ServerSession {
         window: usize,
         control: impl Fn() -> TransferControl,
     ) -> (usize, Result<(), ClientError>) {
-        if let Err(e) = self.ensure_listening().await {
+        if let Err(e) = self.ensure_listening() {
             return (0, Err(e));
         }
         let (acceptor, mut rx) = match self.spawn_acceptor() {
@@ -380,7 +585,10 @@ impl ServerSession {
         };
         let mut done = 0;
         let result = async {
-            let mut sent = 0;
+            // The set-up and the first window of RETRs go in one write.
+            let first: Vec<Command> = items.iter().take(window.max(1)).map(|f| Command::Retr(f.path.clone())).collect();
+            self.flush(&first).await?;
+            let mut sent = first.len();
             for (i, item) in items.iter().enumerate() {
                 while sent < items.len() && sent < i + window.max(1) {
                     self.ctrl.send(&Command::Retr(items[sent].path.clone())).await?;
@@ -419,17 +627,27 @@ impl ServerSession {
         self.broken
     }
 
-    /// Makes sure the server listens (PASV) for our connections.
-    async fn ensure_connecting(&mut self) -> Result<SocketAddr, ClientError> {
-        self.prepare_e().await?;
-        Ok(match &self.channel {
-            Channel::Connecting { addr, .. } => *addr,
-            _ => {
-                let addr = self.passive_addr().await?;
+    /// Makes sure the server will listen for our connections (PASV
+    /// queued unless a channel is cached).
+    fn ensure_connecting(&mut self) {
+        self.prepare_e();
+        if !matches!(self.channel, Channel::Connecting { .. }) {
+            self.queue_passive();
+        }
+    }
+
+    /// Sends the queued set-up with `then` and returns where to connect.
+    async fn flush_connecting(&mut self, then: &[Command]) -> Result<SocketAddr, ClientError> {
+        match self.flush(then).await? {
+            Some(addr) => {
                 self.channel = Channel::Connecting { addr, cached: Vec::new() };
-                addr
+                Ok(addr)
             }
-        })
+            None => match &self.channel {
+                Channel::Connecting { addr, .. } => Ok(*addr),
+                _ => Err(channel_changed()),
+            },
+        }
     }
 
     /// Opens the data connections for a STOR already sent (Globus answers
@@ -447,9 +665,8 @@ impl ServerSession {
             return Err(channel_changed());
         };
         let mut streams = std::mem::take(cached);
-        while streams.len() < self.parallelism as usize {
-            streams.push(self.connect_data(addr).await?);
-        }
+        let missing = (self.parallelism as usize).saturating_sub(streams.len());
+        streams.extend(self.connect_many(addr, missing).await?);
         for s in &streams {
             ctl.abort.register(s).map_err(|e| ClientError::Data(e.to_string()))?;
         }
@@ -480,12 +697,12 @@ impl ServerSession {
         ctl: &TransferControl,
         on_marker: &mut (dyn FnMut(Marker) + Send),
     ) -> Result<(), ClientError> {
-        let addr = self.ensure_connecting().await?;
-        self.ctrl.expect(&Command::Allo(Allo { size, record: None })).await?;
-        self.rest(done).await?;
+        self.ensure_connecting();
+        self.queue(Command::Allo(Allo { size, record: None }), Expect::Positive);
+        self.rest(done);
         let plan = SendPlan::missing(size, done, self.opts.block_size);
         let cmd = Command::Stor(path.to_string());
-        self.ctrl.send(&cmd).await?;
+        let addr = self.flush_connecting(std::slice::from_ref(&cmd)).await?;
         self.send_stored(&cmd, addr, source, plan, ctl, on_marker).await
     }
 
@@ -500,13 +717,17 @@ impl ServerSession {
         window: usize,
         control: impl Fn() -> TransferControl,
     ) -> (usize, Result<(), ClientError>) {
-        let addr = match self.ensure_connecting().await {
-            Ok(a) => a,
-            Err(e) => return (0, Err(e)),
-        };
+        self.ensure_connecting();
         let mut done = 0;
         let result = async {
-            let mut sent = 0;
+            // The set-up and the first window of ALLO+STORs go in one write.
+            let first: Vec<Command> = items
+                .iter()
+                .take(window.max(1))
+                .flat_map(|f| [Command::Allo(Allo { size: f.size, record: None }), Command::Stor(f.path.clone())])
+                .collect();
+            let addr = self.flush_connecting(&first).await?;
+            let mut sent = first.len() / 2;
             for (i, item) in items.iter().enumerate() {
                 while sent < items.len() && sent < i + window.max(1) {
                     let it = &items[sent];
@@ -530,6 +751,72 @@ impl ServerSession {
             self.reset_after_batch();
         }
         (done, result)
+    }
+
+    /// Starts a stream-mode (RFC 959) transfer: MODE S, TYPE I, PASV,
+    /// ALLO `allo` bytes (advisory: Ferry preallocates and refuses short
+    /// uploads, other servers may ignore it), then `cmd`, in one write.
+    /// Returns where to open the data connection; the caller then reads
+    /// the preliminary reply.
+    pub async fn stream_transfer(&mut self, cmd: &Command, allo: Option<u64>) -> Result<SocketAddr, ClientError> {
+        self.stream_setup();
+        self.queue_passive();
+        if let Some(size) = allo {
+            self.queue(Command::Allo(Allo { size, record: None }), Expect::Any);
+        }
+        self.flush(std::slice::from_ref(cmd)).await?.ok_or_else(channel_changed)
+    }
+
+    /// Starts the source side of a stream-mode third-party copy: PORT to
+    /// `to` (IPv4 only, as RFC 959 has it) and `retr`, in one write.
+    pub async fn stream_source(&mut self, to: SocketAddr, retr: &Command) -> Result<(), ClientError> {
+        let SocketAddr::V4(v4) = to else {
+            return Err(ClientError::Usage("stream-mode third-party copies over IPv6 are not supported".into()));
+        };
+        self.stream_setup();
+        self.queue(Command::Port(v4), Expect::Positive);
+        self.flush(std::slice::from_ref(retr)).await.map(|_| ())
+    }
+
+    fn stream_setup(&mut self) {
+        self.set_mode(TransferMode::Stream);
+        if let Some(cmd) = self.ctrl.switch_type(TransferType::Image) {
+            self.queue(cmd, Expect::Positive);
+        }
+        self.channel = Channel::None;
+    }
+
+    /// Queues what a third-party destination needs: MODE E, and PASV
+    /// unless it listens already.
+    fn prepare_destination(&mut self) {
+        self.prepare_e();
+        if !matches!(self.channel, Channel::Destination { .. }) {
+            self.queue_passive();
+        }
+    }
+
+    /// Flushes a destination's set-up with `then`; returns where it listens.
+    async fn flush_destination(&mut self, then: &[Command]) -> Result<SocketAddr, ClientError> {
+        match self.flush(then).await? {
+            Some(addr) => {
+                self.channel = Channel::Destination { addr };
+                Ok(addr)
+            }
+            None => match self.channel {
+                Channel::Destination { addr } => Ok(addr),
+                _ => Err(channel_changed()),
+            },
+        }
+    }
+
+    /// Queues what a third-party source needs to send to `to`.
+    fn prepare_source(&mut self, to: SocketAddr) {
+        self.prepare_e();
+        self.set_parallelism();
+        if !matches!(self.channel, Channel::Source { to: t } if t == to) {
+            self.port(to);
+            self.channel = Channel::Source { to };
+        }
     }
 
     /// Reads replies up to the transfer's preliminary one (150/125).
@@ -631,30 +918,24 @@ pub async fn third_party_e(
     done: &RangeSet,
     on_marker: &mut (dyn FnMut(Marker) + Send),
 ) -> Result<(), ClientError> {
-    dst.prepare_e().await?;
-    src.prepare_e().await?;
-    src.set_parallelism().await?;
-    let addr = match dst.channel {
-        Channel::Destination { addr } => addr,
-        _ => {
-            let addr = dst.passive_addr().await?;
-            dst.channel = Channel::Destination { addr };
-            addr
-        }
-    };
-    if !matches!(src.channel, Channel::Source { to } if to == addr) {
-        src.port(addr).await?;
-        src.channel = Channel::Source { to: addr };
-    }
-    if let Some(size) = size {
-        dst.ctrl.expect(&Command::Allo(Allo { size, record: None })).await?;
-    }
-    dst.rest(done).await?;
-    src.rest(done).await?;
     let stor = Command::Stor(dst_path.to_string());
     let retr = Command::Retr(src_path.to_string());
-    dst.ctrl.send(&stor).await?;
-    src.ctrl.send(&retr).await?;
+    // One write to each server: the destination's set-up and STOR first
+    // (its PASV reply says where the source must connect), then the
+    // source's set-up and RETR.
+    dst.prepare_destination();
+    if let Some(size) = size {
+        dst.queue(Command::Allo(Allo { size, record: None }), Expect::Positive);
+    }
+    dst.rest(done);
+    let addr = dst.flush_destination(std::slice::from_ref(&stor)).await?;
+    src.prepare_source(addr);
+    src.rest(done);
+    if let Err(e) = src.flush(std::slice::from_ref(&retr)).await {
+        // The destination waits for a source that will not come.
+        dst.reset_after_batch();
+        return Err(e);
+    }
     let mut src_final: Option<Reply> = None;
     let mut dst_final: Option<Reply> = None;
     while src_final.is_none() || dst_final.is_none() {
@@ -710,27 +991,27 @@ pub async fn third_party_many(
     window: usize,
     on_perf: &mut (dyn FnMut(u64) + Send),
 ) -> (usize, Result<(), ClientError>) {
+    if items.is_empty() {
+        return (0, Ok(()));
+    }
     let mut done = 0;
     let result = async {
-        dst.prepare_e().await?;
-        src.prepare_e().await?;
-        src.set_parallelism().await?;
-        let addr = match dst.channel {
-            Channel::Destination { addr } => addr,
-            _ => {
-                let addr = dst.passive_addr().await?;
-                dst.channel = Channel::Destination { addr };
-                addr
-            }
-        };
-        if !matches!(src.channel, Channel::Source { to } if to == addr) {
-            src.port(addr).await?;
-            src.channel = Channel::Source { to: addr };
-        }
-        let mut sent = 0;
+        // The set-ups and the first window go in one write to each server.
+        let window = window.max(1);
+        let first = &items[..window.min(items.len())];
+        dst.prepare_destination();
+        let stors: Vec<Command> = first
+            .iter()
+            .flat_map(|(_, dp, sz)| [Command::Allo(Allo { size: *sz, record: None }), Command::Stor(dp.clone())])
+            .collect();
+        let addr = dst.flush_destination(&stors).await?;
+        src.prepare_source(addr);
+        let retrs: Vec<Command> = first.iter().map(|(sp, _, _)| Command::Retr(sp.clone())).collect();
+        src.flush(&retrs).await?;
+        let mut sent = first.len();
         let mut moved = 0u64;
         for (i, (src_path, dst_path, size)) in items.iter().enumerate() {
-            while sent < items.len() && sent < i + window.max(1) {
+            while sent < items.len() && sent < i + window {
                 let (sp, dp, sz) = &items[sent];
                 dst.ctrl.send(&Command::Allo(Allo { size: *sz, record: None })).await?;
                 dst.ctrl.send(&Command::Stor(dp.clone())).await?;

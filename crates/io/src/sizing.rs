@@ -39,8 +39,14 @@ pub struct Sizing {
 /// sites Ferry serves commonly have; over-estimating only adds streams.
 pub const ASSUMED_RATE: u64 = 10_000_000_000 / 8;
 
+/// What one fresh TCP connection safely delivers in its first round trip:
+/// the receiver's initial window is about 64 KiB with the default
+/// `tcp_rmem` (131072, half of it advertised, rounded down to whole
+/// segments: 62,636 bytes at MTU 9000), less MODE E headers.
+pub const FIRST_FLIGHT: u64 = 56 << 10;
+
 /// Most streams chosen automatically.
-pub const MAX_AUTO_STREAMS: u32 = 16;
+pub const MAX_AUTO_STREAMS: u32 = 32;
 
 pub fn choose(path: PathEstimate, file_size: Option<u64>) -> Sizing {
     let rtt = path.rtt.as_secs_f64();
@@ -56,12 +62,12 @@ pub fn choose(path: PathEstimate, file_size: Option<u64>) -> Sizing {
     }
     // Enough streams that their buffers together can hold the BDP...
     let by_buffers = (bdp / path.socket_buffer_max.max(1) as f64).ceil() as u32;
-    // ...and that the initial windows (ten 9000-byte segments each, doubling
-    // per round trip) cover the BDP, or the file, within about three round
-    // trips instead of seven or eight.
-    let initial = 10.0 * 8948.0 * 8.0;
+    // ...and that their first flights carry the file, or a BDP, at once:
+    // a fresh connection's first flight is capped by the receiver's
+    // initial window (64 KiB with the default tcp_rmem), and each further
+    // flight costs a round trip (a 1 MiB file on one stream needs five).
     let target = file_size.map_or(bdp, |s| bdp.min(s as f64));
-    let by_start = (target / initial).ceil() as u32;
+    let by_start = (target / FIRST_FLIGHT as f64).ceil() as u32;
     let parallelism = by_buffers.max(by_start).clamp(1, MAX_AUTO_STREAMS);
     Sizing {
         parallelism,
@@ -115,8 +121,9 @@ mod tests {
         // 1 Gbit/s at 160 ms RTT: BDP 20 MB.
         let tuned = choose(est(160.0, 64), None);
         assert!(tuned.parallelism >= 8, "{tuned:?}");
-        let small_file = choose(est(160.0, 64), Some(1 << 20));
+        let small_file = choose(est(160.0, 64), Some(256 << 10));
         assert!(small_file.parallelism < tuned.parallelism, "{small_file:?}");
+        assert_eq!(choose(est(160.0, 64), Some(1 << 20)).parallelism, 19, "1 MiB in one flight");
         let untuned = choose(PathEstimate { rate: Some(125_000_000), ..est(60.0, 4) }, Some(64 << 20));
         assert!(untuned.parallelism >= 2, "{untuned:?}");
         assert!(choose(est(2000.0, 1), None).parallelism <= MAX_AUTO_STREAMS);

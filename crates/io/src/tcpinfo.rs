@@ -1,10 +1,11 @@
-//! The kernel's view of a TCP connection (`getsockopt(TCP_INFO)`).
+//! The kernel's view of a TCP connection (`getsockopt(TCP_INFO)`), and the
+//! one TCP option Ferry sets that socket2 0.5 lacks (`TCP_NOTSENT_LOWAT`).
 //!
 //! Ferry reads it to size transfers from the measured round-trip time and,
 //! in the profiler, to show each stream's RTT, congestion window and
 //! retransmissions. This is the one place in the data path that calls the
-//! kernel without a safe wrapper: neither std, socket2 nor nix expose
-//! TCP_INFO on Linux.
+//! kernel without a safe wrapper: neither std, socket2 0.5 nor nix expose
+//! TCP_INFO or TCP_NOTSENT_LOWAT on Linux.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -74,6 +75,28 @@ pub fn tcp_info(sock: &impl AsRawFd) -> io::Result<TcpInfo> {
     })
 }
 
+/// Sets `TCP_NOTSENT_LOWAT`: the socket counts as writable only while
+/// fewer than `bytes` of its queue are unsent, so a blocked writer wakes
+/// when the network, not the buffer, has room.
+pub fn set_notsent_lowat(sock: &impl AsRawFd, bytes: u32) -> io::Result<()> {
+    let value = bytes as libc::c_int;
+    // SAFETY: passes a pointer to a live c_int and its exact size; the fd
+    // is borrowed from a live socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&value as *const libc::c_int).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +113,14 @@ mod tests {
         assert!(i.rtt_us > 0 && i.rtt_us < 100_000, "{i:?}");
         assert!(i.cwnd >= 1 && i.snd_mss > 0, "{i:?}");
         assert!(i.bytes_acked >= 100_000, "{i:?}");
+    }
+
+    #[test]
+    fn notsent_lowat_applies_to_tcp_sockets_only() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        set_notsent_lowat(&a, 256 << 10).unwrap();
+        let file = tempfile::tempfile().unwrap();
+        assert!(set_notsent_lowat(&file, 1).is_err());
     }
 }

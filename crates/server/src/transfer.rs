@@ -318,6 +318,12 @@ impl Task {
         self.data_socket(s)
     }
 
+    /// Opens `n` data connections concurrently.
+    async fn connect_many(&self, n: usize) -> Result<Vec<std::net::TcpStream>, TransferError> {
+        let connects = (0..n).map(|_| self.connect());
+        futures::future::join_all(connects).await.into_iter().collect()
+    }
+
     async fn stream_mode(&mut self, prepared: Prepared, size: Option<u64>) -> Result<u64, TransferError> {
         let _ = self.tx.send(TransferEvent::Started { size, reused: false }).await;
         let sock = match &self.request.endpoint {
@@ -412,10 +418,10 @@ impl Task {
             self.ctl.abort.register(s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
         }
         // The sender opens what parallelism asks for beyond what is cached
-        // (GFD.20: a receiver accepts any number of connections).
-        while streams.len() < self.request.channel.parallelism.max(1) as usize {
-            streams.push(self.connect().await?);
-        }
+        // (GFD.20: a receiver accepts any number of connections), all at
+        // once: one after another would cost a round trip each.
+        let missing = (self.request.channel.parallelism.max(1) as usize).saturating_sub(streams.len());
+        streams.extend(self.connect_many(missing).await?);
         let ctl = self.ctl.clone();
         let timeout = self.timeout();
         let streams = tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &ctl))

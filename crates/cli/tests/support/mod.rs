@@ -437,3 +437,73 @@ pub fn gfal(tool: &str, args: &[&str]) -> (bool, String) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
 }
+
+/// A TCP relay that holds every chunk for `one_way` in each direction: the
+/// control connection of a long path, on loopback. Data connections go
+/// direct, so a test through it counts control round trips. Serves one
+/// client connection at a time until dropped.
+pub struct DelayProxy {
+    pub addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl DelayProxy {
+    pub fn start(target: SocketAddr, one_way: Duration) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                client.set_nonblocking(false).unwrap();
+                let server = TcpStream::connect(target).unwrap();
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    Self::relay(from.try_clone().unwrap(), to.try_clone().unwrap(), one_way);
+                }
+            }
+        });
+        Self { addr, stop, accepted }
+    }
+
+    /// Control connections relayed so far.
+    pub fn connections(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Copies `from` to `to`, each chunk sent `delay` after it was read.
+    fn relay(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while let Ok(n) = from.read(&mut buf) {
+                if n == 0 || tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for (due, chunk) in rx {
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                if to.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = to.shutdown(std::net::Shutdown::Write);
+        });
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
