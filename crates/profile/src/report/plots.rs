@@ -1,0 +1,198 @@
+//! SVG plots for the HTML report, drawn with plotters into strings so the
+//! page embeds them inline and needs no external file or script.
+//!
+//! plotters is built without a font rasteriser (no `ttf` feature): the SVG
+//! backend writes text as `<text>` elements and the browser renders it, so
+//! no font files or system libraries are needed to build a report.
+
+use plotters::prelude::*;
+
+use crate::error::{ProfileError, Result};
+
+pub(crate) const WIDTH: u32 = 960;
+pub(crate) const HEIGHT: u32 = 300;
+
+/// One line of a chart.
+pub(crate) struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One band of a stacked chart, bottom band first.
+pub(crate) struct Layer {
+    pub name: &'static str,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn plot_err(plot: &'static str) -> impl Fn(DrawingAreaErrorKind<std::io::Error>) -> ProfileError {
+    move |e| ProfileError::Plot { plot, detail: e.to_string() }
+}
+
+fn y_format(v: &f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.0}k", v / 1e3)
+    } else if a >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// A placeholder with the chart's title, for series with no points, so
+/// the page's layout does not depend on which data exist.
+pub(crate) fn empty(title: &str, why: &str) -> String {
+    format!(
+        r##"<svg width="{WIDTH}" height="80" viewBox="0 0 {WIDTH} 80" xmlns="http://www.w3.org/2000/svg"><rect width="100%" height="100%" fill="white"/><text x="10" y="28" font-family="sans-serif" font-size="18">{}</text><text x="10" y="58" font-family="sans-serif" font-size="14" fill="#777">{}</text></svg>"##,
+        super::html::esc(title),
+        super::html::esc(why)
+    )
+}
+
+fn color(i: usize) -> RGBColor {
+    // Palette99 without the near-white entries.
+    const COLORS: [RGBColor; 10] = [
+        RGBColor(31, 119, 180),
+        RGBColor(255, 127, 14),
+        RGBColor(44, 160, 44),
+        RGBColor(214, 39, 40),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
+    ];
+    COLORS[i % COLORS.len()]
+}
+
+/// Lines over time; legend entries for at most 12 series.
+pub(crate) fn line_chart(
+    plot: &'static str,
+    title: &str,
+    y_label: &str,
+    series: &[Series],
+    x_max: f64,
+) -> Result<String> {
+    if series.iter().all(|s| s.points.is_empty()) {
+        return Ok(empty(title, "no samples"));
+    }
+    let y_max = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let y_top = if y_max > 0.0 { y_max * 1.12 } else { 1.0 };
+    let x_top = if x_max > 0.0 { x_max } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err(plot))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_top, 0f64..y_top)
+            .map_err(plot_err(plot))?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc(y_label)
+            .y_label_formatter(&y_format)
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(plot_err(plot))?;
+        for (i, s) in series.iter().enumerate() {
+            let c = color(i);
+            let drawn = chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
+                .map_err(plot_err(plot))?;
+            if i < 12 {
+                drawn
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+            }
+        }
+        if series.len() > 1 {
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(200, 200, 200))
+                .label_font(("sans-serif", 13))
+                .draw()
+                .map_err(plot_err(plot))?;
+        }
+        root.present().map_err(plot_err(plot))?;
+    }
+    Ok(svg)
+}
+
+/// Bands stacked on top of each other (CPU time by state).
+pub(crate) fn stacked_chart(
+    plot: &'static str,
+    title: &str,
+    y_label: &str,
+    layers: &[Layer],
+    x_max: f64,
+    y_max: f64,
+) -> Result<String> {
+    let Some(base) = layers.first().filter(|l| !l.points.is_empty()) else {
+        return Ok(empty(title, "no samples"));
+    };
+    // Cumulative tops: layer i's top = sum of layers 0..=i at each x.
+    let mut tops: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut acc: Vec<f64> = vec![0.0; base.points.len()];
+    for l in layers {
+        for (a, p) in acc.iter_mut().zip(&l.points) {
+            *a += p.1;
+        }
+        tops.push(base.points.iter().zip(&acc).map(|(p, a)| (p.0, *a)).collect());
+    }
+    let x_top = if x_max > 0.0 { x_max } else { 1.0 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err(plot))?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_top, 0f64..y_max)
+            .map_err(plot_err(plot))?;
+        chart
+            .configure_mesh()
+            .x_desc("time (s)")
+            .y_desc(y_label)
+            .y_label_formatter(&y_format)
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(plot_err(plot))?;
+        // Draw the highest band first so each lower one paints over it.
+        for (l, top) in layers.iter().zip(&tops).rev() {
+            let c = l.color;
+            chart
+                .draw_series(AreaSeries::new(top.iter().copied(), 0.0, c.mix(0.85)).border_style(c))
+                .map_err(plot_err(plot))?
+                .label(l.name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(("sans-serif", 13))
+            .draw()
+            .map_err(plot_err(plot))?;
+        root.present().map_err(plot_err(plot))?;
+    }
+    Ok(svg)
+}
