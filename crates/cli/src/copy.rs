@@ -33,20 +33,8 @@ pub struct CpArgs {
     /// Copy directories recursively.
     #[arg(short = 'r', long)]
     recursive: bool,
-    /// Parallel TCP streams per file (GridFTP MODE E); chosen from the
-    /// measured round-trip time when not given.
-    #[arg(short = 'p', long = "parallel")]
-    parallel: Option<u32>,
-    /// Staged mode: a ring of this many bytes (2M-64M) between disk and
-    /// network, with separate disk threads. Default: synchronous.
-    #[arg(long, value_parser = parse_size_usize)]
-    staging: Option<usize>,
-    /// TCP buffer size for data connections, e.g. 8M (default: kernel autotuning).
-    #[arg(long, value_parser = parse_size_u32)]
-    tcp_bs: Option<u32>,
-    /// MODE E block size when sending, e.g. 1M.
-    #[arg(long, value_parser = parse_size_usize, default_value = "1M")]
-    block_size: usize,
+    #[command(flatten)]
+    channel: ChannelFlags,
     /// Compare checksums of source and destination after each file
     /// (optionally naming the algorithm: XXH128, MD5, ADLER32, CRC32C, SHA256...).
     #[arg(long, num_args = 0..=1, default_missing_value = "auto", require_equals = true)]
@@ -64,12 +52,51 @@ pub struct CpArgs {
     /// (1 turns pipelining off).
     #[arg(long, default_value_t = 16)]
     pipeline: usize,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+/// How data channels are set up: shared by `cp` and `profile`.
+#[derive(Debug, Clone, Args)]
+pub struct ChannelFlags {
+    /// Parallel TCP streams per file (GridFTP MODE E); chosen from the
+    /// measured round-trip time when not given.
+    #[arg(short = 'p', long = "parallel")]
+    pub parallel: Option<u32>,
+    /// Staged mode: a ring of this many bytes (2M-64M) between disk and
+    /// network, with separate disk threads. Default: synchronous.
+    #[arg(long, value_parser = parse_size_usize)]
+    pub staging: Option<usize>,
+    /// TCP buffer size for data connections, e.g. 8M (default: kernel autotuning).
+    #[arg(long, value_parser = parse_size_u32)]
+    pub tcp_bs: Option<u32>,
+    /// MODE E block size when sending, e.g. 1M.
+    #[arg(long, value_parser = parse_size_usize, default_value = "1M")]
+    pub block_size: usize,
     /// Transmission mode: auto (GridFTP MODE E when the server has it),
     /// stream, or extended.
     #[arg(long, value_enum, default_value = "auto")]
-    mode: ModeArg,
-    #[command(flatten)]
-    out: OutputArgs,
+    pub mode: ModeArg,
+}
+
+impl ChannelFlags {
+    /// Copy options with these channel settings and everything else at
+    /// its default.
+    pub fn options(&self, timeout: Duration) -> CopyOptions {
+        CopyOptions {
+            timeout,
+            mode: match self.mode {
+                ModeArg::Auto => ModeChoice::Auto,
+                ModeArg::Stream => ModeChoice::Stream,
+                ModeArg::Extended => ModeChoice::Extended,
+            },
+            parallelism: self.parallel.map(|p| p.clamp(1, 64)),
+            staging: self.staging,
+            tcp_buffer: self.tcp_bs,
+            block_size: self.block_size,
+            ..CopyOptions::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -190,21 +217,12 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,
-        timeout: Duration::from_secs(args.out.timeout),
-        mode: match args.mode {
-            ModeArg::Auto => ModeChoice::Auto,
-            ModeArg::Stream => ModeChoice::Stream,
-            ModeArg::Extended => ModeChoice::Extended,
-        },
-        parallelism: args.parallel.map(|p| p.clamp(1, 64)),
-        staging: args.staging,
-        tcp_buffer: args.tcp_bs,
-        block_size: args.block_size,
         verify: args.verify.clone(),
         max_rate: args.max_rate,
         retries: args.retries,
         resume: !args.no_resume,
         pipeline: args.pipeline.clamp(1, 256),
+        ..args.channel.options(Duration::from_secs(args.out.timeout))
     };
     let summary = rt.block_on(copy(&args.src, &args.dst, opts, show))?;
     let secs = started.elapsed().as_secs_f64();

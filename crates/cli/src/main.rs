@@ -2,6 +2,7 @@
 
 mod copy;
 mod demo;
+mod profile;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +31,9 @@ enum Cmd {
     Rm(copy::RmArgs),
     /// Start a server on a temporary directory and copy a file through it.
     Demo(demo::DemoArgs),
+    /// Run a transfer while both ends sample CPU, disks, network and every
+    /// stream's TCP state; write report.html/report.json and say what limits it.
+    Profile(profile::ProfileArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Cmd::Mkdir(args) => copy::mkdir(args),
         Cmd::Rm(args) => copy::rm(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Profile(args) => profile::run(args),
     };
     match result {
         Ok(code) => code,

@@ -212,6 +212,10 @@ pub struct PasswdArgs {
     /// Allow uploads, deletes, renames and directory changes.
     #[arg(long)]
     write: bool,
+    /// Allow the user to run the server-side profiler (SITE PROFILE: host
+    /// CPU, disk and network figures, for `ferry profile`).
+    #[arg(long)]
+    profile: bool,
     /// Remove the user instead.
     #[arg(long)]
     delete: bool,
@@ -229,6 +233,7 @@ pub fn passwd(args: PasswdArgs) -> anyhow::Result<ExitCode> {
         let password = line.trim_end_matches(['\r', '\n']);
         let access = if args.write { AccessSetting::Write } else { AccessSetting::Read };
         db.set(&args.name, password, &args.root, access)?;
+        db.set_profile(&args.name, args.profile);
     }
     db.save(&args.users)?;
     eprintln!("ferry: {} {} in {}", if args.delete { "removed" } else { "saved" }, args.name, args.users.display());

@@ -82,6 +82,8 @@ pub struct CopyOptions {
     /// Transfer commands kept in flight when copying a directory's files
     /// in MODE E (1 turns pipelining off).
     pub pipeline: usize,
+    /// `ferry profile`: where data connections register for sampling.
+    pub streams: Option<ferry_profile::StreamRegistry>,
 }
 
 impl Default for CopyOptions {
@@ -99,6 +101,7 @@ impl Default for CopyOptions {
             retries: 3,
             resume: true,
             pipeline: 16,
+            streams: None,
         }
     }
 }
@@ -179,6 +182,7 @@ impl Client {
             parallelism: self.opts.parallelism,
             tcp_buffer: self.opts.tcp_buffer,
             block_size: self.opts.block_size,
+            streams: self.opts.streams.clone(),
         }
     }
 

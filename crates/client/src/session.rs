@@ -15,6 +15,7 @@ use crate::location::RemoteUrl;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::CopyError;
+use ferry_profile::{StreamHandle, StreamRegistry};
 use ferry_proto::command::{Allo, Command, EpsvArg, Opts, RestArg, TransferMode, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
@@ -38,6 +39,9 @@ pub struct ChannelOptions {
     pub tcp_buffer: Option<u32>,
     /// MODE E block size when this side sends (`--block-size`).
     pub block_size: usize,
+    /// `ferry profile`: data connections register here so the client's
+    /// sampler reads their TCP_INFO.
+    pub streams: Option<StreamRegistry>,
 }
 
 impl Default for ChannelOptions {
@@ -47,6 +51,7 @@ impl Default for ChannelOptions {
             parallelism: None,
             tcp_buffer: None,
             block_size: mode_e::DEFAULT_BLOCK_SIZE,
+            streams: None,
         }
     }
 }
@@ -120,6 +125,10 @@ pub struct ServerSession {
     probe: Option<(String, Option<FileFacts>)>,
     /// A RETR sent with the login whose answer is unread.
     pending: Option<String>,
+    /// The profiler's registrations of data connections. A registration
+    /// holds a duplicate descriptor, so a connection dropped earlier stays
+    /// half-open until the session ends; only `ferry profile` registers.
+    probes: Arc<std::sync::Mutex<Vec<StreamHandle>>>,
     /// Streams per transfer: the user's, or chosen from the path at login.
     parallelism: u32,
     /// What the control connection measured: the path's round-trip time.
@@ -216,6 +225,7 @@ impl ServerSession {
             queued: Vec::new(),
             probe: None,
             pending: None,
+            probes: Arc::default(),
         }
     }
 
@@ -330,6 +340,11 @@ impl ServerSession {
         }
     }
 
+    /// Streams per MODE E transfer: the user's choice or the automatic one.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+
     /// Whether the server speaks GridFTP extended block mode (Globus and
     /// Ferry advertise `PARALLEL`).
     pub fn supports_mode_e(&self) -> bool {
@@ -436,6 +451,7 @@ impl ServerSession {
     fn data_socket(&self, s: TcpStream) -> Result<TcpStream, ClientError> {
         configure_data_socket(&s, self.opts.tcp_buffer, self.opts.timeout)
             .map_err(|e| ClientError::Data(e.to_string()))?;
+        register(&self.opts.streams, &self.probes, &s);
         Ok(s)
     }
 
@@ -496,6 +512,7 @@ impl ServerSession {
         let listener = listener.clone();
         let (tx, rx) = mpsc::channel(16);
         let (buffer, timeout) = (self.opts.tcp_buffer, self.opts.timeout);
+        let (registry, probes) = (self.opts.streams.clone(), self.probes.clone());
         let peer = self.ctrl.peer().ip();
         let task = tokio::spawn(async move {
             while let Ok((s, from)) = listener.accept().await {
@@ -504,7 +521,11 @@ impl ServerSession {
                     continue;
                 }
                 let Ok(s) = s.into_std() else { continue };
-                if configure_data_socket(&s, buffer, timeout).is_err() || tx.send(s).await.is_err() {
+                if configure_data_socket(&s, buffer, timeout).is_err() {
+                    break;
+                }
+                register(&registry, &probes, &s);
+                if tx.send(s).await.is_err() {
                     break;
                 }
             }
@@ -547,8 +568,40 @@ impl ServerSession {
         state: Arc<ReceiveState>,
         ctl: &TransferControl,
     ) -> Result<(), ClientError> {
-        let cmd = Command::Retr(path.to_string());
-        let sent_with_login = self.pending.as_deref() == Some(path)
+        self.retrieve_cmd_e(Command::Retr(path.to_string()), sink, size, done, state, ctl).await
+    }
+
+    /// A MODE E download of `length` bytes of `path` from `offset` (GridFTP
+    /// `ERET P`); block offsets in `sink` count from `offset`.
+    pub async fn retrieve_range_e(
+        &mut self,
+        path: &str,
+        offset: u64,
+        length: u64,
+        sink: Arc<dyn BlockSink>,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        let cmd = Command::Eret { offset, length, path: path.to_string() };
+        self.retrieve_cmd_e(cmd, sink, Some(length), &RangeSet::new(), state, ctl).await
+    }
+
+    async fn retrieve_cmd_e(
+        &mut self,
+        cmd: Command,
+        sink: Arc<dyn BlockSink>,
+        size: Option<u64>,
+        done: &RangeSet,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        let path = match &cmd {
+            Command::Retr(p) | Command::Eret { path: p, .. } => p.clone(),
+            other => return Err(ClientError::Usage(format!("{other} is not a download command"))),
+        };
+        let path = path.as_str();
+        let sent_with_login = matches!(cmd, Command::Retr(_))
+            && self.pending.as_deref() == Some(path)
             && done.is_empty()
             && matches!(self.channel, Channel::Listening { .. });
         if sent_with_login {
@@ -899,6 +952,16 @@ fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool 
         return true;
     }
     matches!(r.code.get(), 111 | 112)
+}
+
+/// Registers a data connection with the profiler, if one runs.
+fn register(registry: &Option<StreamRegistry>, probes: &std::sync::Mutex<Vec<StreamHandle>>, s: &TcpStream) {
+    let Some(registry) = registry else { return };
+    let label = s.peer_addr().map(|a| format!("data {a}")).unwrap_or_else(|_| "data".into());
+    match registry.register(s, label) {
+        Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+        Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
+    }
 }
 
 fn channel_changed() -> ClientError {

@@ -881,8 +881,9 @@ fn run(
             }
         };
         // The final tick closes the window at the moment of stopping, unless
-        // one was just taken (a sub-millisecond interval is all noise).
-        if stopping && last_tick.elapsed() < Duration::from_millis(5) {
+        // one was just taken (a sub-millisecond interval is all noise); a
+        // profile always has at least one.
+        if stopping && overhead.ticks > 0 && last_tick.elapsed() < Duration::from_millis(5) {
             break;
         }
         if samples.len() >= max_samples {

@@ -98,11 +98,26 @@ pub enum SiteCommand {
         mode: u32,
         path: String,
     },
+    /// `SITE PROFILE START|STOP`: Ferry's server-side profiler.
+    Profile(ProfileRequest),
     Other {
         name: String,
         args: String,
     },
 }
+
+/// What `SITE PROFILE` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileRequest {
+    /// `SITE PROFILE START [interval-ms] [PERF]`: sample the server every
+    /// `interval_ms` (100 ms to 60 s), with a perf CPU profile if asked.
+    Start { interval_ms: u64, perf: bool },
+    /// `SITE PROFILE STOP`: stop and send the samples.
+    Stop,
+}
+
+/// Sampling interval when `SITE PROFILE START` names none.
+pub const DEFAULT_PROFILE_INTERVAL_MS: u64 = 500;
 
 /// `ALLO n [R m]` (RFC 959 §4.1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -651,8 +666,36 @@ fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
             }
             SiteCommand::Chmod { mode, path: path.to_string() }
         }
+        "PROFILE" => SiteCommand::Profile(parse_profile(rest)?),
         _ => SiteCommand::Other { name, args: rest.to_string() },
     })
+}
+
+fn parse_profile(a: &str) -> Result<ProfileRequest, CommandError> {
+    let usage = "expected PROFILE START [interval-ms] [PERF] or PROFILE STOP";
+    let mut words = a.split_whitespace();
+    let verb = words.next().map(str::to_ascii_uppercase);
+    match verb.as_deref() {
+        Some("STOP") if words.next().is_none() => Ok(ProfileRequest::Stop),
+        Some("START") => {
+            let (mut interval_ms, mut perf) = (DEFAULT_PROFILE_INTERVAL_MS, false);
+            for (i, w) in words.enumerate() {
+                if w.eq_ignore_ascii_case("PERF") && !perf {
+                    perf = true;
+                } else if i == 0 {
+                    interval_ms = w
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|ms| (100..=60_000).contains(ms))
+                        .ok_or_else(|| syntax("SITE", "PROFILE START interval must be 100 to 60000 ms"))?;
+                } else {
+                    return Err(syntax("SITE", usage));
+                }
+            }
+            Ok(ProfileRequest::Start { interval_ms, perf })
+        }
+        _ => Err(syntax("SITE", usage)),
+    }
 }
 
 /// Splits off `n` whitespace-separated words; the remainder (the path) is
@@ -760,6 +803,10 @@ impl fmt::Display for Command {
                 SiteCommand::StorBufSize(n) => write!(f, "SITE STORBUFSIZE {n}"),
                 SiteCommand::BufSize(n) => write!(f, "SITE BUFSIZE {n}"),
                 SiteCommand::Chmod { mode, path } => write!(f, "SITE CHMOD {mode:o} {path}"),
+                SiteCommand::Profile(ProfileRequest::Start { interval_ms, perf }) => {
+                    write!(f, "SITE PROFILE START {interval_ms}{}", if *perf { " PERF" } else { "" })
+                }
+                SiteCommand::Profile(ProfileRequest::Stop) => write!(f, "SITE PROFILE STOP"),
                 SiteCommand::Other { name, args } if args.is_empty() => write!(f, "SITE {name}"),
                 SiteCommand::Other { name, args } => write!(f, "SITE {name} {args}"),
             },
@@ -842,6 +889,15 @@ mod tests {
             Ok(Command::Opts(Opts::Pasv(vec![("AllowDelayed".into(), "1".into())])))
         );
         assert_eq!(p("SITE RETRBUFSIZE 4194304"), Ok(Command::Site(SiteCommand::RetrBufSize(4194304))));
+        let start =
+            |interval_ms, perf| Ok(Command::Site(SiteCommand::Profile(ProfileRequest::Start { interval_ms, perf })));
+        assert_eq!(p("SITE PROFILE START"), start(DEFAULT_PROFILE_INTERVAL_MS, false));
+        assert_eq!(p("site profile start 250 perf"), start(250, true));
+        assert_eq!(p("SITE PROFILE START PERF"), start(DEFAULT_PROFILE_INTERVAL_MS, true));
+        assert_eq!(p("SITE PROFILE STOP"), Ok(Command::Site(SiteCommand::Profile(ProfileRequest::Stop))));
+        for bad in ["SITE PROFILE", "SITE PROFILE START 5", "SITE PROFILE START 250 250", "SITE PROFILE STOP 1"] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             p("SITE CLIENTINFO scheme=ftp;appname=\"globus-url-copy\";"),
             Ok(Command::Site(SiteCommand::ClientInfo("scheme=ftp;appname=\"globus-url-copy\";".into())))

@@ -40,7 +40,7 @@ pub fn command_parser(data: &[u8]) {
                     out.extend(session.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 }));
                     out
                 }
-                Action::AbortTransfer => vec![],
+                Action::AbortTransfer | Action::Profile(_) => vec![],
             };
             for reply in replies {
                 // One CRLF per reply line and no stray CR or LF elsewhere.

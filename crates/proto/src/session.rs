@@ -19,8 +19,8 @@
 //!   EPRT) first (`425`), and consumes it.
 
 use crate::command::{
-    Allo, Command, CommandError, Dcau, EpsvArg, Opts, ProtectionLevel, RestArg, SiteCommand, TransferMode,
-    TransferType, TrevEvent,
+    Allo, Command, CommandError, Dcau, EpsvArg, Opts, ProfileRequest, ProtectionLevel, RestArg, SiteCommand,
+    TransferMode, TransferType, TrevEvent,
 };
 use crate::facts::{format_time_val, parse_time_val, FileFacts};
 use crate::host_port::format_host_port;
@@ -354,6 +354,10 @@ pub enum Action {
     /// ABOR arrived while a transfer runs: stop it; its
     /// [`Session::transfer_finished`] then yields the 426/226 pair.
     AbortTransfer,
+    /// `SITE PROFILE`: the driver checks that the logged-in user
+    /// ([`Session::user`]) may profile, then starts or stops the sampler
+    /// and replies itself.
+    Profile(ProfileRequest),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -854,6 +858,7 @@ impl Session {
                     Err(r) => Action::Reply(r),
                 }
             }
+            SiteCommand::Profile(req) => Action::Profile(req),
             SiteCommand::Other { name, .. } => {
                 Self::reply(ReplyCode::SYNTAX_ERROR, format!("Unknown SITE command {name}; see SITE HELP."))
             }
@@ -1394,7 +1399,8 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         })
         .chain([
             "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
-            "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>".to_string(),
+            "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
+            "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP".to_string(),
         ]);
     Reply::multiline(code, "The following commands are recognized:", body, "Direct comments to the administrator.")
 }

@@ -7,7 +7,7 @@ use ferry_proto::session::{
     Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, LoginRequest, SessionConfig,
     TransferError, TransferKind, TransferOutcome,
 };
-use ferry_proto::{Reply, Session, VirtualPath};
+use ferry_proto::{Reply, ReplyCode, Session, VirtualPath};
 use proptest::prelude::*;
 
 const PEER: &str = "192.0.2.7:40000";
@@ -79,6 +79,8 @@ impl Harness {
                 out
             }
             Action::AbortTransfer => vec![],
+            // The driver's answer, standing in for a started profiler.
+            Action::Profile(_) => vec![Reply::new(ReplyCode::OK, "profiling")],
         }
     }
 
@@ -99,6 +101,17 @@ fn facts(name: &str) -> FileFacts {
         nlink: 1,
         unique: (1, 2),
     }
+}
+
+#[test]
+fn site_profile_goes_to_the_driver_only_after_login() {
+    let mut t = Harness::new(AnonymousAccess::Off);
+    assert_eq!(t.code("SITE PROFILE START"), 530);
+    let mut t = Harness::logged_in();
+    assert_eq!(t.code("SITE PROFILE START 200 PERF"), 200);
+    assert_eq!(t.code("SITE PROFILE STOP"), 200);
+    assert_eq!(t.code("SITE PROFILE START 10"), 501);
+    assert_eq!(t.code("SITE PROFILE"), 501);
 }
 
 #[test]

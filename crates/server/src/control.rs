@@ -9,6 +9,7 @@
 //! what GridFTP pipelining (`globus-url-copy -pp`) needs. It also sends the
 //! transfer's restart (111) and performance (112) markers on their clocks.
 
+use crate::profiling::Profiler;
 use crate::server::{ServerContext, SessionSlot};
 use crate::transfer::{self, ActiveTransfer, DataChannels, TransferContext, TransferEvent};
 use ferry_io::root::Root;
@@ -101,6 +102,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         channels: DataChannels::default(),
         user: String::from("-"),
         control_closed,
+        profiler: Profiler::default(),
     };
     let result = control.run(rx).await;
     reader.abort();
@@ -123,6 +125,8 @@ struct Control {
     channels: DataChannels,
     user: String,
     control_closed: Arc<AtomicBool>,
+    /// `SITE PROFILE`'s sampler, while one runs.
+    profiler: Profiler,
 }
 
 /// When the running transfer's next markers are due.
@@ -420,11 +424,17 @@ impl Control {
                     local_ip: self.local.ip(),
                     control_closed: self.control_closed.clone(),
                     rtt: ferry_io::tcpinfo::tcp_info(self.writer.as_ref()).map(|i| i.rtt()).unwrap_or_default(),
+                    streams: self.profiler.registry(),
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));
             }
             Action::AbortTransfer => {}
+            Action::Profile(req) => {
+                let may = self.ctx.users.may_profile(&self.user);
+                let reply = self.profiler.handle(req, may).await;
+                self.send(&reply).await?;
+            }
         }
         Ok(Flow::Continue)
     }

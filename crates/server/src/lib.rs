@@ -6,6 +6,7 @@ mod checksums;
 pub mod config;
 mod control;
 mod data;
+mod profiling;
 mod server;
 mod transfer;
 pub mod users;

@@ -24,12 +24,12 @@ use ferry_proto::command::{RestArg, TransferMode, TransferType};
 use ferry_proto::session::{
     DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
 };
-use ferry_proto::RangeSet;
+use ferry_proto::{RangeSet, VirtualPath};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -43,6 +43,17 @@ pub(crate) struct DataChannels {
     pub listener: Option<Arc<TcpListener>>,
     /// MODE E connections kept open by the last transfer.
     pub cached: Vec<std::net::TcpStream>,
+    /// The profiler's hold on data connections (see [`TransferContext`]),
+    /// dropped with them.
+    pub probes: Vec<ferry_profile::StreamHandle>,
+}
+
+impl DataChannels {
+    /// Closes the cached connections.
+    fn drop_cached(&mut self) {
+        self.cached.clear();
+        self.probes.clear();
+    }
 }
 
 /// What the transfer task reports to the control loop.
@@ -111,6 +122,12 @@ pub(crate) struct TransferContext {
     pub control_closed: Arc<AtomicBool>,
     /// The control connection's round-trip time, for sizing.
     pub rtt: Duration,
+    /// While `SITE PROFILE` runs: every data connection registers here so
+    /// the sampler reads its TCP_INFO. A registration holds a duplicate of
+    /// the descriptor, so it must not outlive the connection (the peer
+    /// would not see it close): handles live in [`DataChannels::probes`]
+    /// beside the cached connections, or in the task for one transfer.
+    pub streams: Option<ferry_profile::StreamRegistry>,
 }
 
 enum Prepared {
@@ -191,6 +208,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         abort_notify: abort_notify.clone(),
         received: received.clone(),
         stopped: stopped.clone(),
+        probes: Arc::default(),
     };
     tokio::spawn(task.run());
     ActiveTransfer {
@@ -214,6 +232,22 @@ struct Task {
     abort_notify: Arc<Notify>,
     received: Arc<ReceiveState>,
     stopped: Arc<AtomicBool>,
+    /// The profiler's registrations of this transfer's new connections.
+    probes: Arc<Mutex<Vec<ferry_profile::StreamHandle>>>,
+}
+
+/// Registers a data connection with the profiler, if one runs.
+fn probe(
+    registry: &Option<ferry_profile::StreamRegistry>,
+    probes: &Mutex<Vec<ferry_profile::StreamHandle>>,
+    sock: &std::net::TcpStream,
+    path: &VirtualPath,
+) {
+    let Some(registry) = registry else { return };
+    match registry.register(sock, format!("data {path}")) {
+        Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+        Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
+    }
 }
 
 impl Task {
@@ -223,13 +257,19 @@ impl Task {
             Err(e) => {
                 // Connections in an unknown state must not carry the next
                 // transfer.
-                self.ctx.channels.cached.clear();
+                self.ctx.channels.drop_cached();
                 TransferOutcome::Failed(e)
             }
         };
         if self.request.mode == TransferMode::Stream {
             // Stream mode uses a listener once.
             self.ctx.channels.listener = None;
+        }
+        // Registrations follow their connections: kept with the cached
+        // ones, dropped (after the connections) otherwise.
+        let probes = std::mem::take(&mut *self.probes.lock().unwrap_or_else(|e| e.into_inner()));
+        if !self.ctx.channels.cached.is_empty() {
+            self.ctx.channels.probes.extend(probes);
         }
         let channels = std::mem::take(&mut self.ctx.channels);
         let _ = self.tx.send(TransferEvent::Finished { outcome, channels }).await;
@@ -257,7 +297,7 @@ impl Task {
             .map_err(|e| TransferError::Local(e.to_string()))??;
         let reuse = self.request.channel.reuse && !self.ctx.channels.cached.is_empty();
         if !reuse {
-            self.ctx.channels.cached.clear();
+            self.ctx.channels.drop_cached();
         }
         if let DataEndpoint::DelayedPassive(kind) = self.request.endpoint {
             if !reuse || self.ctx.channels.listener.is_none() {
@@ -304,6 +344,7 @@ impl Task {
         configure_data_socket(&sock, self.buffer(), self.timeout())
             .and_then(|()| self.ctl.abort.register(&sock))
             .map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        probe(&self.ctx.streams, &self.probes, &sock, &self.request.path);
         Ok(sock)
     }
 
@@ -449,6 +490,7 @@ impl Task {
         let acceptor = self.ctx.channels.listener.clone().map(|listener| {
             let policy = self.accept_policy();
             let (buffer, abort) = (self.buffer(), self.ctl.abort.clone());
+            let (registry, probes, path) = (self.ctx.streams.clone(), self.probes.clone(), self.request.path.clone());
             tokio::spawn(async move {
                 // Accept for as long as the transfer wants more.
                 while let Ok(s) = data::accept_from(&listener, policy, Duration::from_secs(24 * 3600)).await {
@@ -456,6 +498,7 @@ impl Task {
                     if configure_data_socket(&sock, buffer, timeout).is_err() || abort.register(&sock).is_err() {
                         continue;
                     }
+                    probe(&registry, &probes, &sock, &path);
                     if conn_tx.send(sock).await.is_err() {
                         break;
                     }

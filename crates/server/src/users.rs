@@ -12,6 +12,7 @@
 //! password = "$argon2id$v=19$m=19456,t=2,p=1$..."
 //! root = "/projects/alice"   # inside the served directory; default "/"
 //! access = "write"           # or "read"
+//! profile = true             # may run SITE PROFILE; default false
 //! ```
 
 use argon2::password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -67,6 +68,10 @@ pub struct UserEntry {
     pub root: String,
     #[serde(default)]
     pub access: AccessSetting,
+    /// May start the server-side profiler (`SITE PROFILE`), which shows
+    /// host-wide CPU, disk and network figures: an administrator's right.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profile: bool,
 }
 
 fn default_root() -> String {
@@ -163,10 +168,26 @@ impl UserDb {
         if !root.starts_with('/') {
             return Err(UsersError::BadRoot { name: name.into(), root: root.into() });
         }
-        let entry =
-            UserEntry { name: name.to_string(), password: hash_password(password)?, root: root.to_string(), access };
+        let profile = self.users.get(name).is_some_and(|u| u.profile);
+        let entry = UserEntry {
+            name: name.to_string(),
+            password: hash_password(password)?,
+            root: root.to_string(),
+            access,
+            profile,
+        };
         self.users.insert(name.to_string(), entry);
         Ok(())
+    }
+
+    /// Grants or withdraws the profiling permission; false if no such user.
+    pub fn set_profile(&mut self, name: &str, allowed: bool) -> bool {
+        self.users.get_mut(name).map(|u| u.profile = allowed).is_some()
+    }
+
+    /// Whether `name` may run the profiler.
+    pub fn may_profile(&self, name: &str) -> bool {
+        self.users.get(name).is_some_and(|u| u.profile)
     }
 
     pub fn remove(&mut self, name: &str) -> bool {

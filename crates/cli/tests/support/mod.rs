@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 pub const ALICE: (&str, &str) = ("alice", "alice-secret");
 pub const BOB: (&str, &str) = ("bob", "bob-secret");
+/// May run the server-side profiler (`ferry passwd --profile`).
+pub const CAROL: (&str, &str) = ("carol", "carol-secret");
 
 pub fn ferry_bin() -> &'static str {
     env!("CARGO_BIN_EXE_ferry")
@@ -97,11 +99,14 @@ impl FerryServer {
         let root = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
         let users = work.path().join("users.toml");
-        for ((name, pw), write) in [(ALICE, true), (BOB, false)] {
+        for ((name, pw), write, profile) in [(ALICE, true, false), (BOB, false, false), (CAROL, true, true)] {
             let mut cmd = Command::new(ferry_bin());
             cmd.args(["passwd", "--users"]).arg(&users).arg(name);
             if write {
                 cmd.arg("--write");
+            }
+            if profile {
+                cmd.arg("--profile");
             }
             let mut child = cmd.stdin(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
             child.stdin.take().unwrap().write_all(format!("{pw}\n").as_bytes()).unwrap();
