@@ -77,6 +77,10 @@ pub struct ChannelFlags {
     /// stream, or extended.
     #[arg(long, value_enum, default_value = "auto")]
     pub mode: ModeArg,
+    /// Read and write local files with O_DIRECT in MODE E (around the page
+    /// cache; implies --staging 16M unless given).
+    #[arg(long)]
+    pub direct_io: bool,
 }
 
 impl ChannelFlags {
@@ -94,6 +98,7 @@ impl ChannelFlags {
             staging: self.staging,
             tcp_buffer: self.tcp_bs,
             block_size: self.block_size,
+            direct_io: self.direct_io,
             ..CopyOptions::default()
         }
     }

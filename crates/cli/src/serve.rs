@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// the path) or a ring size such as 16M.
     #[arg(long)]
     staging: Option<ferry_server::config::Staging>,
+    /// Read and write files with O_DIRECT in MODE E (bypassing the page
+    /// cache; implies a staging ring).
+    #[arg(long)]
+    direct_io: bool,
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -162,6 +166,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.staging {
         c.staging = v;
+    }
+    if args.direct_io {
+        c.direct_io = true;
     }
     Ok(c)
 }

@@ -84,6 +84,9 @@ pub struct CopyOptions {
     pub pipeline: usize,
     /// `ferry profile`: where data connections register for sampling.
     pub streams: Option<ferry_profile::StreamRegistry>,
+    /// MODE E file I/O with `O_DIRECT` where the file system has it
+    /// (implies a staging ring, whose buffers are aligned for it).
+    pub direct_io: bool,
 }
 
 impl Default for CopyOptions {
@@ -102,6 +105,7 @@ impl Default for CopyOptions {
             resume: true,
             pipeline: 16,
             streams: None,
+            direct_io: false,
         }
     }
 }
@@ -608,8 +612,21 @@ impl Client {
 
     fn control(&self) -> TransferControl {
         let mut ctl = TransferControl::shared(self.stats.bytes.clone(), self.rate.clone());
-        ctl.staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
+        // Direct I/O needs the ring's aligned buffers: 16 MiB unless sized.
+        let staging = self.opts.staging.or(self.opts.direct_io.then_some(16 << 20));
+        ctl.staging = staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
         ctl
+    }
+
+    /// A local file as a MODE E endpoint, around the page cache when asked.
+    fn endpoint(&self, file: File) -> Arc<DirectOrFile> {
+        if self.opts.direct_io {
+            match file.try_clone().and_then(ferry_io::endpoint::DirectFile::new) {
+                Ok(d) => return Arc::new(DirectOrFile::Direct(d)),
+                Err(e) => tracing::info!(error = %e, "no direct I/O for this file; using the page cache"),
+            }
+        }
+        Arc::new(DirectOrFile::File(file))
     }
 
     /// How each server's data channels were sized, for reports.
@@ -634,7 +651,10 @@ impl Client {
             resume.clear();
         }
         let done = resume.done().clone();
-        let file = sink.block_sink()?;
+        let file = match sink.file_for_blocks()? {
+            Some(f) => self.endpoint(f),
+            None => sink.block_sink()?,
+        };
         let state = Arc::new(ReceiveState::default());
         let ctl = self.control();
         let path = src.path.clone();
@@ -670,7 +690,7 @@ impl Client {
         size: u64,
         resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
-        let file = Arc::new(File::open(src).map_err(local_err(src))?);
+        let file = self.endpoint(File::open(src).map_err(local_err(src))?);
         let done = resume.done().clone();
         let ctl = self.control();
         let path = dst.path.clone();
@@ -1089,6 +1109,14 @@ impl LocalSink {
 
     /// Where received blocks go: the file, or — for `/dev/null` — a
     /// discard that drops them in the kernel without copying.
+    /// The file to write blocks to, unless this sink discards (/dev/null).
+    fn file_for_blocks(&self) -> Result<Option<File>, ClientError> {
+        if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
+            return Ok(None);
+        }
+        Ok(Some(self.file.try_clone().map_err(local_err(&self.target))?))
+    }
+
     fn block_sink(&self) -> Result<Arc<dyn BlockSink>, ClientError> {
         if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
             return Ok(Arc::new(ferry_io::endpoint::NullSink));
@@ -1121,4 +1149,41 @@ fn copy_local(src: &Path, dst: &Path, stats: &Stats) -> Result<u64, ClientError>
     stats.bytes.fetch_add(n, Ordering::Relaxed);
     sink.commit()?;
     Ok(n)
+}
+
+/// A local file, opened for direct I/O or not: one type for both so it can
+/// serve as source and sink.
+#[derive(Debug)]
+enum DirectOrFile {
+    Direct(ferry_io::endpoint::DirectFile),
+    File(File),
+}
+
+impl BlockSource for DirectOrFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        match self {
+            Self::Direct(d) => d.read_at(buf, offset),
+            Self::File(f) => BlockSource::read_at(f, buf, offset),
+        }
+    }
+
+    fn send_to(&self, sock: &std::net::TcpStream, offset: u64, len: usize) -> Option<std::io::Result<usize>> {
+        match self {
+            Self::Direct(_) => None,
+            Self::File(f) => f.send_to(sock, offset, len),
+        }
+    }
+
+    fn zero_copy(&self) -> bool {
+        matches!(self, Self::File(_))
+    }
+}
+
+impl BlockSink for DirectOrFile {
+    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        match self {
+            Self::Direct(d) => d.write_at(data, offset),
+            Self::File(f) => BlockSink::write_at(f, data, offset),
+        }
+    }
 }

@@ -79,6 +79,67 @@ impl BlockSink for File {
     }
 }
 
+/// A file read and written with `O_DIRECT` where a block allows it: the
+/// page cache is bypassed, so a transfer of a data set larger than memory
+/// neither evicts everything else nor pays for copies into the cache, and
+/// a disk's own rate is what the transfer sees. `O_DIRECT` needs the
+/// memory, offset and length aligned ([`DIRECT_ALIGN`]); the staging
+/// ring's buffers are, and so are its blocks except a file's last, which
+/// (like any unaligned piece) goes through a second, ordinary descriptor
+/// of the same file. Never zero-copy: `sendfile` reads the page cache.
+///
+/// [`DIRECT_ALIGN`]: crate::staging::DIRECT_ALIGN
+#[derive(Debug)]
+pub struct DirectFile {
+    buffered: File,
+    direct: File,
+}
+
+impl DirectFile {
+    /// Opens a second, `O_DIRECT` description of `file` through
+    /// `/proc/self/fd`: the same inode, not a path lookup, so a confined
+    /// open stays confined. Fails where the file system has no direct I/O
+    /// (tmpfs answers `EINVAL`); callers then keep the ordinary file.
+    pub fn new(file: File) -> io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_GETFL)
+            .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        let direct = std::fs::OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
+            .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+        Ok(Self { buffered: file, direct })
+    }
+
+    fn aligned(buf: &[u8], offset: u64) -> bool {
+        let a = crate::staging::DIRECT_ALIGN;
+        buf.as_ptr() as usize % a == 0 && buf.len() % a == 0 && offset % a as u64 == 0 && !buf.is_empty()
+    }
+}
+
+impl BlockSource for DirectFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if Self::aligned(buf, offset) {
+            FileExt::read_at(&self.direct, buf, offset)
+        } else {
+            FileExt::read_at(&self.buffered, buf, offset)
+        }
+    }
+}
+
+impl BlockSink for DirectFile {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        if Self::aligned(data, offset) {
+            self.direct.write_all_at(data, offset)
+        } else {
+            self.buffered.write_all_at(data, offset)
+        }
+    }
+}
+
 /// A source held in memory (a directory listing).
 impl BlockSource for Vec<u8> {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -224,6 +285,33 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         (a, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn direct_file_takes_aligned_blocks_directly_and_the_rest_through_the_cache() {
+        use crate::staging::{AlignedBuf, DIRECT_ALIGN};
+        // On the machine's disk: tmpfs has no O_DIRECT.
+        let dir = tempfile::tempdir_in(std::env::var_os("FERRY_DISK_DIR").unwrap_or("/var/tmp".into())).unwrap();
+        let path = dir.path().join("d");
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let Ok(d) = DirectFile::new(file) else {
+            eprintln!("skipped: {} has no O_DIRECT", dir.path().display());
+            return;
+        };
+        let mut block = AlignedBuf::new(4 * DIRECT_ALIGN);
+        block.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
+        d.write_at(&block, 0).unwrap(); // direct
+        d.write_at(b"tail bytes", block.len() as u64).unwrap(); // through the cache
+        let expected: Vec<u8> = block.iter().copied().chain(*b"tail bytes").collect();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+        let mut back = AlignedBuf::new(4 * DIRECT_ALIGN);
+        assert_eq!(BlockSource::read_at(&d, &mut back, 0).unwrap(), back.len());
+        assert_eq!(&back[..], &block[..]);
+        let mut odd = [0u8; 10];
+        BlockSource::read_at(&d, &mut odd, block.len() as u64).unwrap();
+        assert_eq!(&odd, b"tail bytes");
+        // A read-only file gets a read-only direct descriptor.
+        assert!(DirectFile::new(std::fs::File::open(&path).unwrap()).is_ok());
     }
 
     #[test]

@@ -121,7 +121,9 @@ pub const MIN_SPREAD_BLOCK: usize = 32 << 10;
 /// first flight (see `sizing::FIRST_FLIGHT`).
 pub fn spread_block(plan: &SendPlan, streams: usize) -> usize {
     let total: u64 = plan.ranges.iter().map(|r| r.end - r.start).sum();
-    let share = total.div_ceil(streams.max(1) as u64);
+    // Whole pages, so that blocks stay aligned for direct I/O.
+    let page = crate::staging::DIRECT_ALIGN as u64;
+    let share = total.div_ceil(streams.max(1) as u64).div_ceil(page).saturating_mul(page);
     let share = usize::try_from(share).unwrap_or(usize::MAX);
     plan.block_size.min(share.max(MIN_SPREAD_BLOCK)).max(1)
 }

@@ -48,18 +48,61 @@ impl StagingConfig {
     }
 }
 
+/// Alignment of ring buffers: what `O_DIRECT` asks of memory, offsets and
+/// lengths on every Linux file system (4096 covers 512-byte sectors too).
+pub const DIRECT_ALIGN: usize = 4096;
+
+/// A ring buffer whose first byte is [`DIRECT_ALIGN`]-aligned, so blocks
+/// can go to and from disk with `O_DIRECT` (see
+/// [`DirectFile`](crate::endpoint::DirectFile)). A plain `Vec<u8>` of 1 MiB
+/// comes from an mmap with a malloc header in front: 16 bytes off.
+pub struct AlignedBuf {
+    raw: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> Self {
+        let raw = vec![0u8; len + DIRECT_ALIGN];
+        // The heap block does not move when the Vec does, so the offset
+        // stays right for the buffer's life.
+        let start = raw.as_ptr().align_offset(DIRECT_ALIGN);
+        Self { raw, start, len }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.raw[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.start..self.start + self.len]
+    }
+}
+
 /// A fixed set of equal buffers handed out and returned.
 #[derive(Debug)]
 pub struct BufferPool {
     block: usize,
-    free: Mutex<Vec<Vec<u8>>>,
+    free: Mutex<Vec<AlignedBuf>>,
     returned: Condvar,
     count: usize,
 }
 
 impl BufferPool {
     pub fn new(count: usize, block: usize) -> Self {
-        let free = (0..count).map(|_| vec![0u8; block]).collect();
+        let free = (0..count).map(|_| AlignedBuf::new(block)).collect();
         Self { block, free: Mutex::new(free), returned: Condvar::new(), count }
     }
 
@@ -74,7 +117,7 @@ impl BufferPool {
 
     /// A free buffer, waiting for one if all are in use; `None` when the
     /// transfer is aborted meanwhile.
-    pub fn take(&self, abort: &AbortSignal) -> Option<Vec<u8>> {
+    pub fn take(&self, abort: &AbortSignal) -> Option<AlignedBuf> {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if abort.is_aborted() {
@@ -91,7 +134,7 @@ impl BufferPool {
         }
     }
 
-    pub fn give(&self, buf: Vec<u8>) {
+    pub fn give(&self, buf: AlignedBuf) {
         self.free.lock().unwrap_or_else(|e| e.into_inner()).push(buf);
         self.returned.notify_one();
     }
@@ -160,7 +203,7 @@ impl<T> Queue<T> {
 
 /// One filled buffer on its way to the network: the source range and the
 /// buffer holding it.
-pub type Staged = (Range<u64>, Vec<u8>);
+pub type Staged = (Range<u64>, AlignedBuf);
 
 /// The sending side of a ring: readers prefetch blocks of `ranges` from
 /// `source`; stream threads take them with [`next`](Self::next).
@@ -245,7 +288,7 @@ impl SendStaging {
     }
 
     /// Returns a sent block's buffer to the ring.
-    pub fn recycle(&self, buf: Vec<u8>) {
+    pub fn recycle(&self, buf: AlignedBuf) {
         self.pool.give(buf);
     }
 
@@ -266,7 +309,7 @@ impl SendStaging {
 #[derive(Debug)]
 pub struct ReceiveStaging {
     pool: Arc<BufferPool>,
-    queue: Arc<Queue<(u64, Vec<u8>, usize)>>,
+    queue: Arc<Queue<(u64, AlignedBuf, usize)>>,
     error: Arc<Mutex<Option<io::Error>>>,
     writers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     abort: Arc<AbortSignal>,
@@ -276,7 +319,7 @@ impl ReceiveStaging {
     pub fn start(config: StagingConfig, sink: Arc<dyn BlockSink>, abort: Arc<AbortSignal>) -> Arc<Self> {
         let count = config.buffers();
         let pool = Arc::new(BufferPool::new(count, config.block));
-        let queue: Arc<Queue<(u64, Vec<u8>, usize)>> = Arc::new(Queue::new(count, count));
+        let queue: Arc<Queue<(u64, AlignedBuf, usize)>> = Arc::new(Queue::new(count, count));
         let error = Arc::new(Mutex::new(None));
         let writers = (0..config.disk_threads)
             .map(|_| {
@@ -303,12 +346,12 @@ impl ReceiveStaging {
     }
 
     /// A free buffer for the next piece of payload.
-    pub fn buffer(&self) -> Option<Vec<u8>> {
+    pub fn buffer(&self) -> Option<AlignedBuf> {
         self.pool.take(&self.abort)
     }
 
     /// Hands a filled buffer to the writers.
-    pub fn submit(&self, offset: u64, buf: Vec<u8>, len: usize) -> bool {
+    pub fn submit(&self, offset: u64, buf: AlignedBuf, len: usize) -> bool {
         self.queue.push((offset, buf, len), &self.abort)
     }
 

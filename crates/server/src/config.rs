@@ -120,6 +120,10 @@ pub struct ServerConfig {
     /// Staged data path: `off` (synchronous, the default), `auto` (a ring
     /// sized from the client's round-trip time), or a size such as `16M`.
     pub staging: Staging,
+    /// MODE E file reads and writes with `O_DIRECT` (around the page cache)
+    /// where the file system allows it; implies a staging ring (`auto`
+    /// unless `staging` names a size), whose buffers are aligned for it.
+    pub direct_io: bool,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -192,6 +196,7 @@ impl Default for ServerConfig {
             memory_paths: false,
             memory_zero_size: 64 << 30,
             staging: Staging::Off,
+            direct_io: false,
         }
     }
 }

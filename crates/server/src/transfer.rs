@@ -157,12 +157,34 @@ enum Destination {
 }
 
 impl Destination {
-    fn sink(&self) -> Result<Arc<dyn BlockSink>, TransferError> {
+    /// Where the blocks go; with `direct`, around the page cache.
+    fn sink(&self, direct: bool) -> Result<Arc<dyn BlockSink>, TransferError> {
         match self {
             Destination::Upload { upload, .. } => {
-                Ok(Arc::new(upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?))
+                let file = upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?;
+                Ok(match direct_file(&file, direct) {
+                    Some(d) => Arc::new(d),
+                    None => Arc::new(file),
+                })
             }
             Destination::Discard => Ok(Arc::new(NullSink)),
+        }
+    }
+}
+
+/// `file` opened again with `O_DIRECT` when the configuration asks for
+/// direct I/O and the file system has it (it stays buffered otherwise,
+/// with a note in the log).
+fn direct_file(file: &std::fs::File, direct: bool) -> Option<ferry_io::endpoint::DirectFile> {
+    if !direct {
+        return None;
+    }
+    let opened = file.try_clone().and_then(ferry_io::endpoint::DirectFile::new);
+    match opened {
+        Ok(d) => Some(d),
+        Err(e) => {
+            tracing::info!(error = %e, "no direct I/O for this file; using the page cache");
+            None
         }
     }
 }
@@ -171,24 +193,28 @@ impl Destination {
 fn staging_for(ctx: &TransferContext) -> Option<ferry_io::staging::StagingConfig> {
     use crate::config::Staging;
     let bytes = match ctx.server.config.staging {
+        // Direct I/O needs the ring's aligned buffers.
+        Staging::Off if ctx.server.config.direct_io => auto_staging(ctx),
         Staging::Off => return None,
         Staging::Bytes(n) => n as usize,
-        Staging::Auto => {
-            let est = ferry_io::sizing::PathEstimate {
-                rtt: ctx.rtt,
-                rate: None,
-                socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
-            };
-            let s = ferry_io::sizing::choose(est, None);
-            tracing::info!(
-                rtt_ms = ctx.rtt.as_secs_f64() * 1e3,
-                staging_bytes = s.staging_bytes,
-                "staging sized from the path"
-            );
-            s.staging_bytes
-        }
+        Staging::Auto => auto_staging(ctx),
     };
     Some(ferry_io::staging::StagingConfig::new(bytes, mode_e::DEFAULT_BLOCK_SIZE))
+}
+
+fn auto_staging(ctx: &TransferContext) -> usize {
+    let est = ferry_io::sizing::PathEstimate {
+        rtt: ctx.rtt,
+        rate: None,
+        socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
+    };
+    let s = ferry_io::sizing::choose(est, None);
+    tracing::info!(
+        rtt_ms = ctx.rtt.as_secs_f64() * 1e3,
+        staging_bytes = s.staging_bytes,
+        "staging sized from the path"
+    );
+    s.staging_bytes
 }
 
 pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTransfer {
@@ -404,7 +430,7 @@ impl Task {
                 }
                 Prepared::Listing(bytes) => stream::send_bytes(&bytes, &sock, &ctl.abort),
                 Prepared::Receive { sink, base, .. } => {
-                    let target = sink.sink()?;
+                    let target = sink.sink(false)?;
                     let (bytes, end) =
                         stream::receive(&sock, &*target, base, ascii, &ctl.progress, &ctl.abort, rate, ctl.path)
                             .map_err(map)?;
@@ -505,7 +531,7 @@ impl Task {
                 }
             })
         });
-        let sink = dest.sink()?;
+        let sink = dest.sink(self.ctx.server.config.direct_io)?;
         let limit = match &dest {
             Destination::Upload { mode, .. } => self.limit(*mode),
             Destination::Discard => None,
@@ -678,7 +704,13 @@ fn prepare(
                 }
                 _ => {
                     let (file, facts) = root.open_read(&req.path).map_err(TransferError::File)?;
-                    (Arc::new(file), facts.size)
+                    // Stream mode sends with sendfile from the page cache:
+                    // direct I/O is for the staged MODE E path.
+                    let direct = config.direct_io && req.mode == TransferMode::ExtendedBlock;
+                    match direct_file(&file, direct) {
+                        Some(d) => (Arc::new(d), facts.size),
+                        None => (Arc::new(file), facts.size),
+                    }
                 }
             };
             let (start, end) = match req.window {
