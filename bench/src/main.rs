@@ -1,0 +1,347 @@
+//! `ferry-bench`: Ferry against Globus GridFTP, iperf3 and fio. Normally
+//! started by `bench/run`, which installs the tools and builds the release
+//! binaries first.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use ferry_bench::error::{interrupt, BenchError};
+use ferry_bench::record::{Meta, Recorder};
+use ferry_bench::runner::{self, Runner, Settings};
+use ferry_bench::scenarios::{self, DataSpec, Dirs, Mode, Plan, NAMES};
+use ferry_bench::servers::Server;
+use ferry_bench::{machine, net::Net, proc, publish};
+
+#[derive(Debug, Parser)]
+#[command(name = "ferry-bench", about = "Ferry's benchmark harness (see bench/README.md)")]
+struct Args {
+    /// Fewer repetitions, smaller files, delays 0/10/80 ms only; every scenario still runs.
+    #[arg(long)]
+    quick: bool,
+    /// Run only these scenarios (repeat or comma-separate): mem, disk, delay, climate, vis, zipf, small, loss.
+    #[arg(long = "scenario", value_delimiter = ',')]
+    scenarios: Vec<String>,
+    /// Repetitions of every row (default: 3 on loopback and 2 on emulated paths; 2 with --quick).
+    #[arg(long)]
+    reps: Option<u32>,
+    /// Where runs.jsonl, the Markdown pages and the plots go (default: bench/results/full or bench/results/quick).
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// Only regenerate the pages and plots from the results directory's runs.jsonl.
+    #[arg(long)]
+    report_only: bool,
+    /// The `ferry` binary to measure (default: the one next to this program).
+    #[arg(long)]
+    ferry: Option<PathBuf>,
+    /// Scratch space on disk (sources, destinations; up to about 10 GB in a full run).
+    #[arg(long, default_value = "/var/tmp/ferry-bench")]
+    work_dir: PathBuf,
+    /// Scratch space in tmpfs for memory-to-memory sources (up to about 4.5 GB).
+    #[arg(long, default_value = "/dev/shm/ferry-bench")]
+    shm_dir: PathBuf,
+    /// Keep the generated data sets for the next invocation.
+    #[arg(long)]
+    keep_data: bool,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ferry-bench: {e:#}");
+            if e.downcast_ref::<BenchError>().is_some_and(|b| matches!(b, BenchError::Interrupted)) {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode> {
+    let mode = if args.quick { Mode::Quick } else { Mode::Full };
+    let results = args.results.clone().unwrap_or_else(|| PathBuf::from("bench/results").join(mode.name()));
+    for s in &args.scenarios {
+        if !NAMES.contains(&s.as_str()) {
+            bail!("unknown scenario {s:?}; the scenarios are: {}", NAMES.join(", "));
+        }
+    }
+    let dirs = Dirs { shm: args.shm_dir.clone(), disk: args.work_dir.clone() };
+    let mut plan = Plan::new(mode);
+    if let Some(r) = args.reps {
+        plan = plan.with_reps(r);
+    }
+    if args.list {
+        for s in scenarios::all(&plan, &dirs, "(checked at run time)", &[]) {
+            let stages = s.stages.len();
+            let rows: usize = s.stages.iter().flat_map(|st| st.groups.iter()).map(|g| g.variants.len()).sum();
+            let bytes: u64 = s.data.iter().map(DataSpec::bytes).sum();
+            println!(
+                "{:<8} {:>3}. {} — {} path(s), {} rows, {} reps, {:.2} GB of data",
+                s.name,
+                s.number,
+                s.title,
+                stages,
+                rows,
+                s.reps,
+                bytes as f64 / 1e9
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.report_only {
+        let written =
+            publish::publish(&results).with_context(|| format!("regenerating the report in {}", results.display()))?;
+        eprintln!("ferry-bench: wrote {} files in {}", written.len(), results.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // Ctrl-C, SIGTERM and SIGHUP set a flag every wait checks, so the run
+    // unwinds through the guards that stop servers and remove the emulated
+    // link's namespaces; a second signal exits at once (then `ferry-wan down
+    // --name fbPID-N` removes a link left behind).
+    let flag = interrupt::flag();
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())?;
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+
+    let ferry_bin = match &args.ferry {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("ferry"),
+    };
+    let ferry_bin = ferry_bin.canonicalize().with_context(|| {
+        format!("the ferry binary {} (build it: cargo build --release -p ferry)", ferry_bin.display())
+    })?;
+    let command =
+        std::env::var("FERRY_BENCH_COMMAND").unwrap_or_else(|_| std::env::args().collect::<Vec<_>>().join(" "));
+
+    preflight(&ferry_bin, &dirs)?;
+    for s in ferry_bench::servers::registry::stop_orphans() {
+        eprintln!("ferry-bench: stopped {s}");
+    }
+    remove_stale_links();
+    let only: Vec<String> = args.scenarios.clone();
+    let probe_plan = scenarios::all(&plan, &dirs, "", &only);
+    check_space(&probe_plan, &dirs)?;
+    std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
+    runner::make_dirs(&dirs)?;
+
+    let started = Instant::now();
+    let outcome = (|| -> Result<Vec<String>> {
+        eprintln!("ferry-bench: probing whether globus-url-copy honours -udt for ftp:// URLs");
+        let udt_reason = probe_udt(&dirs)?;
+        eprintln!("ferry-bench: -udt: {udt_reason}");
+        let scenarios = scenarios::all(&plan, &dirs, &udt_reason, &only);
+        let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
+        let repo = std::env::current_dir()?;
+        let meta = Meta {
+            started: ferry_bench::record::now_rfc3339(),
+            command: command.clone(),
+            mode: mode.name().into(),
+            machine: machine::describe(
+                &ferry_bin,
+                &[("disk scratch", dirs.disk.as_path()), ("tmpfs scratch", dirs.shm.as_path())],
+                &repo,
+            ),
+        };
+        let mut recorder = Recorder::open(&results.join(publish::RUNS_FILE), &names, meta)?;
+        let settings =
+            Settings { ferry_bin: ferry_bin.clone(), dirs: dirs.clone(), keep_data: args.keep_data, command, mode };
+        let mut failed_scenarios = Vec::new();
+        for sc in &scenarios {
+            let t = Instant::now();
+            let result = Runner { settings: &settings, recorder: &mut recorder }.run(sc);
+            // Pages after every scenario: an interrupted run still leaves them.
+            if let Err(e) = publish::publish(&results) {
+                eprintln!("ferry-bench: writing the report failed: {e}");
+            }
+            match result {
+                Ok(()) => eprintln!("== {} done in {:.0} s", sc.name, t.elapsed().as_secs_f64()),
+                Err(BenchError::Interrupted) => return Err(BenchError::Interrupted.into()),
+                Err(e) => {
+                    eprintln!("ferry-bench: scenario {} stopped: {e}", sc.name);
+                    failed_scenarios.push(format!("{}: {e}", sc.name));
+                }
+            }
+        }
+        Ok(failed_scenarios)
+    })();
+    runner::clean_dirs(&dirs, args.keep_data);
+    let failed_scenarios = outcome?;
+    let failed_runs = publish::failures(&results)?;
+    eprintln!(
+        "\nferry-bench: finished in {:.1} min; results in {}/README.md",
+        started.elapsed().as_secs_f64() / 60.0,
+        results.display()
+    );
+    if !failed_scenarios.is_empty() || failed_runs > 0 {
+        eprintln!(
+            "ferry-bench: {} scenario(s) stopped early, {failed_runs} run(s) failed (see the pages){}",
+            failed_scenarios.len(),
+            failed_scenarios.iter().map(|f| format!("\n  {f}")).collect::<String>()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Fails early, naming what is missing and how to get it.
+fn preflight(ferry_bin: &Path, dirs: &Dirs) -> Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|r| r.split_whitespace().nth(1));
+    if euid != Some("0") {
+        bail!("ferry-bench must run as root: it creates network namespaces, drops the page cache and starts the Globus server as nobody (sudo bench/run ...)");
+    }
+    let tools = [
+        ("globus-gridftp-server", "apt-get install globus-gridftp-server-progs"),
+        ("globus-url-copy", "apt-get install globus-gass-copy-progs"),
+        ("iperf3", "apt-get install iperf3"),
+        ("fio", "apt-get install fio"),
+        ("setpriv", "apt-get install util-linux"),
+        ("ip", "apt-get install iproute2"),
+        ("tc", "apt-get install iproute2"),
+        ("sync", "apt-get install coreutils"),
+        ("findmnt", "apt-get install util-linux"),
+    ];
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut missing = Vec::new();
+    for (t, hint) in tools {
+        let found = std::env::split_paths(&path)
+            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+            .any(|d| d.join(t).is_file());
+        if !found {
+            missing.push(format!("{t} ({hint})"));
+        }
+    }
+    if !missing.is_empty() {
+        bail!("missing tools: {}. bench/deps.sh installs them all.", missing.join(", "));
+    }
+    let ferry = Command::new(ferry_bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", ferry_bin.display()))?;
+    if !ferry.status.success() {
+        bail!("{} --version failed: {}", ferry_bin.display(), String::from_utf8_lossy(&ferry.stderr));
+    }
+    for (kind, name) in [("passwd", "nobody"), ("group", "nogroup")] {
+        let ok = Command::new("getent").args([kind, name]).output().map(|o| o.status.success()).unwrap_or(false);
+        if !ok {
+            bail!("the {kind} entry {name:?} is missing; the Globus server runs as nobody:nogroup");
+        }
+    }
+    for d in [&dirs.disk, &dirs.shm] {
+        runner::check_writable(d).with_context(|| format!("scratch directory {}", d.display()))?;
+    }
+    Ok(())
+}
+
+/// Free bytes of the file system holding `p`.
+fn free_bytes(p: &Path) -> Option<u64> {
+    let out = Command::new("df").args(["-B1", "--output=avail"]).arg(p).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().nth(1)?.trim().parse().ok()
+}
+
+/// Refuses to start when the data would not fit (disk: sources plus one
+/// destination and fio's file; tmpfs: the memory sources).
+fn check_space(scenarios: &[scenarios::Scenario], dirs: &Dirs) -> Result<()> {
+    let mut need_disk = 0u64;
+    let mut need_shm = 0u64;
+    for s in scenarios {
+        for d in &s.data {
+            if d.path().starts_with(&dirs.shm) {
+                // A source and one destination file (the memory scenario's tmpfs sink).
+                need_shm = need_shm.max(d.bytes() * 2);
+            } else {
+                // A source, one destination copy, fio's written file.
+                need_disk = need_disk.max(d.bytes() * 3);
+            }
+        }
+    }
+    let margin = 1 << 30;
+    for (dir, need) in [(&dirs.disk, need_disk), (&dirs.shm, need_shm)] {
+        if let Some(free) = free_bytes(dir) {
+            if free < need + margin {
+                bail!(
+                    "{} has {:.1} GB free; this run needs about {:.1} GB there (use --work-dir/--shm-dir, or --quick)",
+                    dir.display(),
+                    free as f64 / 1e9,
+                    (need + margin) as f64 / 1e9
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Links of earlier ferry-bench runs whose process died (SIGKILL) would
+/// block nothing (names carry the PID) but hold namespaces; remove them.
+fn remove_stale_links() {
+    let Ok(entries) = std::fs::read_dir(ferry_wan::netns::STATE_DIR) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(link) = name.strip_suffix(".pid") else { continue };
+        if !link.starts_with("fb") {
+            continue;
+        }
+        // `down` refuses while the owning process is alive.
+        match ferry_wan::netns::down(link, false) {
+            Ok(removed) if !removed.is_empty() => {
+                eprintln!("ferry-bench: removed a stale link of a killed run: {}", removed.join(", "))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether `globus-url-copy -udt` would use UDT with ftp:// URLs: it asks
+/// the server for another network stack (`SITE SETNETSTACK`) only for
+/// gsiftp:// URLs (reference README §3), so a `-udt` row against an
+/// anonymous ftp:// server would silently measure TCP. Checked in every run
+/// rather than assumed, with the client's debug dialogue as evidence.
+fn probe_udt(dirs: &Dirs) -> Result<String> {
+    let udt_pkg = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", "libglobus-xio-udt-driver"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    let file = scenarios::memory_source(dirs, "udt-probe.bin");
+    ferry_bench::data::ensure_file(&file, 1 << 20, 1)?;
+    let net = Net::Loopback;
+    let logs = dirs.logs();
+    let server = Server::start_globus(&net, &logs)?;
+    let mut cmd = Command::new("globus-url-copy");
+    cmd.args(["-dbg", "-udt", "-p", "1"]).arg(server.url(&file)?).arg("file:///dev/null");
+    let line = proc::command_line(&cmd);
+    let result = proc::run(cmd, "globus-url-copy -udt probe", &logs, Duration::from_secs(60));
+    server.stop();
+    let _ = std::fs::remove_file(&file);
+    let f = result?;
+    let dialogue = format!("{}\n{}", f.stdout, f.stderr);
+    let driver = match udt_pkg {
+        Some(v) => format!("the UDT driver (libglobus-xio-udt-driver {v}) is installed, but "),
+        None => "the UDT driver is not installed, and ".into(),
+    };
+    Ok(if dialogue.contains("SETNETSTACK") {
+        format!(
+            "{driver}globus-url-copy sent SITE SETNETSTACK for ftp://; a UDT row needs servers started with \
+             -dc-whitelist udt,tcp, which this harness does not do (`{line}`)"
+        )
+    } else {
+        format!(
+            "{driver}-udt is ignored for ftp:// URLs: `{line}` sent no SITE SETNETSTACK in this run (globus-url-copy \
+             only asks for UDT with gsiftp://, which needs X.509 credentials), so a -udt row would measure TCP"
+        )
+    })
+}

@@ -1,0 +1,195 @@
+//! Where client and server run: both on loopback, or at the two ends of an
+//! emulated long path (`ferry-wan`), each in its own network namespace.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use ferry_wan::{Link, LinkConfig, LinkGuard, LinkStats, PathConfig, Rate, Shaper, Side};
+
+use crate::error::{BenchError, Result};
+
+/// An emulated path as a scenario asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WanPath {
+    pub delay: Duration,
+    pub rate: Rate,
+    /// Random loss per packet, both directions.
+    pub loss: f64,
+    /// `tbf` reproduces the Globus reference's figures to 1 %
+    /// (docs/wan-emulator.md); `forwarder` puts the queue in the network.
+    pub shaper: Shaper,
+    pub tuned: bool,
+}
+
+impl WanPath {
+    /// The papers' path: 1 Gbit/s, tuned hosts, `tbf` shaping, no loss.
+    pub fn gbit(delay: Duration) -> WanPath {
+        WanPath { delay, rate: Rate::from_bits_per_second(1_000_000_000), loss: 0.0, shaper: Shaper::Tbf, tuned: true }
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = format!("{}, {} one way", format_rate(self.rate), format_delay(self.delay));
+        if self.loss > 0.0 {
+            s += &format!(", {}% random loss each way", trim_float(self.loss * 100.0));
+        }
+        s += match self.shaper {
+            Shaper::Tbf => ", tbf shaper",
+            Shaper::Forwarder => ", forwarder shaper",
+        };
+        s += if self.tuned { ", tuned TCP buffers (64 MiB)" } else { ", untuned TCP buffers" };
+        s
+    }
+}
+
+/// "0 ms", "10 µs", "1 ms", "80 ms".
+pub fn format_delay(d: Duration) -> String {
+    let us = d.as_micros();
+    if us == 0 {
+        "0 ms".into()
+    } else if us < 1000 {
+        format!("{us} µs")
+    } else {
+        format!("{} ms", trim_float(us as f64 / 1000.0))
+    }
+}
+
+/// "1 Gbit/s", "200 Mbit/s".
+pub fn format_rate(r: Rate) -> String {
+    let b = r.bits_per_second() as f64;
+    if b >= 1e9 {
+        format!("{} Gbit/s", trim_float(b / 1e9))
+    } else {
+        format!("{} Mbit/s", trim_float(b / 1e6))
+    }
+}
+
+fn trim_float(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Client and server placement.
+#[derive(Debug)]
+pub enum Net {
+    Loopback,
+    Wan { link: Box<LinkGuard>, path: WanPath },
+}
+
+static LINKS: AtomicU32 = AtomicU32::new(0);
+
+impl Net {
+    /// Brings an emulated link up (torn down when this value is dropped).
+    pub fn wan(path: WanPath) -> Result<Net> {
+        let n = LINKS.fetch_add(1, Ordering::Relaxed);
+        let name = format!("fb{}-{n}", std::process::id());
+        let mut cfg = LinkConfig::new(
+            name,
+            PathConfig { rate: Some(path.rate), loss: path.loss, ..PathConfig::delay_only(path.delay) },
+        );
+        cfg.shaper = path.shaper;
+        cfg.tuned = path.tuned;
+        let link = Link::up(cfg)?;
+        Ok(Net::Wan { link: Box::new(link), path })
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Net::Loopback => "loopback (127.0.0.1)".into(),
+            Net::Wan { path, .. } => path.describe(),
+        }
+    }
+
+    pub fn client_ip(&self) -> Ipv4Addr {
+        match self {
+            Net::Loopback => Ipv4Addr::LOCALHOST,
+            Net::Wan { link, .. } => link.client_ip(),
+        }
+    }
+
+    pub fn server_ip(&self) -> Ipv4Addr {
+        match self {
+            Net::Loopback => Ipv4Addr::LOCALHOST,
+            Net::Wan { link, .. } => link.server_ip(),
+        }
+    }
+
+    /// A command that runs `program` on one side.
+    pub fn command(&self, side: Side, program: &str) -> Command {
+        match self {
+            Net::Loopback => Command::new(program),
+            Net::Wan { link, .. } => link.command(side, program),
+        }
+    }
+
+    /// A TCP port free on the server side right now (bound and released,
+    /// as servers that need a port number up front must be given one).
+    pub fn free_server_port(&self) -> Result<u16> {
+        let ip = self.server_ip();
+        let bind = move || -> std::io::Result<u16> { Ok(TcpListener::bind((ip, 0))?.local_addr()?.port()) };
+        let port = match self {
+            Net::Loopback => bind(),
+            Net::Wan { link, .. } => link.run_in(Side::Server, bind)?,
+        };
+        port.map_err(|e| BenchError::io(format!("finding a free port on {ip}"), e))
+    }
+
+    /// Median of five TCP connect times across the path, in ms.
+    pub fn connect_rtt_ms(&self) -> Result<Option<f64>> {
+        match self {
+            Net::Loopback => Ok(None),
+            Net::Wan { link, .. } => {
+                let mut s = ferry_wan::selftest::probe_rtt(link, 5)?;
+                s.sort();
+                Ok(Some(s[s.len() / 2].as_secs_f64() * 1e3))
+            }
+        }
+    }
+
+    /// The emulator's counters (for drops, loss and its CPU), if any.
+    pub fn link_stats(&self) -> Option<LinkStats> {
+        match self {
+            Net::Loopback => None,
+            Net::Wan { link, .. } => Some(link.stats()),
+        }
+    }
+
+    /// Fails if a forwarder thread has stopped.
+    pub fn check(&self) -> Result<()> {
+        match self {
+            Net::Loopback => Ok(()),
+            Net::Wan { link, .. } => Ok(link.check()?),
+        }
+    }
+
+    /// Tears an emulated link down, reporting anything left behind.
+    pub fn down(self) -> Result<()> {
+        match self {
+            Net::Loopback => Ok(()),
+            Net::Wan { link, .. } => {
+                link.down()?;
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays() {
+        assert_eq!(format_delay(Duration::ZERO), "0 ms");
+        assert_eq!(format_delay(Duration::from_micros(10)), "10 µs");
+        assert_eq!(format_delay(Duration::from_millis(80)), "80 ms");
+        assert_eq!(format_delay(Duration::from_micros(1500)), "1.5 ms");
+        let mut p = WanPath::gbit(Duration::from_millis(30));
+        p.loss = 0.001;
+        assert_eq!(
+            p.describe(),
+            "1 Gbit/s, 30 ms one way, 0.1% random loss each way, tbf shaper, tuned TCP buffers (64 MiB)"
+        );
+    }
+}
