@@ -118,6 +118,22 @@ pub fn subject_dn(cert: &CertificateDer<'_>) -> Option<String> {
     Some(out)
 }
 
+/// The server configuration for data connections, derived from the
+/// control connection's: the same certificate, client verifier and session
+/// cache (so a client that resumes its control session on a data
+/// connection, as lftp/GnuTLS and vsftpd-style setups do, gets it), but no
+/// TLS 1.3 session tickets. A ticket is a post-handshake message, and a
+/// data connection's peer often never reads: an uploading client that
+/// closes with the ticket unread makes its kernel answer with a reset
+/// instead of a FIN, and the reset throws away the end of the upload still
+/// queued at the server. Tickets for resumption come from the control
+/// connection, which is read to the end.
+pub fn data_server_config(control: &ServerConfig) -> Arc<ServerConfig> {
+    let mut data = control.clone();
+    data.send_tls13_tickets = 0;
+    Arc::new(data)
+}
+
 type ServerStream = StreamOwned<ServerConnection, TcpStream>;
 type ClientStream = StreamOwned<ClientConnection, TcpStream>;
 
@@ -304,6 +320,7 @@ mod tests {
             .with_no_client_auth()
             .with_single_cert(vec![der.clone()], PrivateKeyDer::try_from(key.serialize_der()).unwrap())
             .unwrap();
+        let server = data_server_config(&server);
         let mut roots = rustls::RootCertStore::empty();
         roots.add(der).unwrap();
         let client = ClientConfig::builder_with_provider(provider())
@@ -311,7 +328,7 @@ mod tests {
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        (Arc::new(server), Arc::new(client))
+        (server, Arc::new(client))
     }
 
     #[test]
