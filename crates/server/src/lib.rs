@@ -7,6 +7,7 @@ pub mod config;
 mod control;
 mod data;
 mod server;
+pub mod tls;
 mod transfer;
 pub mod users;
 
