@@ -5,9 +5,9 @@ use clap::Args;
 use ferry_client::{Client, CopyOptions, CopySummary, Location, ModeChoice, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -288,8 +288,11 @@ pub fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let loc = location(&args.url)?;
-        let mut client =
-            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), tls: args.tls.options(), ..CopyOptions::default() });
+        let mut client = Client::new(CopyOptions {
+            timeout: Duration::from_secs(args.timeout),
+            tls: args.tls.options(),
+            ..CopyOptions::default()
+        });
         let entries = client.read_dir(&loc).await.with_context(|| format!("cannot list {loc}"))?;
         client.close().await;
         for e in entries {
@@ -325,8 +328,11 @@ pub fn mkdir(args: MkdirArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let url = remote(&args.url)?;
-        let mut client =
-            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), tls: args.tls.options(), ..CopyOptions::default() });
+        let mut client = Client::new(CopyOptions {
+            timeout: Duration::from_secs(args.timeout),
+            tls: args.tls.options(),
+            ..CopyOptions::default()
+        });
         client.make_dir(&url).await.with_context(|| format!("cannot create {url}"))?;
         client.close().await;
         Ok(ExitCode::SUCCESS)
@@ -337,8 +343,11 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let url = remote(&args.url)?;
-        let mut client =
-            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), tls: args.tls.options(), ..CopyOptions::default() });
+        let mut client = Client::new(CopyOptions {
+            timeout: Duration::from_secs(args.timeout),
+            tls: args.tls.options(),
+            ..CopyOptions::default()
+        });
         let n = client.remove(&url, args.recursive).await.with_context(|| format!("cannot remove {url}"))?;
         client.close().await;
         eprintln!("ferry: removed {n} entr{}", if n == 1 { "y" } else { "ies" });

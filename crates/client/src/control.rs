@@ -1,17 +1,17 @@
 //! The client side of a control connection.
 
 use crate::error::ClientError;
+use ferry_io::tls::{DataProtection, DataStream};
+use ferry_proto::command::ProtectionLevel;
 use ferry_proto::command::{Command, EpsvArg, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
 use ferry_proto::{Reply, ReplyParser};
+use rustls::pki_types::ServerName;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::time::Duration;
-use ferry_io::tls::{DataProtection, DataStream};
-use ferry_proto::command::ProtectionLevel;
-use rustls::pki_types::ServerName;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -10,9 +10,9 @@
 use crate::endpoint::{BlockSink, BlockSource};
 use crate::mode_e::DataPath;
 use crate::rate::RateLimit;
+use crate::tls::DataStream;
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
 use std::io::{self, Read, Write};
-use crate::tls::DataStream;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -241,6 +241,12 @@ pub fn receive(
         dec.finish(&mut text);
         sink.write_at(&text, pos).map_err(CopyError::Disk)?;
         pos += text.len() as u64;
+    }
+    if sock.is_tls() {
+        // Answer the sender's close_notify with ours: clients such as
+        // Python's ssl `unwrap()` wait for it before they call the upload
+        // done. The data is complete either way.
+        let _ = sock.finish();
     }
     Ok((received, pos))
 }

@@ -154,7 +154,10 @@ pub enum DataProtection {
     /// Be the TLS server with this configuration.
     Server(Arc<ServerConfig>),
     /// Be the TLS client, verifying the server as `name`.
-    Client { config: Arc<ClientConfig>, name: ServerName<'static> },
+    Client {
+        config: Arc<ClientConfig>,
+        name: ServerName<'static>,
+    },
 }
 
 impl DataProtection {
@@ -229,6 +232,10 @@ impl DataStream {
     /// §3.4.1). The FIN is explicit because an abort signal may hold a
     /// duplicate descriptor of the socket.
     pub fn finish(&mut self) -> io::Result<()> {
+        // An empty file or listing writes nothing, so the lazy handshake
+        // has not run yet: a close_notify now would reach the peer in place
+        // of the ServerHello.
+        self.handshake()?;
         match self {
             DataStream::Plain(_) => {}
             DataStream::TlsServer(s) => {
@@ -340,7 +347,8 @@ mod tests {
         let d = data.clone();
         let sender = std::thread::spawn(move || {
             let name = ServerName::try_from("localhost").unwrap();
-            let mut s = DataProtection::Client { config: client, name }.wrap(TcpStream::connect(addr).unwrap()).unwrap();
+            let mut s =
+                DataProtection::Client { config: client, name }.wrap(TcpStream::connect(addr).unwrap()).unwrap();
             assert!(s.is_tls() && s.plain().is_none());
             s.write_all(&d).unwrap();
             s.finish().unwrap();
@@ -352,6 +360,24 @@ mod tests {
         s.read_to_end(&mut got).unwrap();
         sender.join().unwrap();
         assert!(got == data);
+    }
+
+    #[test]
+    fn an_empty_transfer_still_shakes_hands_first() {
+        let (server, client) = configs();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let (sock, _) = l.accept().unwrap();
+            let mut s = DataProtection::Server(server).wrap(sock).unwrap();
+            s.finish().unwrap();
+        });
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut s = DataProtection::Client { config: client, name }.wrap(TcpStream::connect(addr).unwrap()).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        assert!(got.is_empty());
+        t.join().unwrap();
     }
 
     #[test]

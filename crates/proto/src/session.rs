@@ -936,10 +936,9 @@ impl Session {
             Command::Auth(_) if self.tls => {
                 Self::reply(ReplyCode::BAD_SEQUENCE, "The control connection is already protected by TLS.")
             }
-            Command::Auth(_) if self.logged_in() => Self::reply(
-                ReplyCode::BAD_SEQUENCE,
-                "AUTH TLS must come before login: reconnect and send it first.",
-            ),
+            Command::Auth(_) if self.logged_in() => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "AUTH TLS must come before login: reconnect and send it first.")
+            }
             Command::Auth(_) => {
                 // A half-finished USER does not carry over into TLS.
                 self.login = Login::Idle;
@@ -953,10 +952,9 @@ impl Session {
             Command::Ccc => Self::reply(ReplyCode::NOT_PROTECTED, "CCC: the control connection is not protected."),
             //= RFC 4217 §8: PBSZ follows a successful AUTH; for TLS the
             //= only size is 0, and a server answers a larger one with PBSZ=0.
-            Command::Pbsz(_) if !self.tls => Self::reply(
-                ReplyCode::BAD_SEQUENCE,
-                "PBSZ needs a protected control connection: send AUTH TLS first.",
-            ),
+            Command::Pbsz(_) if !self.tls => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "PBSZ needs a protected control connection: send AUTH TLS first.")
+            }
             Command::Pbsz(_) => {
                 self.pbsz = true;
                 Self::reply(ReplyCode::OK, "PBSZ=0")

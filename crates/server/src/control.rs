@@ -28,10 +28,10 @@ use ferry_proto::session::{
 use ferry_proto::{CommandError, Reply, ReplyCode, VirtualPath};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use std::os::fd::{AsFd, OwnedFd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
