@@ -321,3 +321,30 @@ fn serve_refuses_inconsistent_tls_settings() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("tls_cert"), "{err}");
 }
+
+#[test]
+fn ferry_cp_against_pure_ftpd_with_tls() {
+    let pki = TestPki::new();
+    // pure-ftpd takes certificate and key in one file; -Y 2 refuses clear
+    // sessions.
+    let combined = pki.dir.path().join("pure-ftpd.pem");
+    let pem = std::fs::read_to_string(pki.file("server.pem")).unwrap()
+        + &std::fs::read_to_string(pki.file("server.key")).unwrap();
+    std::fs::write(&combined, pem).unwrap();
+    let pure = PureFtpd::start_with(&["-Y".into(), "2".into(), "-2".into(), combined.display().to_string()]);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (4 << 20) + 9, 5);
+    let ca = pki.file("ca.pem");
+    let url = format!("ftps://{}:{}@localhost:{}/p.bin", PURE_USER.0, PURE_USER.1, pure.port);
+    let (ok, _, err) = ferry(&["cp", "-q", "--ca", &ca, &src.display().to_string(), &url]);
+    assert!(ok, "upload to pure-ftpd: {err}");
+    assert_eq!(sha256_file(&pure.home.path().join("p.bin")), sha256_file(&src));
+    let back = local.path().join("back.bin");
+    let (ok, _, err) = ferry(&["cp", "-q", "--ca", &ca, &url, &back.display().to_string()]);
+    assert!(ok, "download from pure-ftpd: {err}");
+    assert_eq!(sha256_file(&back), sha256_file(&src));
+    let (ok, listing, err) =
+        ferry(&["ls", "--ca", &ca, &format!("ftps://{}:{}@localhost:{}/", PURE_USER.0, PURE_USER.1, pure.port)]);
+    assert!(ok && listing.contains("p.bin"), "{listing}{err}");
+}

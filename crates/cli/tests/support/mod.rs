@@ -205,6 +205,11 @@ pub const PURE_USER: (&str, &str) = ("tester", "tester-secret");
 
 impl PureFtpd {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// With extra pure-ftpd flags (e.g. `-Y 2 -2 cert.pem` for TLS).
+    pub fn start_with(extra: &[String]) -> Self {
         require("pure-ftpd");
         require("pure-pw");
         let work = tempfile::tempdir().unwrap();
@@ -232,6 +237,7 @@ impl PureFtpd {
             .arg("-l")
             .arg(format!("puredb:{}", pdb.display()))
             .args(["-S", &format!("127.0.0.1,{port}"), "-E", "-H", "-A"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
