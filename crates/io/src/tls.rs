@@ -206,6 +206,17 @@ impl DataStream {
         self.plain().is_none()
     }
 
+    /// Protocol version and whether the handshake resumed an earlier
+    /// session (`None` for plain streams or before the handshake).
+    pub fn tls_summary(&self) -> Option<(rustls::ProtocolVersion, bool)> {
+        let (version, kind) = match self {
+            DataStream::Plain(_) => return None,
+            DataStream::TlsServer(s) => (s.conn.protocol_version()?, s.conn.handshake_kind()?),
+            DataStream::TlsClient(s) => (s.conn.protocol_version()?, s.conn.handshake_kind()?),
+        };
+        Some((version, kind == rustls::HandshakeKind::Resumed))
+    }
+
     /// Completes the TLS handshake now (a no-op for plain streams), so a
     /// certificate problem is reported as such rather than as a failed read.
     pub fn handshake(&mut self) -> io::Result<()> {
@@ -236,6 +247,7 @@ impl DataStream {
         // has not run yet: a close_notify now would reach the peer in place
         // of the ServerHello.
         self.handshake()?;
+        tracing::debug!(tls = ?self.tls_summary(), "data connection finished");
         match self {
             DataStream::Plain(_) => {}
             DataStream::TlsServer(s) => {
