@@ -5,10 +5,32 @@ use clap::Args;
 use ferry_client::{Client, CopyOptions, CopySummary, Location, ModeChoice, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// TLS settings for ftps:// URLs.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TlsArgs {
+    /// PEM file of CA certificates to trust for ftps:// servers (default:
+    /// the system's trust store).
+    #[arg(long, value_name = "PEM")]
+    ca: Option<PathBuf>,
+    /// PEM client certificate, for servers that map certificates to users.
+    #[arg(long, value_name = "PEM", requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, value_name = "PEM", requires = "cert")]
+    key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    fn options(&self) -> ferry_client::TlsOptions {
+        ferry_client::TlsOptions { ca: self.ca.clone(), cert: self.cert.clone(), key: self.key.clone() }
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct OutputArgs {
@@ -52,6 +74,8 @@ pub struct CpArgs {
     /// (1 turns pipelining off).
     #[arg(long, default_value_t = 16)]
     pipeline: usize,
+    #[command(flatten)]
+    tls: TlsArgs,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -149,6 +173,8 @@ pub struct LsArgs {
     json: bool,
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +182,8 @@ pub struct MkdirArgs {
     url: String,
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +194,8 @@ pub struct RmArgs {
     recursive: bool,
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -227,6 +257,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         retries: args.retries,
         resume: !args.no_resume,
         pipeline: args.pipeline.clamp(1, 256),
+        tls: args.tls.options(),
         ..args.channel.options(Duration::from_secs(args.out.timeout))
     };
     let summary = rt.block_on(copy(&args.src, &args.dst, opts, show))?;
@@ -280,8 +311,11 @@ pub fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let loc = location(&args.url)?;
-        let mut client =
-            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
+        let mut client = Client::new(CopyOptions {
+            timeout: Duration::from_secs(args.timeout),
+            tls: args.tls.options(),
+            ..CopyOptions::default()
+        });
         let entries = client.read_dir(&loc).await.with_context(|| format!("cannot list {loc}"))?;
         client.close().await;
         for e in entries {
@@ -317,8 +351,11 @@ pub fn mkdir(args: MkdirArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let url = remote(&args.url)?;
-        let mut client =
-            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
+        let mut client = Client::new(CopyOptions {
+            timeout: Duration::from_secs(args.timeout),
+            tls: args.tls.options(),
+            ..CopyOptions::default()
+        });
         client.make_dir(&url).await.with_context(|| format!("cannot create {url}"))?;
         client.close().await;
         Ok(ExitCode::SUCCESS)
@@ -329,8 +366,11 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
         let url = remote(&args.url)?;
-        let mut client =
-            Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
+        let mut client = Client::new(CopyOptions {
+            timeout: Duration::from_secs(args.timeout),
+            tls: args.tls.options(),
+            ..CopyOptions::default()
+        });
         let n = client.remove(&url, args.recursive).await.with_context(|| format!("cannot remove {url}"))?;
         client.close().await;
         eprintln!("ferry: removed {n} entr{}", if n == 1 { "y" } else { "ies" });

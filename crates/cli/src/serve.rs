@@ -83,6 +83,24 @@ pub struct ServeArgs {
     /// cache; implies a staging ring).
     #[arg(long)]
     direct_io: bool,
+    /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Refuse USER/PASS until the client has switched to TLS (530).
+    #[arg(long)]
+    require_tls: bool,
+    /// Refuse transfers whose data connections are not protected (PROT P).
+    #[arg(long)]
+    require_protected_data: bool,
+    /// PEM CA certificates that client certificates are verified against.
+    #[arg(long)]
+    tls_client_ca: Option<PathBuf>,
+    /// Client-certificate map: lines of `"<subject DN>" user` (grid-mapfile).
+    #[arg(long)]
+    cert_map: Option<PathBuf>,
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -163,6 +181,24 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.memory_zero_size {
         c.memory_zero_size = v;
+    }
+    if let Some(v) = &args.tls_cert {
+        c.tls_cert = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_key {
+        c.tls_key = Some(v.clone());
+    }
+    if args.require_tls {
+        c.require_tls = true;
+    }
+    if args.require_protected_data {
+        c.require_protected_data = true;
+    }
+    if let Some(v) = &args.tls_client_ca {
+        c.tls_client_ca = Some(v.clone());
+    }
+    if let Some(v) = &args.cert_map {
+        c.cert_map = Some(v.clone());
     }
     if let Some(v) = args.staging {
         c.staging = v;

@@ -1,15 +1,67 @@
 //! The client side of a control connection.
 
 use crate::error::ClientError;
+use ferry_io::tls::{DataProtection, DataStream};
+use ferry_proto::command::ProtectionLevel;
 use ferry_proto::command::{Command, EpsvArg, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
 use ferry_proto::{Reply, ReplyParser};
+use rustls::pki_types::ServerName;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The control connection's byte stream: clear, or TLS after AUTH TLS.
+#[derive(Debug)]
+enum ControlStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl ControlStream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            ControlStream::Plain(s) => s,
+            ControlStream::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            ControlStream::Plain(s) => s.read(buf).await,
+            ControlStream::Tls(s) => s.read(buf).await,
+        }
+    }
+
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            ControlStream::Plain(s) => s.write_all(bytes).await,
+            ControlStream::Tls(s) => {
+                s.write_all(bytes).await?;
+                s.flush().await
+            }
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            ControlStream::Plain(s) => s.shutdown().await,
+            ControlStream::Tls(s) => s.shutdown().await,
+        }
+    }
+}
+
+/// The TLS a control connection was set up with, kept for its data
+/// connections.
+#[derive(Debug, Clone)]
+struct ControlTls {
+    config: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+}
 
 /// What the server said it supports in FEAT (RFC 2389).
 #[derive(Debug, Clone, Default)]
@@ -52,7 +104,13 @@ impl Features {
 /// greeting and logs in.
 #[derive(Debug)]
 pub struct ControlChannel {
-    stream: TcpStream,
+    stream: ControlStream,
+    /// Set when the control connection is TLS (ftps://).
+    tls: Option<ControlTls>,
+    /// What data connections get: TLS once the server accepted PROT P.
+    protection: DataProtection,
+    /// The 220 greeting has been read (before AUTH TLS).
+    greeted: bool,
     parser: ReplyParser,
     buf: Vec<u8>,
     pub features: Features,
@@ -72,7 +130,10 @@ impl ControlChannel {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
         Ok(Self {
-            stream,
+            stream: ControlStream::Plain(stream),
+            tls: None,
+            protection: DataProtection::Clear,
+            greeted: false,
             parser: ReplyParser::default(),
             buf: vec![0; 16384],
             features: Features::default(),
@@ -83,10 +144,82 @@ impl ControlChannel {
         })
     }
 
+    /// Connects and switches the control connection to TLS with `AUTH
+    /// TLS` (RFC 4217 §4), verifying the server's certificate for `host`.
+    /// AUTH goes out before the greeting is read (servers read input only
+    /// after greeting), which saves a round trip.
+    pub async fn connect_tls(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        config: Arc<rustls::ClientConfig>,
+    ) -> Result<Self, ClientError> {
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|_| ClientError::Usage(format!("{host:?} is not a valid TLS server name")))?;
+        let mut c = Self::connect(host, port, timeout).await?;
+        let auth = Command::Auth("TLS".into());
+        c.send(&auth).await?;
+        c.banner().await?;
+        let r = c.reply().await?;
+        if r.code.get() != 234 {
+            return Err(ClientError::Tls(format!(
+                "the server at {host}:{port} does not offer TLS (AUTH TLS answered {} {}); use ftp:// for a clear                  connection",
+                r.code,
+                r.lines.join(" / ")
+            )));
+        }
+        let ControlStream::Plain(tcp) = c.stream else {
+            return Err(ClientError::Tls("the control connection is already TLS".into()));
+        };
+        let connector = tokio_rustls::TlsConnector::from(config.clone());
+        let stream = tokio::time::timeout(timeout, connector.connect(name.clone(), tcp))
+            .await
+            .map_err(|_| ClientError::Timeout { what: "the TLS handshake".into(), secs: timeout.as_secs() })?
+            .map_err(|e| ClientError::Tls(format!("TLS handshake with {host}:{port} failed: {e}")))?;
+        c.stream = ControlStream::Tls(Box::new(stream));
+        c.tls = Some(ControlTls { config, name });
+        Ok(c)
+    }
+
+    /// Whether the control connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Whether data connections are TLS (PROT P accepted).
+    pub fn data_private(&self) -> bool {
+        self.protection.is_private()
+    }
+
+    /// Records the PROT level the server accepted; data connections opened
+    /// from now on follow it (the FTP client is the TLS client on each,
+    /// RFC 4217 §7, whichever side connects).
+    pub fn set_data_protection(&mut self, level: ProtectionLevel) {
+        self.protection = match (&self.tls, level) {
+            (Some(t), ProtectionLevel::Private) => {
+                DataProtection::Client { config: t.config.clone(), name: t.name.clone() }
+            }
+            _ => DataProtection::Clear,
+        };
+    }
+
+    /// How data connections of this session are protected.
+    pub fn data_protection(&self) -> DataProtection {
+        self.protection.clone()
+    }
+
+    /// Wraps a new data connection in TLS when PROT P is in force.
+    pub fn protect(&self, sock: std::net::TcpStream) -> Result<DataStream, ClientError> {
+        self.protection.wrap(sock).map_err(|e| ClientError::Data(e.to_string()))
+    }
+
     /// Reads the greeting. [`login_with`](Self::login_with) sends its
     /// commands before reading it, since servers read their input only
     /// after greeting: waiting for the banner would cost a round trip.
     async fn banner(&mut self) -> Result<(), ClientError> {
+        if std::mem::replace(&mut self.greeted, true) {
+            return Ok(());
+        }
         loop {
             let r = self.reply().await?;
             match r.code.get() {
@@ -103,11 +236,11 @@ impl ControlChannel {
 
     /// The kernel's view of the control connection (RTT, window...).
     pub fn tcp_info(&self) -> std::io::Result<ferry_io::tcpinfo::TcpInfo> {
-        ferry_io::tcpinfo::tcp_info(&self.stream)
+        ferry_io::tcpinfo::tcp_info(self.stream.tcp())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.stream.local_addr()
+        self.stream.tcp().local_addr()
     }
 
     /// Reads the next complete reply.
@@ -204,12 +337,13 @@ impl ControlChannel {
         probe: Option<&str>,
         then: &[Command],
     ) -> Result<Option<Option<FileFacts>>, ClientError> {
-        let mut batch = vec![
-            Command::User(user.to_string()),
-            Command::Pass(password.to_string()),
-            Command::Feat,
-            Command::Opts(ferry_proto::command::Opts::Utf8(true)),
-        ];
+        let mut batch = vec![Command::User(user.to_string()), Command::Pass(password.to_string())];
+        let tls = self.is_tls();
+        if tls {
+            //= RFC 4217 §9: PBSZ 0, then PROT P, for private data connections.
+            batch.extend([Command::Pbsz(0), Command::Prot(ProtectionLevel::Private)]);
+        }
+        batch.extend([Command::Feat, Command::Opts(ferry_proto::command::Opts::Utf8(true))]);
         if let Some(p) = probe {
             batch.push(Command::Mlst(Some(p.to_string())));
         }
@@ -220,8 +354,9 @@ impl ControlChannel {
         // rest of the batch do not matter.
         let r = self.reply().await?;
         match r.code.get() {
-            // No password needed: PASS is then superfluous (202, or 503).
-            230 => {
+            // No password needed (230), or the client certificate speaks
+            // for the user (232, RFC 2228): PASS is then superfluous.
+            230 | 232 => {
                 let _ = self.reply().await?;
             }
             331 => {
@@ -231,6 +366,17 @@ impl ControlChannel {
                 }
             }
             _ => return Err(ClientError::Login { user: user.into(), reply: r }),
+        }
+        if tls {
+            let pbsz = self.reply().await?;
+            let prot = self.reply().await?;
+            if !pbsz.code.is_positive_completion() {
+                return Err(refused(&Command::Pbsz(0), pbsz));
+            }
+            if !prot.code.is_positive_completion() {
+                return Err(refused(&Command::Prot(ProtectionLevel::Private), prot));
+            }
+            self.set_data_protection(ProtectionLevel::Private);
         }
         let feat = self.reply().await?;
         self.features = Features::parse(&feat);

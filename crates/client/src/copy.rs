@@ -17,6 +17,7 @@ use crate::session::{third_party_e, third_party_many, BatchFile, ChannelOptions,
 use ferry_io::mode_e::{BlockSink, BlockSource, DataPath, ReceiveState, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
+use ferry_io::tls::DataStream;
 use ferry_proto::command::{Command, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use std::collections::HashMap;
@@ -87,6 +88,8 @@ pub struct CopyOptions {
     /// MODE E file I/O with `O_DIRECT` where the file system has it
     /// (implies a staging ring, whose buffers are aligned for it).
     pub direct_io: bool,
+    /// Trust anchors and client certificate for `ftps://`.
+    pub tls: crate::tls::TlsOptions,
 }
 
 impl Default for CopyOptions {
@@ -106,6 +109,7 @@ impl Default for CopyOptions {
             pipeline: 16,
             streams: None,
             direct_io: false,
+            tls: crate::tls::TlsOptions::default(),
         }
     }
 }
@@ -134,6 +138,9 @@ pub struct Client {
     stats: Arc<Stats>,
     sessions: HashMap<String, ServerSession>,
     rate: Option<Arc<RateLimit>>,
+    /// Built on first use by an `ftps://` URL, then shared by every
+    /// connection (so data connections can resume its sessions).
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 fn key(u: &RemoteUrl) -> String {
@@ -173,7 +180,7 @@ fn local_facts(name: String, md: &std::fs::Metadata) -> FileFacts {
 impl Client {
     pub fn new(opts: CopyOptions) -> Self {
         let rate = opts.max_rate.map(|r| Arc::new(RateLimit::new(r)));
-        Self { opts, stats: Arc::new(Stats::default()), sessions: HashMap::new(), rate }
+        Self { opts, stats: Arc::new(Stats::default()), sessions: HashMap::new(), rate, tls: None }
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -187,7 +194,16 @@ impl Client {
             tcp_buffer: self.opts.tcp_buffer,
             block_size: self.opts.block_size,
             streams: self.opts.streams.clone(),
+            tls: self.tls.clone(),
         }
+    }
+
+    /// Loads the TLS configuration the first time an `ftps://` URL needs it.
+    fn prepare_tls(&mut self, url: &RemoteUrl) -> Result<(), ClientError> {
+        if url.scheme == crate::location::Scheme::Ftps && self.tls.is_none() {
+            self.tls = Some(self.opts.tls.client_config()?);
+        }
+        Ok(())
     }
 
     /// The logged-in session for `url`'s server (`listing` for the separate
@@ -209,6 +225,7 @@ impl Client {
             self.sessions.remove(&k);
         }
         if !self.sessions.contains_key(&k) {
+            self.prepare_tls(url)?;
             let s = ServerSession::open(url, self.channel_options(), probe).await?;
             self.sessions.insert(k.clone(), s);
         }
@@ -290,6 +307,7 @@ impl Client {
         if self.opts.resume && ResumeState::exists(&src.to_string(), &Location::Local(target).to_string()) {
             return Ok(());
         }
+        self.prepare_tls(u)?;
         let s = ServerSession::open_retrieving(u, self.channel_options(), &u.path).await?;
         self.sessions.insert(key(u), s);
         Ok(())
@@ -750,7 +768,7 @@ impl Client {
         let s = self.session(src).await?;
         let cmd = Command::Retr(src.path.clone());
         let addr = s.stream_transfer(&cmd, None).await?;
-        let data = connect_data(addr, timeout).await?;
+        let mut data = connect_data(&s.ctrl, addr, timeout).await?;
         let c = &mut s.ctrl;
         let r = c.reply().await?;
         if !r.code.is_preliminary() {
@@ -760,11 +778,11 @@ impl Client {
         let file = sink.file.try_clone().map_err(local_err(dst))?;
         let regular = sink.partial.is_some();
         let abort = Arc::new(AbortSignal::new());
-        abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
+        abort.register(data.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let path = ferry_io::mode_e::DataPath::from_env();
         let copy = tokio::task::spawn_blocking(move || {
-            let (n, end) = stream::receive(&data, &*target, 0, false, &progress, &a, rate.as_deref(), path)?;
+            let (n, end) = stream::receive(&mut data, &*target, 0, false, &progress, &a, rate.as_deref(), path)?;
             if regular {
                 file.set_len(end).map_err(CopyError::Disk)?;
             }
@@ -790,18 +808,18 @@ impl Client {
         // preallocate and refuse to commit a short upload. A pipe or device
         // has no size to announce.
         let addr = s.stream_transfer(&cmd, md.is_file().then_some(md.len())).await?;
-        let data = connect_data(addr, timeout).await?;
+        let mut data = connect_data(&s.ctrl, addr, timeout).await?;
         let c = &mut s.ctrl;
         let r = c.reply().await?;
         if !r.code.is_preliminary() {
             return Err(refused(&cmd, r));
         }
         let abort = Arc::new(AbortSignal::new());
-        abort.register(&data).map_err(|e| ClientError::Data(e.to_string()))?;
+        abort.register(data.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
-            let n = stream::send(&file, 0, None, &data, &progress, &a, rate.as_deref(), DataPath::from_env())?;
-            stream::finish_send(&data)?;
+            let n = stream::send(&file, 0, None, &mut data, &progress, &a, rate.as_deref(), DataPath::from_env())?;
+            stream::finish_send(&mut data)?;
             Ok(n)
         });
         finish_transfer(c, &cmd, copy, &abort).await
@@ -812,7 +830,9 @@ impl Client {
     async fn third_party_s(&mut self, src: &RemoteUrl, dst: &RemoteUrl) -> Result<u64, ClientError> {
         let d = self.session(dst).await?;
         let stor = Command::Stor(dst.path.clone());
-        let addr = d.stream_transfer(&stor, None).await?;
+        // Clear data between the servers (PROT C on TLS sessions): both
+        // would be the TLS server on it (RFC 4217 §7).
+        let addr = d.stream_destination(&stor).await?;
         let s = self.session(src).await?;
         let retr = Command::Retr(src.path.clone());
         let src_result = if let Err(e) = s.stream_source(addr, &retr).await {
@@ -1015,7 +1035,8 @@ async fn finish_transfer(
     copied
 }
 
-async fn connect_data(addr: SocketAddr, timeout: Duration) -> Result<std::net::TcpStream, ClientError> {
+/// Opens a stream-mode data connection, in TLS when the session has PROT P.
+async fn connect_data(c: &ControlChannel, addr: SocketAddr, timeout: Duration) -> Result<DataStream, ClientError> {
     let s = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr))
         .await
         .map_err(|_| ClientError::Timeout {
@@ -1025,7 +1046,7 @@ async fn connect_data(addr: SocketAddr, timeout: Duration) -> Result<std::net::T
         .map_err(|e| ClientError::Data(format!("cannot connect to {addr}: {e}")))?;
     let s = s.into_std()?;
     ferry_io::socket::configure_data_socket(&s, None, timeout)?;
-    Ok(s)
+    c.protect(s)
 }
 
 /// Reads a directory listing in stream mode: MLSD where the server has it,
@@ -1037,7 +1058,7 @@ pub(crate) async fn list_remote(
 ) -> Result<Vec<FileFacts>, ClientError> {
     c.set_type(TransferType::Ascii).await?;
     let addr = c.passive().await?;
-    let data = connect_data(addr, timeout).await?;
+    let mut data = connect_data(c, addr, timeout).await?;
     let mlsd = c.features.has("MLST");
     let cmd = if mlsd { Command::Mlsd(Some(path.to_string())) } else { Command::List(Some(path.to_string())) };
     c.send(&cmd).await?;
@@ -1049,7 +1070,7 @@ pub(crate) async fn list_remote(
         use std::io::Read;
         let mut out = Vec::new();
         // Bound a listing at 256 MiB: a hostile server cannot exhaust memory.
-        (&data).take(256 << 20).read_to_end(&mut out)?;
+        (&mut data).take(256 << 20).read_to_end(&mut out)?;
         Ok(out)
     });
     let r = c.reply_untimed().await?;

@@ -27,6 +27,8 @@ pub enum ClientError {
     Incomplete { path: String, expected: u64, got: u64 },
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Tls(String),
     #[error("checksum mismatch for {path}: {algorithm} is {source_value} at the source but {destination_value} at the destination")]
     ChecksumMismatch { path: String, algorithm: String, source_value: String, destination_value: String },
 }

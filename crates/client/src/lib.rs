@@ -7,8 +7,10 @@ pub mod error;
 pub mod location;
 pub mod resume;
 pub mod session;
+pub mod tls;
 
 pub use control::ControlChannel;
 pub use copy::{Client, CopyOptions, CopySummary, ModeChoice, Stats};
 pub use error::ClientError;
 pub use location::{Location, RemoteUrl};
+pub use tls::TlsOptions;

@@ -15,8 +15,9 @@ use crate::location::RemoteUrl;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::CopyError;
+use ferry_io::tls::DataStream;
 use ferry_profile::{StreamHandle, StreamRegistry};
-use ferry_proto::command::{Allo, Command, EpsvArg, Opts, RestArg, TransferMode, TransferType};
+use ferry_proto::command::{Allo, Command, EpsvArg, Opts, ProtectionLevel, RestArg, TransferMode, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
 use ferry_proto::markers::{parse_range_marker, PerfMarker};
@@ -42,6 +43,8 @@ pub struct ChannelOptions {
     /// `ferry profile`: data connections register here so the client's
     /// sampler reads their TCP_INFO.
     pub streams: Option<StreamRegistry>,
+    /// The TLS configuration for `ftps://` servers.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Default for ChannelOptions {
@@ -52,6 +55,7 @@ impl Default for ChannelOptions {
             tcp_buffer: None,
             block_size: mode_e::DEFAULT_BLOCK_SIZE,
             streams: None,
+            tls: None,
         }
     }
 }
@@ -85,9 +89,9 @@ enum Channel {
     #[default]
     None,
     /// Download: we listen (PORT sent), the server connects.
-    Listening { listener: Arc<TcpListener>, cached: Vec<TcpStream> },
+    Listening { listener: Arc<TcpListener>, cached: Vec<DataStream> },
     /// Upload: the server listens (PASV answered), we connect.
-    Connecting { addr: SocketAddr, cached: Vec<TcpStream> },
+    Connecting { addr: SocketAddr, cached: Vec<DataStream> },
     /// Third-party destination listening at `addr`.
     Destination { addr: SocketAddr },
     /// Third-party source told to connect to `to`.
@@ -204,7 +208,11 @@ impl ServerSession {
 
     async fn connect(url: &RemoteUrl, opts: &ChannelOptions) -> Result<ControlChannel, ClientError> {
         if url.scheme == crate::location::Scheme::Ftps {
-            return Err(ClientError::Usage("ftps:// is not supported yet".into()));
+            let config = match &opts.tls {
+                Some(c) => c.clone(),
+                None => crate::tls::TlsOptions::default().client_config()?,
+            };
+            return ControlChannel::connect_tls(&url.host, url.port, opts.timeout, config).await;
         }
         ControlChannel::connect(&url.host, url.port, opts.timeout).await
     }
@@ -448,14 +456,28 @@ impl ServerSession {
         }
     }
 
-    fn data_socket(&self, s: TcpStream) -> Result<TcpStream, ClientError> {
+    fn data_socket(&self, s: TcpStream) -> Result<DataStream, ClientError> {
         configure_data_socket(&s, self.opts.tcp_buffer, self.opts.timeout)
             .map_err(|e| ClientError::Data(e.to_string()))?;
         register(&self.opts.streams, &self.probes, &s);
-        Ok(s)
+        self.ctrl.protect(s)
     }
 
-    async fn connect_data(&self, addr: SocketAddr) -> Result<TcpStream, ClientError> {
+    /// Queues `PROT P` or `PROT C` on a TLS session when the data
+    /// connections must change: private for transfers with this client,
+    /// clear for third-party copies, whose data connection runs between
+    /// two servers that would both be the TLS server (RFC 4217 §7).
+    fn set_data_protection(&mut self, private: bool) {
+        if !self.ctrl.is_tls() || self.ctrl.data_private() == private {
+            return;
+        }
+        let level = if private { ProtectionLevel::Private } else { ProtectionLevel::Clear };
+        self.queue(Command::Prot(level), Expect::Positive);
+        self.ctrl.set_data_protection(level);
+        self.channel = Channel::None;
+    }
+
+    async fn connect_data(&self, addr: SocketAddr) -> Result<DataStream, ClientError> {
         let sock = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
         if let Some(n) = self.opts.tcp_buffer {
             sock.set_send_buffer_size(n)?;
@@ -473,13 +495,14 @@ impl ServerSession {
 
     /// Opens `n` data connections to `addr` at once: one after another
     /// would cost a round trip each.
-    async fn connect_many(&self, addr: SocketAddr, n: usize) -> Result<Vec<TcpStream>, ClientError> {
+    async fn connect_many(&self, addr: SocketAddr, n: usize) -> Result<Vec<DataStream>, ClientError> {
         futures::future::join_all((0..n).map(|_| self.connect_data(addr))).await.into_iter().collect()
     }
 
     /// Makes sure we listen and the server will know it (PORT queued): in
     /// MODE E the sender connects.
     fn ensure_listening(&mut self) -> Result<(), ClientError> {
+        self.set_data_protection(true);
         self.prepare_e();
         self.set_parallelism();
         if !matches!(self.channel, Channel::Listening { .. }) {
@@ -505,7 +528,7 @@ impl ServerSession {
 
     /// Accepts the server's data connections for as long as the returned
     /// receiver is alive.
-    fn spawn_acceptor(&self) -> Result<(tokio::task::JoinHandle<()>, mpsc::Receiver<TcpStream>), ClientError> {
+    fn spawn_acceptor(&self) -> Result<(tokio::task::JoinHandle<()>, mpsc::Receiver<DataStream>), ClientError> {
         let Channel::Listening { listener, .. } = &self.channel else {
             return Err(channel_changed());
         };
@@ -514,6 +537,7 @@ impl ServerSession {
         let (buffer, timeout) = (self.opts.tcp_buffer, self.opts.timeout);
         let (registry, probes) = (self.opts.streams.clone(), self.probes.clone());
         let peer = self.ctrl.peer().ip();
+        let protection = self.ctrl.data_protection();
         let task = tokio::spawn(async move {
             while let Ok((s, from)) = listener.accept().await {
                 // Only the server we talk to may connect (not a port scanner).
@@ -525,6 +549,9 @@ impl ServerSession {
                     break;
                 }
                 register(&registry, &probes, &s);
+                // We are the TLS client even on connections the server
+                // opened (RFC 4217 §7); the handshake runs on the reader.
+                let Ok(s) = protection.wrap(s) else { break };
                 if tx.send(s).await.is_err() {
                     break;
                 }
@@ -537,7 +564,7 @@ impl ServerSession {
     async fn receive_retrieved(
         &mut self,
         cmd: &Command,
-        incoming: &mut mpsc::Receiver<TcpStream>,
+        incoming: &mut mpsc::Receiver<DataStream>,
         sink: Arc<dyn BlockSink>,
         size: Option<u64>,
         state: Arc<ReceiveState>,
@@ -683,6 +710,7 @@ impl ServerSession {
     /// Makes sure the server will listen for our connections (PASV
     /// queued unless a channel is cached).
     fn ensure_connecting(&mut self) {
+        self.set_data_protection(true);
         self.prepare_e();
         if !matches!(self.channel, Channel::Connecting { .. }) {
             self.queue_passive();
@@ -721,7 +749,7 @@ impl ServerSession {
         let missing = (self.parallelism as usize).saturating_sub(streams.len());
         streams.extend(self.connect_many(addr, missing).await?);
         for s in &streams {
-            ctl.abort.register(s).map_err(|e| ClientError::Data(e.to_string()))?;
+            ctl.abort.register(s.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
         }
         // A refusal resets the channel: the streams close with it and the
         // next transfer sets up a new one (PASV).
@@ -812,6 +840,18 @@ impl ServerSession {
     /// Returns where to open the data connection; the caller then reads
     /// the preliminary reply.
     pub async fn stream_transfer(&mut self, cmd: &Command, allo: Option<u64>) -> Result<SocketAddr, ClientError> {
+        self.set_data_protection(true);
+        self.stream_passive(cmd, allo).await
+    }
+
+    /// Starts the destination side of a stream-mode third-party copy: like
+    /// [`stream_transfer`](Self::stream_transfer), with clear data.
+    pub async fn stream_destination(&mut self, cmd: &Command) -> Result<SocketAddr, ClientError> {
+        self.set_data_protection(false);
+        self.stream_passive(cmd, None).await
+    }
+
+    async fn stream_passive(&mut self, cmd: &Command, allo: Option<u64>) -> Result<SocketAddr, ClientError> {
         self.stream_setup();
         self.queue_passive();
         if let Some(size) = allo {
@@ -826,6 +866,7 @@ impl ServerSession {
         let SocketAddr::V4(v4) = to else {
             return Err(ClientError::Usage("stream-mode third-party copies over IPv6 are not supported".into()));
         };
+        self.set_data_protection(false);
         self.stream_setup();
         self.queue(Command::Port(v4), Expect::Positive);
         self.flush(std::slice::from_ref(retr)).await.map(|_| ())
@@ -842,6 +883,7 @@ impl ServerSession {
     /// Queues what a third-party destination needs: MODE E, and PASV
     /// unless it listens already.
     fn prepare_destination(&mut self) {
+        self.set_data_protection(false);
         self.prepare_e();
         if !matches!(self.channel, Channel::Destination { .. }) {
             self.queue_passive();
@@ -864,6 +906,7 @@ impl ServerSession {
 
     /// Queues what a third-party source needs to send to `to`.
     fn prepare_source(&mut self, to: SocketAddr) {
+        self.set_data_protection(false);
         self.prepare_e();
         self.set_parallelism();
         if !matches!(self.channel, Channel::Source { to: t } if t == to) {

@@ -12,3 +12,4 @@ pub mod socket;
 pub mod staging;
 pub mod stream;
 pub mod tcpinfo;
+pub mod tls;

@@ -16,6 +16,7 @@
 use crate::rate::RateLimit;
 use crate::staging::{ReceiveStaging, SendStaging, StagingConfig};
 use crate::stream::{AbortSignal, CopyError};
+use crate::tls::DataStream;
 use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
 use ferry_proto::RangeSet;
 use std::io::{self, IoSlice, Read, Write};
@@ -139,11 +140,11 @@ pub const NOTSENT_LOWAT: u32 = 256 << 10;
 /// while the rest idle (at 80 ms one-way, a 256 MiB file went from 71–72
 /// to 75–76 MB/s with 16 streams, 72 to 79 with 32). On loopback or a LAN
 /// this only adds wake-ups, and one stream has nobody to share with.
-fn late_binding(streams: &[TcpStream]) {
-    let long = streams.first().and_then(|s| crate::tcpinfo::tcp_info(s).ok()).is_some_and(|i| i.rtt_us > 1000);
+fn late_binding(streams: &[DataStream]) {
+    let long = streams.first().and_then(|s| crate::tcpinfo::tcp_info(s.tcp()).ok()).is_some_and(|i| i.rtt_us > 1000);
     if streams.len() > 1 && long {
         for s in streams {
-            if let Err(e) = crate::tcpinfo::set_notsent_lowat(s, NOTSENT_LOWAT) {
+            if let Err(e) = crate::tcpinfo::set_notsent_lowat(s.tcp(), NOTSENT_LOWAT) {
                 tracing::debug!(error = %e, "TCP_NOTSENT_LOWAT unavailable");
             }
         }
@@ -201,7 +202,7 @@ fn send_more(sock: &TcpStream, mut data: &[u8]) -> io::Result<()> {
 }
 
 /// Writes all of `bufs` with as few `writev` calls as the kernel allows.
-fn write_all_vectored(mut sock: &TcpStream, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+fn write_all_vectored(sock: &mut impl Write, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
     let mut bufs = bufs;
     while !bufs.is_empty() {
         match sock.write_vectored(bufs) {
@@ -217,11 +218,11 @@ fn write_all_vectored(mut sock: &TcpStream, bufs: &mut [IoSlice<'_>]) -> io::Res
 /// Sends `plan` over `streams` and ends the transfer with EOD on every
 /// stream (EOF|EOD with EODC on one). Returns the streams for caching.
 pub fn send(
-    streams: Vec<TcpStream>,
+    streams: Vec<DataStream>,
     source: &dyn BlockSource,
     plan: &SendPlan,
     ctl: &TransferControl,
-) -> Result<Vec<TcpStream>, CopyError> {
+) -> Result<Vec<DataStream>, CopyError> {
     if streams.is_empty() {
         return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
     }
@@ -248,15 +249,15 @@ pub fn send(
         let handles: Vec<_> = streams
             .into_iter()
             .zip(firsts)
-            .map(|(sock, first)| {
+            .map(|(mut sock, first)| {
                 let cursor = &cursor;
                 let eof_sent = &eof_sent;
                 let failed = &failed;
                 let staging = staging.clone();
                 scope.spawn(move || {
                     let r = match &staging {
-                        Some(st) => send_stream_staged(&sock, st, plan.header_base, eof_sent, eodc, ctl),
-                        None => send_stream(&sock, source, plan, first, cursor, eof_sent, eodc, ctl),
+                        Some(st) => send_stream_staged(&mut sock, st, plan.header_base, eof_sent, eodc, ctl),
+                        None => send_stream(&mut sock, source, plan, first, cursor, eof_sent, eodc, ctl),
                     };
                     if r.is_err() && !failed.swap(true, Ordering::SeqCst) {
                         // One broken stream ends the transfer: unblock the others.
@@ -292,7 +293,7 @@ pub fn send(
 /// A stream thread in staged mode: sends blocks the readers have filled,
 /// whichever is ready, and returns each buffer to the ring.
 fn send_stream_staged(
-    sock: &TcpStream,
+    sock: &mut DataStream,
     staging: &SendStaging,
     header_base: u64,
     eof_sent: &AtomicBool,
@@ -315,13 +316,14 @@ fn send_stream_staged(
         return Err(staging.take_error().unwrap_or(CopyError::Aborted));
     }
     let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
-    (&*sock).write_all(&end.encode()).map_err(net)?;
+    sock.write_all(&end.encode()).map_err(net)?;
+    sock.flush().map_err(net)?;
     Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
 fn send_stream(
-    sock: &TcpStream,
+    sock: &mut DataStream,
     source: &dyn BlockSource,
     plan: &SendPlan,
     mut first: Option<Range<u64>>,
@@ -330,7 +332,8 @@ fn send_stream(
     eodc: u64,
     ctl: &TransferControl,
 ) -> Result<(), CopyError> {
-    let zero_copy = ctl.path == DataPath::ZeroCopy && source.zero_copy();
+    // TLS needs the bytes in user space: the buffered path, same framing.
+    let zero_copy = ctl.path == DataPath::ZeroCopy && source.zero_copy() && !sock.is_tls();
     let mut buf = if zero_copy { Vec::new() } else { vec![0u8; plan.block_size.max(1)] };
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
     loop {
@@ -340,15 +343,15 @@ fn send_stream(
         let next = first.take().or_else(|| cursor.lock().unwrap_or_else(|e| e.into_inner()).next());
         let Some(block) = next else { break };
         let len = (block.end - block.start) as usize;
-        if zero_copy {
+        if let (true, Some(tcp)) = (zero_copy, sock.plain()) {
             if let Some(rate) = &ctl.rate {
                 rate.acquire(len);
             }
             let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
-            send_more(sock, &header).map_err(net)?;
+            send_more(tcp, &header).map_err(net)?;
             let mut sent = 0;
             while sent < len {
-                match source.send_to(sock, block.start + sent as u64, len - sent) {
+                match source.send_to(tcp, block.start + sent as u64, len - sent) {
                     Some(Ok(0)) => {
                         return Err(CopyError::Disk(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
@@ -385,7 +388,8 @@ fn send_stream(
         ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
     }
     let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
-    (&*sock).write_all(&end.encode()).map_err(net)?;
+    sock.write_all(&end.encode()).map_err(net)?;
+    sock.flush().map_err(net)?;
     Ok(())
 }
 
@@ -423,15 +427,15 @@ impl ReceiveState {
 /// Reads blocks from one connection until its EOD. Returns the socket for
 /// reuse unless the sender said it closes it.
 pub fn receive_stream(
-    mut sock: TcpStream,
+    mut sock: DataStream,
     sink: &dyn BlockSink,
     spec: ReceiveSpec,
     state: &ReceiveState,
     ctl: &TransferControl,
     staging: Option<&ReceiveStaging>,
-) -> Result<Option<TcpStream>, CopyError> {
+) -> Result<Option<DataStream>, CopyError> {
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
-    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy();
+    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && !sock.is_tls();
     let mut buf = if zero_copy || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
     let mut first = true;
     loop {
@@ -465,11 +469,11 @@ pub fn receive_stream(
         header.validate(spec.limit).map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         let mut done = 0u64;
         let len = header.payload_len();
-        if len > 0 && zero_copy {
+        if let (true, true, Some(tcp)) = (len > 0, zero_copy, sock.plain()) {
             if let Some(rate) = &ctl.rate {
                 rate.acquire(len as usize);
             }
-            match sink.recv_from(&sock, spec.base + header.offset, len) {
+            match sink.recv_from(tcp, spec.base + header.offset, len) {
                 Some(Ok(())) => {}
                 Some(Err(e)) => return Err(net(e)),
                 None => return Err(CopyError::Network(io::Error::other("zero-copy receive unavailable"))),
@@ -520,7 +524,7 @@ pub fn receive_stream(
 
 /// Reads a header; `Ok(false)` when the connection closed cleanly before
 /// its first byte.
-fn read_header_or_close(sock: &mut TcpStream, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
+fn read_header_or_close(sock: &mut DataStream, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
     let mut got = 0;
     while got < HEADER_LEN {
         match sock.read(&mut raw[got..]) {
@@ -538,14 +542,14 @@ fn read_header_or_close(sock: &mut TcpStream, raw: &mut [u8; HEADER_LEN]) -> io:
 /// every connection that arrives through `incoming`, until EOF and EODC
 /// EODs. Returns the connections to keep for the next transfer.
 pub async fn receive(
-    initial: Vec<TcpStream>,
-    incoming: &mut mpsc::Receiver<TcpStream>,
+    initial: Vec<DataStream>,
+    incoming: &mut mpsc::Receiver<DataStream>,
     sink: Arc<dyn BlockSink>,
     spec: ReceiveSpec,
     state: Arc<ReceiveState>,
     ctl: TransferControl,
     timeout: Duration,
-) -> Result<Vec<TcpStream>, CopyError> {
+) -> Result<Vec<DataStream>, CopyError> {
     // A discard needs no disk threads.
     let staging = match ctl.staging {
         Some(config) if !(ctl.path == DataPath::ZeroCopy && sink.zero_copy()) => {
@@ -554,9 +558,9 @@ pub async fn receive(
         _ => None,
     };
     let mut readers = tokio::task::JoinSet::new();
-    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: TcpStream| {
+    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: DataStream| {
         let (sink, state, ctl, staging) = (sink.clone(), state.clone(), ctl.clone(), staging.clone());
-        let _ = ctl.abort.register(&sock);
+        let _ = ctl.abort.register(sock.tcp());
         readers.spawn_blocking(move || receive_stream(sock, &*sink, spec, &state, &ctl, staging.as_deref()));
     };
     let result = receive_all(initial, incoming, &mut readers, spawn, &state, &ctl, timeout).await;
@@ -574,14 +578,14 @@ pub async fn receive(
 }
 
 async fn receive_all(
-    initial: Vec<TcpStream>,
-    incoming: &mut mpsc::Receiver<TcpStream>,
-    readers: &mut tokio::task::JoinSet<Result<Option<TcpStream>, CopyError>>,
-    spawn: impl Fn(&mut tokio::task::JoinSet<Result<Option<TcpStream>, CopyError>>, TcpStream),
+    initial: Vec<DataStream>,
+    incoming: &mut mpsc::Receiver<DataStream>,
+    readers: &mut tokio::task::JoinSet<Result<Option<DataStream>, CopyError>>,
+    spawn: impl Fn(&mut tokio::task::JoinSet<Result<Option<DataStream>, CopyError>>, DataStream),
     state: &ReceiveState,
     ctl: &TransferControl,
     timeout: Duration,
-) -> Result<Vec<TcpStream>, CopyError> {
+) -> Result<Vec<DataStream>, CopyError> {
     let mut connections = 0usize;
     for sock in initial {
         connections += 1;
@@ -644,14 +648,14 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
-    fn pairs(n: usize) -> (Vec<TcpStream>, Vec<TcpStream>) {
+    fn pairs(n: usize) -> (Vec<DataStream>, Vec<DataStream>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let mut a = Vec::new();
         let mut b = Vec::new();
         for _ in 0..n {
-            a.push(TcpStream::connect(addr).unwrap());
-            b.push(l.accept().unwrap().0);
+            a.push(DataStream::Plain(TcpStream::connect(addr).unwrap()));
+            b.push(DataStream::Plain(l.accept().unwrap().0));
         }
         (a, b)
     }
@@ -834,9 +838,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn a_connection_closed_before_eod_fails_the_transfer() {
         let (mut senders, receivers) = pairs(2);
-        (&senders[0]).write_all(&BlockHeader::eof(2).encode()).unwrap();
-        (&senders[1]).write_all(&BlockHeader::data(0, 3).encode()).unwrap();
-        (&senders[1]).write_all(b"abc").unwrap();
+        senders[0].write_all(&BlockHeader::eof(2).encode()).unwrap();
+        senders[1].write_all(&BlockHeader::data(0, 3).encode()).unwrap();
+        senders[1].write_all(b"abc").unwrap();
         senders.clear(); // closed without EOD
         let (_tx, mut rx) = mpsc::channel(1);
         let r = receive(

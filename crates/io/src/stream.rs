@@ -10,6 +10,7 @@
 use crate::endpoint::{BlockSink, BlockSource};
 use crate::mode_e::DataPath;
 use crate::rate::RateLimit;
+use crate::tls::DataStream;
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -98,13 +99,14 @@ pub fn send(
     source: &dyn BlockSource,
     offset: u64,
     len: Option<u64>,
-    sock: &TcpStream,
+    sock: &mut DataStream,
     progress: &AtomicU64,
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
     path: DataPath,
 ) -> Result<u64, CopyError> {
-    let zero_copy = path == DataPath::ZeroCopy && source.zero_copy();
+    // A TLS stream must see every byte to encrypt it: no sendfile there.
+    let zero_copy = path == DataPath::ZeroCopy && source.zero_copy() && !sock.is_tls();
     let mut buf = if zero_copy { Vec::new() } else { vec![0u8; RECV_BUF] };
     let mut pos = offset;
     let mut remaining = len.unwrap_or(u64::MAX);
@@ -116,8 +118,8 @@ pub fn send(
         if let Some(rate) = rate {
             rate.acquire(step);
         }
-        let n = if zero_copy {
-            match source.send_to(sock, pos, step) {
+        let n = if let (true, Some(tcp)) = (zero_copy, sock.plain()) {
+            match source.send_to(tcp, pos, step) {
                 Some(Ok(n)) => n as u64,
                 Some(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Err(CopyError::Disk(e)),
                 Some(Err(e)) => return Err(abort.net(e)),
@@ -126,7 +128,7 @@ pub fn send(
         } else {
             let want = step.min(buf.len());
             let n = source.read_at(&mut buf[..want], pos).map_err(CopyError::Disk)?;
-            (&*sock).write_all(&buf[..n]).map_err(|e| abort.net(e))?;
+            sock.write_all(&buf[..n]).map_err(|e| abort.net(e))?;
             n as u64
         };
         if n == 0 {
@@ -144,7 +146,7 @@ pub fn send(
 pub fn send_ascii(
     source: &dyn BlockSource,
     offset: u64,
-    sock: &TcpStream,
+    sock: &mut DataStream,
     progress: &AtomicU64,
     abort: &AbortSignal,
 ) -> Result<u64, CopyError> {
@@ -162,24 +164,25 @@ pub fn send_ascii(
         pos += n as u64;
         out.clear();
         enc.encode(&buf[..n], &mut out);
-        (&*sock).write_all(&out).map_err(|e| abort.net(e))?;
+        sock.write_all(&out).map_err(|e| abort.net(e))?;
         sent += out.len() as u64;
         progress.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
 /// Sends an in-memory buffer (a listing).
-pub fn send_bytes(data: &[u8], sock: &TcpStream, abort: &AbortSignal) -> Result<u64, CopyError> {
+pub fn send_bytes(data: &[u8], sock: &mut DataStream, abort: &AbortSignal) -> Result<u64, CopyError> {
     abort.check()?;
-    (&*sock).write_all(data).map_err(|e| abort.net(e))?;
+    sock.write_all(data).map_err(|e| abort.net(e))?;
     Ok(data.len() as u64)
 }
 
 /// Marks the end of the data in stream mode (RFC 959 §3.4.1: the sender
-/// closes). An explicit shutdown, because [`AbortSignal`] holds a duplicate
-/// of the socket and dropping one descriptor would not close it.
-pub fn finish_send(sock: &TcpStream) -> Result<(), CopyError> {
-    sock.shutdown(Shutdown::Write).map_err(CopyError::Network)
+/// closes; RFC 4217 §7: after a TLS `close_notify`). An explicit shutdown,
+/// because [`AbortSignal`] holds a duplicate of the socket and dropping
+/// one descriptor would not close it.
+pub fn finish_send(sock: &mut DataStream) -> Result<(), CopyError> {
+    sock.finish().map_err(CopyError::Network)
 }
 
 /// Receives until the peer closes, writing at `offset` onwards. Returns
@@ -189,7 +192,7 @@ pub fn finish_send(sock: &TcpStream) -> Result<(), CopyError> {
 /// takes the bytes inside the kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn receive(
-    sock: &TcpStream,
+    sock: &mut DataStream,
     sink: &dyn BlockSink,
     offset: u64,
     ascii: bool,
@@ -198,8 +201,8 @@ pub fn receive(
     rate: Option<&RateLimit>,
     path: DataPath,
 ) -> Result<(u64, u64), CopyError> {
-    if !ascii && path == DataPath::ZeroCopy && sink.zero_copy() {
-        return receive_discarding(sock, progress, abort, rate).map(|n| (n, offset + n));
+    if let (false, DataPath::ZeroCopy, true, Some(tcp)) = (ascii, path, sink.zero_copy(), sock.plain()) {
+        return receive_discarding(tcp, progress, abort, rate).map(|n| (n, offset + n));
     }
     let mut buf = vec![0u8; RECV_BUF];
     let mut text = Vec::new();
@@ -208,7 +211,7 @@ pub fn receive(
     let mut received = 0;
     loop {
         abort.check()?;
-        let n = match (&*sock).read(&mut buf) {
+        let n = match sock.read(&mut buf) {
             // A socket shut down by ABOR also reads as end of stream.
             Ok(0) => {
                 abort.check()?;
@@ -238,6 +241,12 @@ pub fn receive(
         dec.finish(&mut text);
         sink.write_at(&text, pos).map_err(CopyError::Disk)?;
         pos += text.len() as u64;
+    }
+    if sock.is_tls() {
+        // Answer the sender's close_notify with ours: clients such as
+        // Python's ssl `unwrap()` wait for it before they call the upload
+        // done. The data is complete either way.
+        let _ = sock.finish();
     }
     Ok((received, pos))
 }
@@ -290,19 +299,19 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let sender = std::thread::spawn(move || {
-            let sock = TcpStream::connect(addr).unwrap();
+            let mut sock = DataStream::Plain(TcpStream::connect(addr).unwrap());
             let f = std::fs::File::open(src_path).unwrap();
             let p = AtomicU64::new(0);
-            let n = send(&f, 1000, None, &sock, &p, &AbortSignal::new(), None, DataPath::ZeroCopy).unwrap();
-            finish_send(&sock).unwrap();
+            let n = send(&f, 1000, None, &mut sock, &p, &AbortSignal::new(), None, DataPath::ZeroCopy).unwrap();
+            finish_send(&mut sock).unwrap();
             assert_eq!(p.load(Ordering::Relaxed), n);
             n
         });
-        let (sock, _) = listener.accept().unwrap();
+        let mut sock = DataStream::Plain(listener.accept().unwrap().0);
         let dst = tempfile::tempfile().unwrap();
         dst.set_len(5_000_000_000).unwrap(); // longer stale content, cut by the caller
         let p = AtomicU64::new(0);
-        let (n, end) = receive(&sock, &dst, 0, false, &p, &AbortSignal::new(), None, DataPath::Buffered).unwrap();
+        let (n, end) = receive(&mut sock, &dst, 0, false, &p, &AbortSignal::new(), None, DataPath::Buffered).unwrap();
         assert_eq!(sender.join().unwrap(), n);
         assert_eq!(end, n);
         dst.set_len(end).unwrap();
@@ -325,7 +334,8 @@ mod tests {
             a.abort();
         });
         let f = tempfile::tempfile().unwrap();
-        let r = receive(&sock, &f, 0, false, &AtomicU64::new(0), &abort, None, DataPath::Buffered);
+        let mut sock = DataStream::Plain(sock);
+        let r = receive(&mut sock, &f, 0, false, &AtomicU64::new(0), &abort, None, DataPath::Buffered);
         assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
         assert!(abort.is_aborted());
     }

@@ -437,7 +437,9 @@ impl Command {
                 "S" => ProtectionLevel::Safe,
                 "E" => ProtectionLevel::Confidential,
                 "P" => ProtectionLevel::Private,
-                _ => return Err(syntax("PROT", "expected C, S, E or P")),
+                // RFC 2228: an unknown level is "504 Command not implemented
+                // for that parameter".
+                _ => return Err(unsupported("PROT", "unknown protection level; use C or P")),
             }),
             "CCC" => C::Ccc,
             "ADAT" | "MIC" | "CONF" | "ENC" => return Err(CommandError::NotImplemented("RFC 2228 security exchange")),

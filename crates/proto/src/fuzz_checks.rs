@@ -41,6 +41,10 @@ pub fn command_parser(data: &[u8]) {
                     out
                 }
                 Action::AbortTransfer | Action::Profile(_) => vec![],
+                Action::StartTls(r) => {
+                    session.tls_started(Default::default());
+                    vec![r]
+                }
             };
             for reply in replies {
                 // One CRLF per reply line and no stray CR or LF elsewhere.

@@ -37,12 +37,17 @@ impl ReplyCode {
     pub const EXTENDED_PASSIVE: Self = Self(229);
     pub const STRIPED_PASSIVE: Self = Self(229);
     pub const LOGGED_IN: Self = Self(230);
+    /// RFC 2228: logged in, authorized by the security exchange (a mapped
+    /// client certificate).
+    pub const LOGGED_IN_SECURE: Self = Self(232);
     pub const AUTH_OK: Self = Self(234);
     pub const FILE_ACTION_OK: Self = Self(250);
     pub const PATH_CREATED: Self = Self(257);
     pub const NEED_PASSWORD: Self = Self(331);
     pub const PENDING_FURTHER_INFO: Self = Self(350);
     pub const SERVICE_UNAVAILABLE: Self = Self(421);
+    /// RFC 2228: need some unavailable resource to process security.
+    pub const SECURITY_RESOURCE_UNAVAILABLE: Self = Self(431);
     pub const CANT_OPEN_DATA: Self = Self(425);
     pub const TRANSFER_ABORTED: Self = Self(426);
     pub const FILE_BUSY: Self = Self(450);
@@ -53,8 +58,14 @@ impl ReplyCode {
     pub const NOT_IMPLEMENTED: Self = Self(502);
     pub const BAD_SEQUENCE: Self = Self(503);
     pub const PARAMETER_NOT_IMPLEMENTED: Self = Self(504);
+    /// RFC 4217 §9: data connection cannot be opened with this PROT setting.
+    pub const PROT_REFUSED: Self = Self(521);
     pub const NOT_LOGGED_IN: Self = Self(530);
+    /// RFC 2228: command protection level denied for policy reasons.
+    pub const NOT_PROTECTED: Self = Self(533);
     pub const POLICY_DENIED: Self = Self(534);
+    /// RFC 2228: requested PROT level not supported by mechanism.
+    pub const PROT_NOT_SUPPORTED: Self = Self(536);
     pub const FILE_UNAVAILABLE: Self = Self(550);
     pub const EXCEEDED_STORAGE: Self = Self(552);
     pub const NAME_NOT_ALLOWED: Self = Self(553);

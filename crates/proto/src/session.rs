@@ -17,6 +17,19 @@
 //! * `REST` holds until the next transfer command consumes it.
 //! * A stream-mode transfer needs a data-connection setup (PASV/EPSV/PORT/
 //!   EPRT) first (`425`), and consumes it.
+//!
+//! Security (RFC 4217, RFC 2228): the session tracks the protection state
+//! as plain data — whether the control connection is TLS (the driver says
+//! so through [`Session::tls_started`]), whether PBSZ was given, the PROT
+//! level, and the users a verified client certificate is mapped to. The
+//! handshake itself, and the TLS on data connections, are the driver's.
+//! * `AUTH TLS` is answered `234` through [`Action::StartTls`]; without a
+//!   certificate `431`; twice, or after login, `503`.
+//! * `PBSZ` needs TLS (`503`); `PROT` needs PBSZ (`503`); `PROT S|E` is
+//!   `536`; an unknown level `504`; `PROT C` under `require_protected_data`
+//!   is `534`, and so is `CCC` (the control connection stays protected).
+//! * With `require_tls`, USER before AUTH TLS is `530`; with
+//!   `require_protected_data`, a transfer under `PROT C` is `521`.
 
 use crate::command::{
     Allo, Command, CommandError, Dcau, EpsvArg, Opts, ProfileRequest, ProtectionLevel, RestArg, SiteCommand,
@@ -68,6 +81,10 @@ pub struct SessionConfig {
     pub port_policy: PortPolicy,
     /// Whether `AUTH TLS` can be offered (a certificate is configured).
     pub tls_available: bool,
+    /// Refuse USER and PASS until the control connection is TLS.
+    pub require_tls: bool,
+    /// Refuse transfers unless `PROT P` protects the data connections.
+    pub require_protected_data: bool,
     /// Default seconds between restart and performance markers while
     /// receiving in MODE E (Globus: 5; TREV changes it per session).
     pub marker_interval_secs: u32,
@@ -82,6 +99,8 @@ impl Default for SessionConfig {
             max_bad_commands: 20,
             port_policy: PortPolicy::PeerOnly,
             tls_available: false,
+            require_tls: false,
+            require_protected_data: false,
             marker_interval_secs: 5,
         }
     }
@@ -94,6 +113,20 @@ pub enum LoginRequest {
     Anonymous { access: Access, password: String },
     /// A named user: verify the password against the users file.
     Password { user: String, password: String },
+    /// A user the verified TLS client certificate is mapped to (by the
+    /// cert map): no password; the users file gives root and access.
+    Certificate { user: String, subject: String },
+}
+
+/// Who the TLS client proved to be, as the driver found it after the
+/// handshake on the control connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsIdentity {
+    /// Subject DN of a client certificate that verified against the
+    /// configured CAs (`/C=../O=../CN=..`).
+    pub subject: Option<String>,
+    /// Local users that subject is mapped to; empty when it is not mapped.
+    pub users: Vec<String>,
 }
 
 /// What the driver grants after a successful login.
@@ -297,6 +330,9 @@ pub struct TransferRequest {
     pub allocation: Option<u64>,
     /// Whether the user may write (shapes the MLSD `Perm` fact).
     pub writable: bool,
+    /// `PROT P`: every data connection of this transfer is TLS, with the
+    /// server as TLS server (RFC 4217 §7).
+    pub protected: bool,
 }
 
 /// Why a transfer ended without success.
@@ -345,6 +381,10 @@ pub enum Action {
     Login(LoginRequest),
     /// Do this, then call [`Session::file_result`].
     File(FileOp),
+    /// Send this `234`, then run the TLS handshake on the control
+    /// connection (RFC 4217 §4) and call [`Session::tls_started`]; if the
+    /// handshake fails the connection cannot continue and is closed.
+    StartTls(Reply),
     /// Open a passive listener, then call [`Session::passive_result`].
     Passive(PassiveKind),
     /// Run a transfer: open the data connection, call
@@ -422,6 +462,15 @@ pub struct Session {
     pending: Pending,
     transfer: Option<TransferKind>,
     abort_requested: bool,
+    /// The control connection is TLS (AUTH TLS done).
+    tls: bool,
+    /// PBSZ was given after AUTH TLS.
+    pbsz: bool,
+    /// The PROT level for data connections.
+    prot: ProtectionLevel,
+    tls_identity: TlsIdentity,
+    /// The login being checked is by client certificate (232, not 230).
+    certificate_login: bool,
 }
 
 /// Most streams one transfer may use; beyond this parallel TCP brings
@@ -461,6 +510,11 @@ impl Session {
             pending: Pending::None,
             transfer: None,
             abort_requested: false,
+            tls: false,
+            pbsz: false,
+            prot: ProtectionLevel::Clear,
+            tls_identity: TlsIdentity::default(),
+            certificate_login: false,
         }
     }
 
@@ -501,6 +555,24 @@ impl Session {
 
     pub fn is_transferring(&self) -> bool {
         self.transfer.is_some()
+    }
+
+    /// Whether the control connection is protected by TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The data protection level (PROT).
+    pub fn protection(&self) -> ProtectionLevel {
+        self.prot
+    }
+
+    /// The driver finished the TLS handshake that followed an
+    /// [`Action::StartTls`]: from now on the control connection is
+    /// protected and PBSZ/PROT are accepted.
+    pub fn tls_started(&mut self, identity: TlsIdentity) {
+        self.tls = true;
+        self.tls_identity = identity;
     }
 
     fn writable(&self) -> bool {
@@ -759,6 +831,27 @@ impl Session {
         if self.logged_in() {
             return Self::reply(ReplyCode::NOT_LOGGED_IN, "Already logged in; cannot change to another user.");
         }
+        if self.config.require_tls && !self.tls {
+            self.login = Login::Idle;
+            return Self::reply(
+                ReplyCode::NOT_LOGGED_IN,
+                "This server requires TLS: send AUTH TLS before USER (use ftps:// or your client's TLS option).",
+            );
+        }
+        if let Some(subject) = self.tls_identity.subject.clone().filter(|_| !self.tls_identity.users.is_empty()) {
+            // RFC 2228 §3: a user authorized by the security exchange is
+            // logged in by USER alone (232). A certificate speaks for the
+            // users it is mapped to and nobody else.
+            if self.tls_identity.users.iter().any(|u| u == name) {
+                self.login = Login::Checking(name.to_string());
+                self.certificate_login = true;
+                return Action::Login(LoginRequest::Certificate { user: name.to_string(), subject });
+            }
+            let mapped = self.tls_identity.users.join(", ");
+            return self.login_failed(&format!(
+                "Your client certificate ({subject}) is mapped to {mapped}, not to {name}; log in as {mapped}."
+            ));
+        }
         self.login = Login::NeedPass(name.to_string());
         if is_anonymous_name(name) {
             Self::reply(ReplyCode::NEED_PASSWORD, "Anonymous login: send any password.")
@@ -801,16 +894,20 @@ impl Session {
         }
         match result {
             Some(grant) => {
+                let by_cert = std::mem::take(&mut self.certificate_login);
+                let how = if by_cert { ", authorized by TLS client certificate" } else { "" };
                 let text = match grant.access {
-                    Access::ReadOnly => format!("User {} logged in (read-only).", grant.user),
-                    Access::ReadWrite => format!("User {} logged in.", grant.user),
+                    Access::ReadOnly => format!("User {} logged in (read-only){how}.", grant.user),
+                    Access::ReadWrite => format!("User {} logged in{how}.", grant.user),
                 };
                 self.login = Login::LoggedIn(grant);
                 self.failed_logins = 0;
-                Self::reply(ReplyCode::LOGGED_IN, text)
+                let code = if by_cert { ReplyCode::LOGGED_IN_SECURE } else { ReplyCode::LOGGED_IN };
+                Self::reply(code, text)
             }
             None => {
                 self.login = Login::Idle;
+                self.certificate_login = false;
                 self.login_failed("Login incorrect.")
             }
         }
@@ -829,19 +926,69 @@ impl Session {
     }
 
     fn on_security(&mut self, cmd: &Command) -> Action {
+        use ProtectionLevel as P;
         match cmd {
+            //= RFC 2228 §3: 431 "Need some unavailable resource to process
+            //= security" — here, a certificate.
             Command::Auth(_) if !self.config.tls_available => Self::reply(
-                ReplyCode::NOT_IMPLEMENTED,
-                "AUTH is not available: this server has no TLS certificate configured.",
+                ReplyCode::SECURITY_RESOURCE_UNAVAILABLE,
+                "AUTH TLS is not available: this server has no TLS certificate configured.",
             ),
             Command::Auth(mech) if mech != "TLS" && mech != "TLS-C" && mech != "SSL" => {
                 Self::reply(ReplyCode::PARAMETER_NOT_IMPLEMENTED, "Security mechanism not understood; use AUTH TLS.")
             }
-            Command::Ccc => Self::reply(ReplyCode::NOT_IMPLEMENTED, "CCC is not supported."),
-            Command::Prot(ProtectionLevel::Clear) if !self.config.tls_available => {
+            Command::Auth(_) if self.tls => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "The control connection is already protected by TLS.")
+            }
+            Command::Auth(_) if self.logged_in() => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "AUTH TLS must come before login: reconnect and send it first.")
+            }
+            Command::Auth(_) => {
+                // A half-finished USER does not carry over into TLS.
+                self.login = Login::Idle;
+                Action::StartTls(Reply::new(ReplyCode::AUTH_OK, "AUTH TLS successful; start the TLS handshake."))
+            }
+            //= RFC 4217 §12.3: a server may refuse CCC with 534.
+            Command::Ccc if self.tls => Self::reply(
+                ReplyCode::POLICY_DENIED,
+                "CCC refused: the control connection stays protected for the whole session.",
+            ),
+            Command::Ccc => Self::reply(ReplyCode::NOT_PROTECTED, "CCC: the control connection is not protected."),
+            //= RFC 4217 §8: PBSZ follows a successful AUTH; for TLS the
+            //= only size is 0, and a server answers a larger one with PBSZ=0.
+            Command::Pbsz(_) if !self.tls => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "PBSZ needs a protected control connection: send AUTH TLS first.")
+            }
+            Command::Pbsz(_) => {
+                self.pbsz = true;
+                Self::reply(ReplyCode::OK, "PBSZ=0")
+            }
+            Command::Prot(P::Clear) if !self.tls && !self.config.tls_available => {
                 Self::reply(ReplyCode::OK, "Protection level set to Clear.")
             }
-            _ => Self::reply(ReplyCode::BAD_SEQUENCE, "AUTH TLS must succeed before PBSZ and PROT."),
+            Command::Prot(_) if !self.tls => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "PROT needs AUTH TLS and PBSZ 0 first.")
+            }
+            //= RFC 4217 §9: PROT without a preceding PBSZ is 503.
+            Command::Prot(_) if !self.pbsz => Self::reply(ReplyCode::BAD_SEQUENCE, "Send PBSZ 0 before PROT."),
+            Command::Prot(P::Safe | P::Confidential) => Self::reply(
+                ReplyCode::PROT_NOT_SUPPORTED,
+                "PROT S and PROT E are not supported with TLS; use PROT P (private) or PROT C (clear).",
+            ),
+            Command::Prot(P::Clear) if self.config.require_protected_data => Self::reply(
+                ReplyCode::POLICY_DENIED,
+                "PROT C refused: this server requires protected data connections (PROT P).",
+            ),
+            Command::Prot(level) => {
+                if *level != self.prot {
+                    // Cached MODE E connections have the old protection.
+                    self.new_generation();
+                }
+                self.prot = *level;
+                let name = if *level == P::Private { "Private" } else { "Clear" };
+                Self::reply(ReplyCode::OK, format!("Protection level set to {name}."))
+            }
+            _ => Self::reply(ReplyCode::BAD_SEQUENCE, "Unexpected security command."),
         }
     }
 
@@ -1060,6 +1207,14 @@ impl Session {
         if needs_write && !self.writable() {
             return Self::reply(ReplyCode::FILE_UNAVAILABLE, "Permission denied: this account is read-only.");
         }
+        if self.config.require_protected_data && self.prot != ProtectionLevel::Private {
+            //= RFC 4217 §9: a server that does not accept clear data
+            //= connections refuses the transfer with 521.
+            return Self::reply(
+                ReplyCode::PROT_REFUSED,
+                "Data connections must be protected on this server: send PBSZ 0 and PROT P first.",
+            );
+        }
         let path = match self.cwd.resolve(arg) {
             Ok(p) => p,
             Err(e) => return path_error_reply(&e),
@@ -1143,6 +1298,7 @@ impl Session {
             window,
             allocation: self.allocation.take(),
             writable: self.writable(),
+            protected: self.prot == ProtectionLevel::Private,
         };
         // The channels are in use; they are cached again only if this
         // transfer ends cleanly.

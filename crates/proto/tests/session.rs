@@ -5,7 +5,7 @@ use ferry_proto::command::Command;
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::session::{
     Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, LoginRequest, SessionConfig,
-    TransferError, TransferKind, TransferOutcome,
+    TlsIdentity, TransferError, TransferKind, TransferOutcome,
 };
 use ferry_proto::{Reply, ReplyCode, Session, VirtualPath};
 use proptest::prelude::*;
@@ -17,12 +17,20 @@ const PEER: &str = "192.0.2.7:40000";
 /// contains "missing".
 struct Harness {
     s: Session,
+    /// What the "handshake" reports after AUTH TLS.
+    identity: TlsIdentity,
+    /// Whether the last transfer asked for protected data connections.
+    protected: Option<bool>,
 }
 
 impl Harness {
     fn new(anonymous: AnonymousAccess) -> Self {
         let cfg = SessionConfig { anonymous, max_login_attempts: 3, ..SessionConfig::default() };
-        Self { s: Session::new(cfg, PEER.parse().unwrap()) }
+        Self::with(cfg)
+    }
+
+    fn with(cfg: SessionConfig) -> Self {
+        Self { s: Session::new(cfg, PEER.parse().unwrap()), identity: TlsIdentity::default(), protected: None }
     }
 
     fn logged_in() -> Self {
@@ -47,6 +55,14 @@ impl Harness {
                 let next = self.s.login_result(grant);
                 self.drive(next)
             }
+            Action::Login(LoginRequest::Certificate { user, .. }) => {
+                let next = self.s.login_result(Some(Grant { user, access: Access::ReadOnly }));
+                self.drive(next)
+            }
+            Action::StartTls(r) => {
+                self.s.tls_started(self.identity.clone());
+                vec![r]
+            }
             Action::Login(LoginRequest::Anonymous { access, .. }) => {
                 let next = self.s.login_result(Some(Grant { user: "anonymous".into(), access }));
                 self.drive(next)
@@ -69,6 +85,7 @@ impl Harness {
             }
             Action::Passive(_) => vec![self.s.passive_result(Ok("198.51.100.1:50000".parse().unwrap()))],
             Action::Transfer(req) => {
+                self.protected = Some(req.protected);
                 let mut out = vec![self.s.transfer_started("x", None, false)];
                 let outcome = if req.path.as_str().contains("missing") {
                     TransferOutcome::Failed(TransferError::File(FsError::NotFound))
@@ -270,7 +287,7 @@ fn replies_to_simple_commands() {
         ("OPTS UTF8 ON", 200),
         ("OPTS MLST type;size;", 200),
         ("ACCT x", 202),
-        ("AUTH TLS", 502),
+        ("AUTH TLS", 431),
         ("PBSZ 0", 503),
         ("SITE FOO", 500),
         ("STOU", 502),
@@ -531,4 +548,100 @@ mod gridftp {
         }
         assert!(!feat.contains("DCAU"), "DCAU A/S are not implemented, so FEAT must not offer DCAU");
     }
+}
+
+fn tls_config() -> SessionConfig {
+    SessionConfig { tls_available: true, ..SessionConfig::default() }
+}
+
+fn feat_lines(h: &mut Harness) -> String {
+    h.send("FEAT").iter().flat_map(|r| r.lines.clone()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn auth_tls_pbsz_prot_sequence() {
+    let mut h = Harness::with(tls_config());
+    let feat = feat_lines(&mut h);
+    assert!(feat.contains(" AUTH TLS") && feat.contains(" PBSZ") && feat.contains(" PROT"), "{feat}");
+    assert_eq!(h.code("PBSZ 0"), 503, "PBSZ before AUTH");
+    assert_eq!(h.code("PROT P"), 503, "PROT before AUTH");
+    assert_eq!(h.code("AUTH GSSAPI"), 504);
+    assert_eq!(h.code("AUTH TLS"), 234);
+    assert!(h.s.is_tls());
+    assert_eq!(h.code("AUTH TLS"), 503, "twice");
+    assert_eq!(h.code("PROT P"), 503, "PROT before PBSZ");
+    assert_eq!(h.code("PBSZ 1024"), 200);
+    assert_eq!(h.send("PBSZ 0")[0].text(), "PBSZ=0");
+    assert_eq!(h.code("PROT S"), 536);
+    assert_eq!(h.code("PROT E"), 536);
+    assert_eq!(h.code("PROT X"), 504);
+    assert_eq!(h.code("CCC"), 534);
+    let generation = h.s.data_generation();
+    assert_eq!(h.code("PROT P"), 200);
+    assert_ne!(h.s.data_generation(), generation, "cached MODE E channels are not reused across PROT");
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.code("PASV"), 227);
+    assert_eq!(h.code("RETR f"), 226);
+    assert_eq!(h.protected, Some(true));
+    assert_eq!(h.code("PROT C"), 200);
+    assert_eq!(h.code("PASV"), 227);
+    assert_eq!(h.code("LIST"), 226);
+    assert_eq!(h.protected, Some(false));
+}
+
+#[test]
+fn without_a_certificate_there_is_no_tls() {
+    let mut h = Harness::new(AnonymousAccess::Off);
+    let feat = feat_lines(&mut h);
+    assert!(!feat.contains("AUTH") && !feat.contains("PBSZ") && !feat.contains("PROT"), "{feat}");
+    let r = h.send("AUTH TLS");
+    assert_eq!(r[0].code.get(), 431);
+    assert!(r[0].text().contains("no TLS certificate"), "{}", r[0].text());
+    assert_eq!(h.code("PROT C"), 200);
+    assert_eq!(h.code("PROT P"), 503);
+    assert_eq!(h.code("CCC"), 533);
+}
+
+#[test]
+fn require_tls_and_protected_data() {
+    let cfg = SessionConfig { require_tls: true, require_protected_data: true, ..tls_config() };
+    let mut h = Harness::with(cfg);
+    let r = h.send("USER alice");
+    assert_eq!(r[0].code.get(), 530);
+    assert!(r[0].text().contains("AUTH TLS"), "{}", r[0].text());
+    assert_eq!(h.code("PASS right"), 503);
+    assert_eq!(h.code("AUTH TLS"), 234);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.code("AUTH TLS"), 503);
+    assert_eq!(h.code("PASV"), 227);
+    assert_eq!(h.code("RETR f"), 521, "PROT C data refused");
+    assert_eq!(h.code("PBSZ 0"), 200);
+    assert_eq!(h.code("PROT C"), 534);
+    assert_eq!(h.code("PROT P"), 200);
+    assert_eq!(h.code("PASV"), 227);
+    assert_eq!(h.code("RETR f"), 226);
+}
+
+#[test]
+fn certificate_login_by_mapping() {
+    let mut h = Harness::with(tls_config());
+    h.identity = TlsIdentity { subject: Some("/O=Grid/CN=Alice".into()), users: vec!["alice".into()] };
+    assert_eq!(h.code("AUTH TLS"), 234);
+    let r = h.send("USER bob");
+    assert_eq!(r[0].code.get(), 530);
+    assert!(r[0].text().contains("mapped to alice, not to bob"), "{}", r[0].text());
+    let r = h.send("USER alice");
+    assert_eq!(r[0].code.get(), 232);
+    assert!(r[0].text().contains("certificate"), "{}", r[0].text());
+    assert_eq!(h.code("PASS anything"), 202, "a PASS that follows is superfluous");
+    assert_eq!(h.code("PWD"), 257);
+
+    // A verified certificate that is not mapped leaves password logins.
+    let mut h = Harness::with(tls_config());
+    h.identity = TlsIdentity { subject: Some("/CN=Nobody".into()), users: vec![] };
+    assert_eq!(h.code("AUTH TLS"), 234);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
 }

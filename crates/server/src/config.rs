@@ -124,6 +124,23 @@ pub struct ServerConfig {
     /// where the file system allows it; implies a staging ring (`auto`
     /// unless `staging` names a size), whose buffers are aligned for it.
     pub direct_io: bool,
+    /// PEM certificate chain (leaf first) for `AUTH TLS` (RFC 4217). TLS is
+    /// offered, and FEAT lists AUTH TLS, PBSZ and PROT, only with both
+    /// `tls_cert` and `tls_key`.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Refuse USER/PASS on a control connection that is not TLS, so no
+    /// password crosses the network in clear.
+    pub require_tls: bool,
+    /// Refuse transfers whose data connections are not protected (PROT P).
+    pub require_protected_data: bool,
+    /// PEM file of CA certificates that client certificates must chain to;
+    /// clients without a certificate may still log in with a password.
+    pub tls_client_ca: Option<PathBuf>,
+    /// Maps client-certificate subjects to local users, one
+    /// `"<subject DN>" user[,user...]` per line (a grid-mapfile).
+    pub cert_map: Option<PathBuf>,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -197,6 +214,12 @@ impl Default for ServerConfig {
             memory_zero_size: 64 << 30,
             staging: Staging::Off,
             direct_io: false,
+            tls_cert: None,
+            tls_key: None,
+            require_tls: false,
+            require_protected_data: false,
+            tls_client_ca: None,
+            cert_map: None,
         }
     }
 }
@@ -243,6 +266,19 @@ mod tests {
         assert_eq!(c.idle_timeout_secs, 300);
         assert!(toml::from_str::<ServerConfig>("lsiten = \"x\"").is_err());
         assert!("80-90".parse::<PortRange>().is_err());
+        let t: ServerConfig = toml::from_str(
+            r#"
+            tls_cert = "/etc/ferry/cert.pem"
+            tls_key = "/etc/ferry/key.pem"
+            require_tls = true
+            require_protected_data = true
+            tls_client_ca = "/etc/ferry/ca.pem"
+            cert_map = "/etc/ferry/grid-mapfile"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(t.tls_key.as_deref(), Some(Path::new("/etc/ferry/key.pem")));
+        assert!(t.require_tls && t.require_protected_data && t.cert_map.is_some());
         assert!("2000-1999".parse::<PortRange>().is_err());
     }
 }

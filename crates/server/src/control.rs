@@ -8,6 +8,13 @@
 //! rest (bounded) to serve them, in order, when the transfer ends — which is
 //! what GridFTP pipelining (`globus-url-copy -pp`) needs. It also sends the
 //! transfer's restart (111) and performance (112) markers on their clocks.
+//!
+//! `AUTH TLS` (RFC 4217 §4): the reader pauses after passing an AUTH line
+//! on, because the bytes that follow the `234` are the client's TLS
+//! handshake, not commands. If the session accepts, the reader hands its
+//! half of the socket back, the control loop runs the handshake on the
+//! whole connection and starts a new reader on the TLS stream; otherwise
+//! the reader is told to go on in clear.
 
 use crate::profiling::Profiler;
 use crate::server::{ServerContext, SessionSlot};
@@ -22,14 +29,64 @@ use ferry_proto::session::{
 use ferry_proto::{CommandError, Reply, ReplyCode, VirtualPath};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+type TlsControl = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// The sending half of the control connection, in clear or in TLS.
+enum ControlWriter {
+    Plain(OwnedWriteHalf),
+    Tls(WriteHalf<TlsControl>),
+    /// Only while the connection is being upgraded.
+    Detached,
+}
+
+impl ControlWriter {
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            ControlWriter::Plain(w) => w.write_all(bytes).await,
+            ControlWriter::Tls(w) => {
+                w.write_all(bytes).await?;
+                // A TLS stream buffers records until flushed.
+                w.flush().await
+            }
+            ControlWriter::Detached => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            ControlWriter::Plain(w) => w.shutdown().await,
+            ControlWriter::Tls(w) => w.shutdown().await,
+            ControlWriter::Detached => Ok(()),
+        }
+    }
+}
+
+/// What the control loop tells a clear-text reader paused after AUTH.
+enum Gate {
+    /// AUTH was refused: keep reading commands in clear.
+    Continue,
+    /// AUTH was accepted: give the socket back for the handshake.
+    Handover(oneshot::Sender<Handover>),
+}
+
+/// A clear-text reader's socket half, returned for the TLS upgrade.
+struct Handover {
+    rd: OwnedReadHalf,
+    tx: mpsc::Sender<Parsed>,
+    /// Bytes the client sent after AUTH before it could have seen the 234.
+    early: usize,
+}
 
 type Parsed = Result<Command, CommandError>;
 
@@ -51,53 +108,26 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     // ABOR may be sent as TCP urgent data (RFC 959 §4.1.3); keep it inline
     // so the line is not cut short by the out-of-band byte.
     let _ = socket2::SockRef::from(&stream).set_out_of_band_inline(true);
+    // A duplicate of the socket, for TCP_INFO whatever wraps it later.
+    let probe = match stream.as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(_) => return,
+    };
     let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Parsed>(MAX_QUEUED);
+    let (gate_tx, gate_rx) = mpsc::channel::<Gate>(1);
     let control_closed = Arc::new(AtomicBool::new(false));
-    let closed = control_closed.clone();
-    let reader = tokio::spawn(async move {
-        let mut lines = LineBuffer::new(DEFAULT_MAX_LINE);
-        let mut buf = vec![0u8; 8192];
-        loop {
-            // Read until the socket is drained, not just once: a read stops
-            // at the TCP urgent mark, and tokio's `read` takes any short
-            // read as "drained" and waits for a new wake-up, which would
-            // strand the rest of an ABOR sent as urgent data. `try_read`
-            // only stops at WouldBlock.
-            if rd.readable().await.is_err() {
-                closed.store(true, Ordering::SeqCst);
-                return;
-            }
-            loop {
-                let n = match rd.try_read(&mut buf) {
-                    Ok(0) => {
-                        closed.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        closed.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                };
-                lines.push(&buf[..n]);
-                while let Some(line) = lines.next_line() {
-                    if tx.send(parse_line(line)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
+    let reader = tokio::spawn(read_clear(rd, tx, control_closed.clone(), gate_rx));
     let session = Session::new(ctx.session_config.clone(), peer);
     let mut control = Control {
         ctx,
         session,
         peer,
         local,
-        writer: wr,
+        writer: ControlWriter::Plain(wr),
+        probe,
+        gate: Some(gate_tx),
+        reader,
         root: None,
         channels: DataChannels::default(),
         user: String::from("-"),
@@ -105,7 +135,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         profiler: Profiler::default(),
     };
     let result = control.run(rx).await;
-    reader.abort();
+    control.reader.abort();
     if let Err(e) = result {
         tracing::debug!(%peer, error = %e, "control connection ended with an error");
     }
@@ -113,12 +143,97 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     drop(slot);
 }
 
+/// Reads command lines in clear. After passing on an AUTH line it waits
+/// for the control loop's verdict ([`Gate`]) before reading on.
+async fn read_clear(
+    rd: OwnedReadHalf,
+    tx: mpsc::Sender<Parsed>,
+    closed: Arc<AtomicBool>,
+    mut gate: mpsc::Receiver<Gate>,
+) {
+    let mut lines = LineBuffer::new(DEFAULT_MAX_LINE);
+    let mut buf = vec![0u8; 8192];
+    loop {
+        // Read until the socket is drained, not just once: a read stops
+        // at the TCP urgent mark, and tokio's `read` takes any short
+        // read as "drained" and waits for a new wake-up, which would
+        // strand the rest of an ABOR sent as urgent data. `try_read`
+        // only stops at WouldBlock.
+        if rd.readable().await.is_err() {
+            closed.store(true, Ordering::SeqCst);
+            return;
+        }
+        loop {
+            let n = match rd.try_read(&mut buf) {
+                Ok(0) => {
+                    closed.store(true, Ordering::SeqCst);
+                    return;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    closed.store(true, Ordering::SeqCst);
+                    return;
+                }
+            };
+            lines.push(&buf[..n]);
+            while let Some(line) = lines.next_line() {
+                let parsed = parse_line(line);
+                let is_auth = matches!(parsed, Ok(Command::Auth(_)));
+                if tx.send(parsed).await.is_err() {
+                    return;
+                }
+                if is_auth {
+                    match gate.recv().await {
+                        Some(Gate::Continue) => {}
+                        Some(Gate::Handover(back)) => {
+                            let early = lines.buffered();
+                            let _ = back.send(Handover { rd, tx, early });
+                            return;
+                        }
+                        None => return,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads command lines from the TLS stream after AUTH TLS. Urgent data
+/// (telnet IP/Synch before ABOR) cannot be mixed into TLS records, so a
+/// plain read loop is enough here.
+async fn read_tls(mut rd: ReadHalf<TlsControl>, tx: mpsc::Sender<Parsed>, closed: Arc<AtomicBool>) {
+    let mut lines = LineBuffer::new(DEFAULT_MAX_LINE);
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = match rd.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                closed.store(true, Ordering::SeqCst);
+                return;
+            }
+            Ok(n) => n,
+        };
+        lines.push(&buf[..n]);
+        while let Some(line) = lines.next_line() {
+            if tx.send(parse_line(line)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 struct Control {
     ctx: Arc<ServerContext>,
     session: Session,
     peer: SocketAddr,
     local: SocketAddr,
-    writer: OwnedWriteHalf,
+    writer: ControlWriter,
+    /// The control socket (a duplicate descriptor), for TCP_INFO.
+    probe: OwnedFd,
+    /// Releases the clear-text reader after an AUTH line; `None` once TLS.
+    gate: Option<mpsc::Sender<Gate>>,
+    reader: JoinHandle<()>,
     root: Option<Arc<Root>>,
     /// The passive listener and cached MODE E connections, while no
     /// transfer holds them.
@@ -355,7 +470,14 @@ impl Control {
         if let Ok(Command::Site(ferry_proto::command::SiteCommand::ClientInfo(info))) = &cmd {
             tracing::debug!(peer = %self.peer, %info, "client info");
         }
+        let is_auth = matches!(cmd, Ok(Command::Auth(_)));
         let action = self.session.handle(cmd);
+        if is_auth && !matches!(action, Action::StartTls(_)) {
+            // The clear-text reader waits after every AUTH line.
+            if let Some(gate) = &self.gate {
+                let _ = gate.send(Gate::Continue).await;
+            }
+        }
         let flow = self.act(action, active).await;
         if active.is_none() {
             self.sync_channels();
@@ -370,6 +492,10 @@ impl Control {
                 self.send(&r).await?;
                 let _ = self.writer.shutdown().await;
                 return Ok(Flow::Close);
+            }
+            Action::StartTls(r) => {
+                self.send(&r).await?;
+                return self.start_tls().await;
             }
             Action::Login(req) => {
                 let granted = self.login(req).await;
@@ -415,6 +541,10 @@ impl Control {
                 let Some(root) = self.root.clone() else {
                     return Ok(Flow::Continue);
                 };
+                let protection = match (&self.ctx.tls, req.protected) {
+                    (Some(tls), true) => ferry_io::tls::DataProtection::Server(tls.data.clone()),
+                    _ => ferry_io::tls::DataProtection::Clear,
+                };
                 self.sync_channels();
                 let ctx = TransferContext {
                     server: self.ctx.clone(),
@@ -423,8 +553,9 @@ impl Control {
                     peer_ip: self.peer.ip(),
                     local_ip: self.local.ip(),
                     control_closed: self.control_closed.clone(),
-                    rtt: ferry_io::tcpinfo::tcp_info(self.writer.as_ref()).map(|i| i.rtt()).unwrap_or_default(),
+                    rtt: ferry_io::tcpinfo::tcp_info(&self.probe).map(|i| i.rtt()).unwrap_or_default(),
                     streams: self.profiler.registry(),
+                    protection,
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));
@@ -439,10 +570,75 @@ impl Control {
         Ok(Flow::Continue)
     }
 
+    /// Runs the TLS handshake after the `234` (RFC 4217 §4). A failed
+    /// handshake leaves nothing to talk over: the connection is closed.
+    async fn start_tls(&mut self) -> std::io::Result<Flow> {
+        let Some(tls) = self.ctx.tls.as_ref() else { return Ok(Flow::Close) };
+        let Some(gate) = self.gate.take() else { return Ok(Flow::Close) };
+        let (back_tx, back_rx) = oneshot::channel();
+        if gate.send(Gate::Handover(back_tx)).await.is_err() {
+            return Ok(Flow::Close);
+        }
+        let Ok(Handover { rd, tx, early }) = back_rx.await else { return Ok(Flow::Close) };
+        if early > 0 {
+            // Whatever came before the 234 was read as clear text; the
+            // handshake cannot be resumed from the middle.
+            tracing::warn!(peer = %self.peer, early, "bytes sent after AUTH TLS before its reply; closing");
+            return Ok(Flow::Close);
+        }
+        let ControlWriter::Plain(wr) = std::mem::replace(&mut self.writer, ControlWriter::Detached) else {
+            return Ok(Flow::Close);
+        };
+        let stream = match rd.reunite(wr) {
+            Ok(s) => s,
+            Err(_) => return Ok(Flow::Close),
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls.control.clone());
+        let timeout = self.ctx.config.login_timeout();
+        let stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::warn!(peer = %self.peer, error = %e, "TLS handshake on the control connection failed");
+                return Ok(Flow::Close);
+            }
+            Err(_) => {
+                tracing::warn!(peer = %self.peer, "TLS handshake on the control connection timed out");
+                return Ok(Flow::Close);
+            }
+        };
+        let (_, conn) = stream.get_ref();
+        let identity = tls.identity(conn.peer_certificates());
+        tracing::info!(
+            peer = %self.peer,
+            version = ?conn.protocol_version(),
+            cipher = ?conn.negotiated_cipher_suite().map(|c| c.suite()),
+            client_certificate = identity.subject.as_deref().unwrap_or("-"),
+            mapped_to = %identity.users.join(","),
+            "control connection protected by TLS"
+        );
+        let (rd, wr) = tokio::io::split(stream);
+        self.writer = ControlWriter::Tls(wr);
+        self.reader = tokio::spawn(read_tls(rd, tx, self.control_closed.clone()));
+        self.session.tls_started(identity);
+        Ok(Flow::Continue)
+    }
+
     /// Checks credentials; on success binds the session to its root.
     async fn login(&mut self, req: LoginRequest) -> Option<Grant> {
         let (grant, home) = match req {
             LoginRequest::Anonymous { access, .. } => (Grant { user: "anonymous".into(), access }, VirtualPath::root()),
+            LoginRequest::Certificate { user, subject } => {
+                // The certificate was verified in the handshake and the
+                // map says it speaks for `user`; the users file still
+                // decides the root and the access.
+                let Some(entry) = self.ctx.users.get(&user).cloned() else {
+                    tracing::warn!(peer = %self.peer, %user, %subject, "certificate mapped to a user not in the users file");
+                    return None;
+                };
+                tracing::info!(peer = %self.peer, %user, %subject, "login by client certificate");
+                let home = VirtualPath::root().resolve(&entry.root).ok()?;
+                (Grant { user: entry.name.clone(), access: entry.access.into() }, home)
+            }
             LoginRequest::Password { user, password } => {
                 let ctx = self.ctx.clone();
                 let entry = tokio::task::spawn_blocking(move || ctx.users.verify(&user, &password).cloned())

@@ -8,6 +8,7 @@ mod control;
 mod data;
 mod profiling;
 mod server;
+pub mod tls;
 mod transfer;
 pub mod users;
 

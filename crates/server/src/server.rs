@@ -23,6 +23,8 @@ pub(crate) struct ServerContext {
     pub users: UserDb,
     pub ports: PortAllocator,
     pub checksums: crate::checksums::ChecksumCache,
+    /// Certificate, verifier and cert map when TLS is configured.
+    pub tls: Option<crate::tls::ServerTls>,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -74,6 +76,16 @@ impl Server {
             Some(p) => UserDb::load(p)?,
             None => UserDb::empty(),
         };
+        let tls = crate::tls::ServerTls::from_config(&config).context("TLS configuration")?;
+        if let Some(t) = &tls {
+            tracing::info!(
+                require_tls = config.require_tls,
+                require_protected_data = config.require_protected_data,
+                client_certificates = config.tls_client_ca.is_some(),
+                mapped_subjects = t.cert_map.len(),
+                "TLS enabled (AUTH TLS)"
+            );
+        }
         let session_config = SessionConfig {
             banner: config
                 .banner
@@ -83,6 +95,9 @@ impl Server {
             max_login_attempts: config.max_login_attempts.max(1),
             port_policy: if config.allow_third_party { PortPolicy::AnyUnprivileged } else { PortPolicy::PeerOnly },
             marker_interval_secs: config.marker_interval_secs,
+            tls_available: tls.is_some(),
+            require_tls: config.require_tls,
+            require_protected_data: config.require_protected_data,
             ..SessionConfig::default()
         };
         let listener =
@@ -91,6 +106,7 @@ impl Server {
         let ctx = Arc::new(ServerContext {
             ports: PortAllocator::new(config.passive_ports),
             checksums: crate::checksums::ChecksumCache::new(4096),
+            tls,
             config,
             session_config,
             root: Arc::new(root),

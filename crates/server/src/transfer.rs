@@ -20,6 +20,7 @@ use ferry_io::rate::RateLimit;
 use ferry_io::root::{Root, StoreMode, Upload};
 use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::{self, AbortSignal, CopyError};
+use ferry_io::tls::{DataProtection, DataStream};
 use ferry_proto::command::{RestArg, TransferMode, TransferType};
 use ferry_proto::session::{
     DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
@@ -41,8 +42,9 @@ pub(crate) struct DataChannels {
     pub generation: u64,
     /// The passive listener (PASV/EPSV/SPAS, or opened by delayed passive).
     pub listener: Option<Arc<TcpListener>>,
-    /// MODE E connections kept open by the last transfer.
-    pub cached: Vec<std::net::TcpStream>,
+    /// MODE E connections kept open by the last transfer (with the TLS
+    /// sessions they carry under PROT P).
+    pub cached: Vec<DataStream>,
     /// The profiler's hold on data connections (see [`TransferContext`]),
     /// dropped with them.
     pub probes: Vec<ferry_profile::StreamHandle>,
@@ -128,6 +130,9 @@ pub(crate) struct TransferContext {
     /// would not see it close): handles live in [`DataChannels::probes`]
     /// beside the cached connections, or in the task for one transfer.
     pub streams: Option<ferry_profile::StreamRegistry>,
+    /// PROT P: TLS on every data connection, this server as TLS server
+    /// (RFC 4217 §7), whichever side opened the TCP connection.
+    pub protection: DataProtection,
 }
 
 enum Prepared {
@@ -365,16 +370,16 @@ impl Task {
         }
     }
 
-    fn data_socket(&self, s: TcpStream) -> Result<std::net::TcpStream, TransferError> {
+    fn data_socket(&self, s: TcpStream) -> Result<DataStream, TransferError> {
         let sock = s.into_std().map_err(|e| TransferError::DataConnection(e.to_string()))?;
         configure_data_socket(&sock, self.buffer(), self.timeout())
             .and_then(|()| self.ctl.abort.register(&sock))
             .map_err(|e| TransferError::DataConnection(e.to_string()))?;
         probe(&self.ctx.streams, &self.probes, &sock, &self.request.path);
-        Ok(sock)
+        self.ctx.protection.wrap(sock).map_err(|e| TransferError::DataConnection(e.to_string()))
     }
 
-    async fn connect(&self) -> Result<std::net::TcpStream, TransferError> {
+    async fn connect(&self) -> Result<DataStream, TransferError> {
         let DataEndpoint::Active(addr) = self.request.endpoint else {
             return Err(TransferError::DataConnection("no PORT address to connect to".into()));
         };
@@ -386,14 +391,14 @@ impl Task {
     }
 
     /// Opens `n` data connections concurrently.
-    async fn connect_many(&self, n: usize) -> Result<Vec<std::net::TcpStream>, TransferError> {
+    async fn connect_many(&self, n: usize) -> Result<Vec<DataStream>, TransferError> {
         let connects = (0..n).map(|_| self.connect());
         futures::future::join_all(connects).await.into_iter().collect()
     }
 
     async fn stream_mode(&mut self, prepared: Prepared, size: Option<u64>) -> Result<u64, TransferError> {
         let _ = self.tx.send(TransferEvent::Started { size, reused: false }).await;
-        let sock = match &self.request.endpoint {
+        let mut sock = match &self.request.endpoint {
             DataEndpoint::Active(_) => self.connect().await?,
             DataEndpoint::Passive | DataEndpoint::DelayedPassive(_) => {
                 let listener = self
@@ -423,16 +428,16 @@ impl Task {
                         _ => return Err(TransferError::BadRestart("stream mode sends one range".into())),
                     };
                     if ascii {
-                        stream::send_ascii(&*source, start, &sock, &ctl.progress, &ctl.abort)
+                        stream::send_ascii(&*source, start, &mut sock, &ctl.progress, &ctl.abort)
                     } else {
-                        stream::send(&*source, start, len, &sock, &ctl.progress, &ctl.abort, rate, ctl.path)
+                        stream::send(&*source, start, len, &mut sock, &ctl.progress, &ctl.abort, rate, ctl.path)
                     }
                 }
-                Prepared::Listing(bytes) => stream::send_bytes(&bytes, &sock, &ctl.abort),
+                Prepared::Listing(bytes) => stream::send_bytes(&bytes, &mut sock, &ctl.abort),
                 Prepared::Receive { sink, base, .. } => {
                     let target = sink.sink(false)?;
                     let (bytes, end) =
-                        stream::receive(&sock, &*target, base, ascii, &ctl.progress, &ctl.abort, rate, ctl.path)
+                        stream::receive(&mut sock, &*target, base, ascii, &ctl.progress, &ctl.abort, rate, ctl.path)
                             .map_err(map)?;
                     if let Destination::Upload { upload, mode: StoreMode::Replace | StoreMode::Resume } = &sink {
                         // Older, longer content is not part of the new file.
@@ -442,7 +447,7 @@ impl Task {
                 }
             };
             let n = sent.map_err(map)?;
-            stream::finish_send(&sock).map_err(map)?;
+            stream::finish_send(&mut sock).map_err(map)?;
             Ok(Copied::Sent(n))
         })
         .await
@@ -482,7 +487,7 @@ impl Task {
         let _ = self.tx.send(TransferEvent::Started { size, reused: reuse }).await;
         let mut streams = std::mem::take(&mut self.ctx.channels.cached);
         for s in &streams {
-            self.ctl.abort.register(s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+            self.ctl.abort.register(s.tcp()).map_err(|e| TransferError::DataConnection(e.to_string()))?;
         }
         // The sender opens what parallelism asks for beyond what is cached
         // (GFD.20: a receiver accepts any number of connections), all at
@@ -510,13 +515,14 @@ impl Task {
         let _ = self.tx.send(TransferEvent::Started { size: None, reused: reuse }).await;
         let initial = std::mem::take(&mut self.ctx.channels.cached);
         for s in &initial {
-            self.ctl.abort.register(s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+            self.ctl.abort.register(s.tcp()).map_err(|e| TransferError::DataConnection(e.to_string()))?;
         }
         let (conn_tx, mut conn_rx) = mpsc::channel(16);
         let acceptor = self.ctx.channels.listener.clone().map(|listener| {
             let policy = self.accept_policy();
             let (buffer, abort) = (self.buffer(), self.ctl.abort.clone());
             let (registry, probes, path) = (self.ctx.streams.clone(), self.probes.clone(), self.request.path.clone());
+            let protection = self.ctx.protection.clone();
             tokio::spawn(async move {
                 // Accept for as long as the transfer wants more.
                 while let Ok(s) = data::accept_from(&listener, policy, Duration::from_secs(24 * 3600)).await {
@@ -525,6 +531,8 @@ impl Task {
                         continue;
                     }
                     probe(&registry, &probes, &sock, &path);
+                    // The TLS handshake runs on the reader thread.
+                    let Ok(sock) = protection.wrap(sock) else { continue };
                     if conn_tx.send(sock).await.is_err() {
                         break;
                     }

@@ -146,6 +146,12 @@ impl UserDb {
         self.users.is_empty()
     }
 
+    /// The entry of a user who proved who they are another way (a TLS
+    /// client certificate mapped to this name): no password involved.
+    pub fn get(&self, name: &str) -> Option<&UserEntry> {
+        self.users.get(name)
+    }
+
     /// Checks a password. Always does one argon2 verification.
     pub fn verify(&self, name: &str, password: &str) -> Option<&UserEntry> {
         let entry = self.users.get(name);

@@ -210,6 +210,11 @@ pub const PURE_USER: (&str, &str) = ("tester", "tester-secret");
 
 impl PureFtpd {
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// With extra pure-ftpd flags (e.g. `-Y 2 -2 cert.pem` for TLS).
+    pub fn start_with(extra: &[String]) -> Self {
         require("pure-ftpd");
         require("pure-pw");
         let work = tempfile::tempdir().unwrap();
@@ -237,6 +242,7 @@ impl PureFtpd {
             .arg("-l")
             .arg(format!("puredb:{}", pdb.display()))
             .args(["-S", &format!("127.0.0.1,{port}"), "-E", "-H", "-A"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -511,4 +517,78 @@ impl Drop for DelayProxy {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// Certificates made at test time (no keys in the repository): a CA, a
+/// server certificate for `localhost`/127.0.0.1, client certificates for
+/// alice from that CA and for a rogue from another CA, and a cert map.
+pub struct TestPki {
+    pub dir: tempfile::TempDir,
+}
+
+pub const ALICE_DN: &str = "/C=DE/O=Ferry Test/CN=Alice Example";
+
+impl TestPki {
+    pub fn new() -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+        let make_ca = |cn: &str| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.distinguished_name = DistinguishedName::new();
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            let cert = p.self_signed(&key).unwrap();
+            (cert, key)
+        };
+        let (ca, ca_key) = make_ca("Ferry Test CA");
+        let (rogue_ca, rogue_key) = make_ca("Somebody Else's CA");
+        write("ca.pem", ca.pem());
+        let mut p = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        p.distinguished_name = DistinguishedName::new();
+        p.distinguished_name.push(DnType::CommonName, "localhost");
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().unwrap();
+        write("server.pem", p.signed_by(&key, &ca, &ca_key).unwrap().pem());
+        write("server.key", key.serialize_pem());
+        let client = |cn: &str, issuer: &rcgen::Certificate, issuer_key: &KeyPair, name: &str| {
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            // Not the default (which starts with a CN): the subject's
+            // order is what the map compares.
+            p.distinguished_name = DistinguishedName::new();
+            p.distinguished_name.push(DnType::CountryName, "DE");
+            p.distinguished_name.push(DnType::OrganizationName, "Ferry Test");
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            let key = KeyPair::generate().unwrap();
+            write(&format!("{name}.pem"), p.signed_by(&key, issuer, issuer_key).unwrap().pem());
+            write(&format!("{name}.key"), key.serialize_pem());
+        };
+        client("Alice Example", &ca, &ca_key, "alice");
+        // Same subject as alice, but not from the trusted CA.
+        client("Alice Example", &rogue_ca, &rogue_key, "rogue");
+        write("grid-mapfile", format!("# test map\n\"{ALICE_DN}\" alice\n"));
+        Self { dir }
+    }
+
+    /// A file of this PKI as a string argument.
+    pub fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// Flags that give `ferry serve` this PKI's server certificate.
+    pub fn serve_flags(&self) -> Vec<String> {
+        vec!["--tls-cert".into(), self.file("server.pem"), "--tls-key".into(), self.file("server.key")]
+    }
+}
+
+/// An `ftps://` URL for `server`, by name (`localhost`) so the
+/// certificate's name is what is checked.
+pub fn ftps_url(server: &FerryServer, user: (&str, &str), path: &str) -> String {
+    format!("ftps://{}:{}@localhost:{}{}", user.0, user.1, server.addr.port(), path)
 }
