@@ -2,7 +2,9 @@
 
 mod copy;
 mod demo;
+mod probe;
 mod serve;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -30,6 +32,10 @@ enum Cmd {
     Rm(copy::RmArgs),
     /// Start a server on a temporary directory and copy a file through it.
     Demo(demo::DemoArgs),
+    /// Measure the path to a server: RTT, rate, bandwidth-delay product, buffer advice.
+    Probe(probe::ProbeArgs),
+    /// Find the fastest streams/buffer/block/staging settings for a server by measuring.
+    Tune(tune::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +54,8 @@ fn main() -> ExitCode {
         Cmd::Mkdir(args) => copy::mkdir(args),
         Cmd::Rm(args) => copy::rm(args),
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Probe(args) => tune::block_on(probe::run(args)),
+        Cmd::Tune(args) => tune::block_on(tune::run(args)),
     };
     match result {
         Ok(code) => code,
