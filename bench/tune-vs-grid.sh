@@ -236,6 +236,7 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
     echo "load_start=$(load)"
 } > "$WORK/meta.txt"
 mkdir -p "$WORK/root"
+: > "$WORK/server.out"
 ip netns exec "$FERRY_WAN_SERVER_NS" "$F" serve "$WORK/root" --listen "$FERRY_WAN_SERVER_IP:0" \
     --anonymous read --memory-paths --memory-zero-size "$BYTES" >"$WORK/server.out" 2>"$WORK/server.log" &
 SERVER=$!
