@@ -25,6 +25,7 @@
 # (5 stream counts x 5-6 buffers x REPEATS), the whole run by TIME_LIMIT.
 #
 # Usage: bench/tune-vs-grid.sh            (root: namespaces, TUN devices)
+#        bench/tune-vs-grid.sh --report WORK   (rewrite the report of a run)
 #   DELAY=30ms RATE=1gbit BYTES=512M REPEATS=2 H2H=3 TIME_LIMIT=2700
 #   NAME=ftune (ferry-wan link name; namespaces NAME-c, NAME-s)
 set -euo pipefail
@@ -42,13 +43,19 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 OUT=${OUT:-$ROOT/bench/results/tune-vs-grid-$DELAY}
 
 if [[ "${1:-}" != --inner ]]; then
-    [[ $(id -u) == 0 ]] || { echo "tune-vs-grid: needs root (network namespaces)" >&2; exit 1; }
-    (cd "$ROOT" && cargo build --release -q -p ferry -p ferry-wan)
-    WORK=$(mktemp -d /tmp/tune-vs-grid.XXXXXX)
-    export WORK DELAY RATE BYTES REPEATS H2H TRIAL_SECONDS NAME OUT TARGET_DIR ROOT
-    echo "tune-vs-grid: $DELAY one way, $RATE, tbf; $BYTES per trial; work in $WORK" >&2
-    timeout --signal=TERM "$TIME_LIMIT" "$TARGET_DIR/release/ferry-wan" up --name "$NAME" \
-        --delay "$DELAY" --rate "$RATE" --shaper tbf -- "$0" --inner
+    if [[ "${1:-}" == --report ]]; then
+        # Only (re)write the report from a finished run's work directory.
+        WORK=$2
+    else
+        [[ $(id -u) == 0 ]] || { echo "tune-vs-grid: needs root (network namespaces)" >&2; exit 1; }
+        (cd "$ROOT" && cargo build --release -q -p ferry -p ferry-wan)
+        WORK=$(mktemp -d /tmp/tune-vs-grid.XXXXXX)
+        export WORK DELAY RATE BYTES REPEATS H2H TRIAL_SECONDS NAME OUT TARGET_DIR ROOT
+        echo "tune-vs-grid: $DELAY one way, $RATE, tbf; $BYTES per trial; work in $WORK" >&2
+        timeout --signal=TERM "$TIME_LIMIT" "$TARGET_DIR/release/ferry-wan" up --name "$NAME" \
+            --delay "$DELAY" --rate "$RATE" --shaper tbf -- "$0" --inner
+    fi
+    mkdir -p "$(dirname "$OUT")"
     python3 - "$WORK" "$OUT" <<'PY'
 import json, sys, html, os, datetime
 work, out = sys.argv[1], sys.argv[2]
@@ -213,7 +220,7 @@ S.append('</svg>')
 open(out + ".svg", "w").write("\n".join(S) + "\n")
 print(f"tune-vs-grid: tune's pick {ratio_grid:.3f} of the grid's best (head to head {ratio_h2h:.3f}); wrote {out}.md and .svg")
 PY
-    rm -rf "$WORK"
+    echo "tune-vs-grid: raw JSON kept in $WORK (bench/tune-vs-grid.sh --report $WORK rewrites the report)" >&2
     exit 0
 fi
 
