@@ -62,17 +62,18 @@ pub struct TuneArgs {
     /// Most configurations the sweep measures.
     #[arg(long, default_value_t = 24)]
     pub max_trials: usize,
-    /// Measurements per configuration (the median counts); with
-    /// --exhaustive, passes over the whole grid.
-    #[arg(long, default_value_t = 1)]
+    /// Measurements per configuration (the median counts; two keep one
+    /// lucky or unlucky transfer from deciding a step); with --exhaustive,
+    /// passes over the whole grid.
+    #[arg(long, default_value_t = 2)]
     pub repeats: u32,
     /// A step is kept only if it is faster by more than this fraction.
     #[arg(long, default_value_t = 0.05)]
     pub min_gain: f64,
-    /// Steps in a row that may fail to gain before a knob's walk stops: 2
-    /// lets the walk pass one step whose gain is within the noise (1→2→4→8
-    /// streams often gains 3–5% a step, more in two).
-    #[arg(long, default_value_t = 2)]
+    /// Steps in a row that may fail to gain before a knob's walk stops.
+    /// More than 1 lets a walk cross a plateau of small gains: on the 30 ms
+    /// path 1→2→4→8 streams gained 1–3% a step but 6% in three.
+    #[arg(long, default_value_t = 3)]
     pub patience: u32,
     /// Stream counts to consider.
     #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2, 4, 8, 16])]
