@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context};
 use clap::Args;
+use ferry_client::config::{Choice, ClientConfig, Knobs, Resolved, Source};
 use ferry_client::{Client, CopyOptions, CopySummary, Location, ModeChoice, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -74,6 +75,12 @@ pub struct CpArgs {
     /// (1 turns pipelining off).
     #[arg(long, default_value_t = 16)]
     pipeline: usize,
+    /// The client config file with per-server settings (default:
+    /// $FERRY_CONFIG, else $XDG_CONFIG_HOME/ferry/client.toml or
+    /// ~/.config/ferry/client.toml). Flags override it; it overrides the
+    /// automatic choices.
+    #[arg(long, value_name = "PATH")]
+    config: Option<std::path::PathBuf>,
     #[command(flatten)]
     tls: TlsArgs,
     #[command(flatten)]
@@ -94,9 +101,9 @@ pub struct ChannelFlags {
     /// TCP buffer size for data connections, e.g. 8M (default: kernel autotuning).
     #[arg(long, value_parser = parse_size_u32)]
     pub tcp_bs: Option<u32>,
-    /// MODE E block size when sending, e.g. 1M.
-    #[arg(long, value_parser = parse_size_usize, default_value = "1M")]
-    pub block_size: usize,
+    /// MODE E block size when sending, e.g. 1M (default 1M).
+    #[arg(long, value_parser = parse_size_usize)]
+    pub block_size: Option<usize>,
     /// Transmission mode: auto (GridFTP MODE E when the server has it),
     /// stream, or extended.
     #[arg(long, value_enum, default_value = "auto")]
@@ -121,7 +128,7 @@ impl ChannelFlags {
             parallelism: self.parallel.map(|p| p.clamp(1, 64)),
             staging: self.staging,
             tcp_buffer: self.tcp_bs,
-            block_size: self.block_size,
+            block_size: self.block_size.unwrap_or(CopyOptions::default().block_size),
             direct_io: self.direct_io,
             ..CopyOptions::default()
         }
@@ -137,19 +144,7 @@ pub enum ModeArg {
 
 /// Parses `1048576`, `1M`, `512k`, `4G`, `1.5M` (powers of 1024).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        Some('T') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 4096, 512K, 8M, 1G)"))?;
-    if v.is_nan() || v < 0.0 || v * mult as f64 > u64::MAX as f64 {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok((v * mult as f64) as u64)
+    ferry_client::config::parse_size(s)
 }
 
 fn parse_size_u64(s: &str) -> Result<u64, String> {
@@ -249,9 +244,14 @@ pub async fn copy(src: &str, dst: &str, opts: CopyOptions, show_progress: bool) 
 pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     let show = !args.out.quiet && !args.out.json && std::io::stderr().is_terminal();
+    let settings = settings(&args)?;
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,
+        parallelism: settings.parallel.value,
+        staging: settings.staging.value.map(|s| s as usize),
+        tcp_buffer: settings.tcp_buffer.value.map(|b| b as u32),
+        block_size: settings.block_size.value as usize,
         verify: args.verify.clone(),
         max_rate: args.max_rate,
         retries: args.retries,
@@ -277,6 +277,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "resumed": summary.resumed,
                 "verified": summary.verified,
                 "checksum": summary.checksum_algorithm,
+                "settings": settings.to_json(),
                 "sizing": summary.sizing.iter().map(|(server, rtt, why)| serde_json::json!({
                     "server": server, "rtt_ms": rtt, "choice": why,
                 })).collect::<Vec<_>>(),
@@ -296,6 +297,43 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The data-channel settings of a copy: flags, then the client config
+/// file's section for the server (source first), then its defaults, then
+/// Ferry's automatic choices. Says where each came from: in the log, in
+/// `--json`, and on standard error when the config file set any.
+fn settings(args: &CpArgs) -> anyhow::Result<Resolved> {
+    let config = ClientConfig::load(args.config.as_deref())?;
+    let remotes: Vec<ferry_client::RemoteUrl> = [&args.src, &args.dst]
+        .into_iter()
+        .filter_map(|s| match Location::parse(s) {
+            Ok(Location::Remote(u)) => Some(u),
+            _ => None,
+        })
+        .collect();
+    let servers: Vec<(&str, u16)> = remotes.iter().map(|u| (u.host.as_str(), u.port)).collect();
+    let flags = Knobs {
+        parallel: args.channel.parallel.map(|p| Choice::Value(p.clamp(1, 64))),
+        tcp_buffer: args.channel.tcp_bs.map(|b| Choice::Value(b.into())),
+        block_size: args.channel.block_size.map(|b| b as u64),
+        staging: args.channel.staging.map(|s| Choice::Value(s as u64)),
+    };
+    let r = config.resolve(&servers, &flags);
+    let file = config.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none".into());
+    for (phrase, source) in r.describe() {
+        tracing::info!(setting = %phrase, from = %source, config = %file, "copy setting");
+    }
+    if r.uses_config() && !args.out.quiet && !args.out.json {
+        let from: Vec<String> = r
+            .describe()
+            .into_iter()
+            .filter(|(_, s)| matches!(s, Source::Host(_) | Source::Defaults))
+            .map(|(p, s)| format!("{p} from {}", s.to_string().trim_start_matches("config ")))
+            .collect();
+        eprintln!("ferry: using {file}: {}", from.join(", "));
+    }
+    Ok(r)
 }
 
 impl CpArgs {

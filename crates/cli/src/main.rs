@@ -2,8 +2,10 @@
 
 mod copy;
 mod demo;
+mod probe;
 mod profile;
 mod serve;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +36,10 @@ enum Cmd {
     /// Run a transfer while both ends sample CPU, disks, network and every
     /// stream's TCP state; write report.html/report.json and say what limits it.
     Profile(profile::ProfileArgs),
+    /// Measure the path to a server: RTT, rate, bandwidth-delay product, buffer advice.
+    Probe(probe::ProbeArgs),
+    /// Find the fastest streams/buffer/block/staging settings for a server by measuring.
+    Tune(tune::TuneArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +59,8 @@ fn main() -> ExitCode {
         Cmd::Rm(args) => copy::rm(args),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Profile(args) => profile::run(args),
+        Cmd::Probe(args) => tune::block_on(probe::run(args)),
+        Cmd::Tune(args) => tune::block_on(tune::run(args)),
     };
     match result {
         Ok(code) => code,

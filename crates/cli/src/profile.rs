@@ -126,7 +126,7 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
     });
     settings.parallel_streams = client.session(&server).await.ok().map(|s| s.parallelism());
     settings.tcp_buffer_bytes = args.channel.tcp_bs.map(u64::from);
-    settings.block_size_bytes = Some(args.channel.block_size as u64);
+    settings.block_size_bytes = Some(args.channel.block_size.unwrap_or(1 << 20) as u64);
     settings.staging_bytes = args.channel.staging.map(|b| b as u64);
     settings.files = Some(summary.files);
     settings.bytes = Some(summary.bytes);

@@ -120,6 +120,14 @@ pub struct ControlChannel {
     epsv_failed: bool,
 }
 
+/// The control connection's socket, for the kernel's view of the path
+/// (`ferry probe` reads its RTT estimate).
+impl std::os::fd::AsFd for ControlChannel {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.stream.tcp().as_fd()
+    }
+}
+
 impl ControlChannel {
     pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self, ClientError> {
         let addr = format!("{}:{port}", if host.contains(':') { format!("[{host}]") } else { host.to_string() });

@@ -28,6 +28,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod measure;
+pub use measure::Measurement;
+
 /// Shared counters a progress display reads while a copy runs.
 #[derive(Debug, Default)]
 pub struct Stats {

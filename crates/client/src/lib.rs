@@ -1,6 +1,7 @@
 //! Ferry's client: URLs, the control channel, and copies between local
 //! paths and FTP/GridFTP servers, including server-to-server copies.
 
+pub mod config;
 pub mod control;
 pub mod copy;
 pub mod error;
@@ -9,8 +10,9 @@ pub mod resume;
 pub mod session;
 pub mod tls;
 
+pub use config::ClientConfig;
 pub use control::ControlChannel;
-pub use copy::{Client, CopyOptions, CopySummary, ModeChoice, Stats};
+pub use copy::{Client, CopyOptions, CopySummary, Measurement, ModeChoice, Stats};
 pub use error::ClientError;
 pub use location::{Location, RemoteUrl};
 pub use tls::TlsOptions;

@@ -645,6 +645,33 @@ impl ServerSession {
         result
     }
 
+    /// A MODE E download of `length` bytes of `path` from `offset` into
+    /// `sink`, whose offsets start at 0 (the window's first byte).
+    ///
+    /// GFD.20, "Extended Retrieve": `ERET P <offset> <length> <path>`
+    /// (the partial-file module) sends that part of the file. Ferry and
+    /// Globus number the window's blocks from 0, so the receiver's base
+    /// and limit are the window's. `ferry probe` and `ferry tune` use it to
+    /// bound a measuring download of a large file (or of `/dev/zero`).
+    pub async fn retrieve_part_e(
+        &mut self,
+        path: &str,
+        offset: u64,
+        length: u64,
+        sink: Arc<dyn BlockSink>,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        let cmd = Command::Eret { offset, length, path: path.to_string() };
+        self.ensure_listening()?;
+        self.flush(std::slice::from_ref(&cmd)).await?;
+        self.preliminary(&cmd, &mut |_| {}).await?;
+        let (acceptor, mut rx) = self.spawn_acceptor()?;
+        let result = self.receive_retrieved(&cmd, &mut rx, sink, Some(length), state, ctl).await;
+        acceptor.abort();
+        result
+    }
+
     /// Downloads many files over the cached MODE E channel with up to
     /// `window` RETRs in flight, so each file does not cost a round trip.
     /// Stops at the first failure and returns how many files completed;
