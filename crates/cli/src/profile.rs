@@ -116,7 +116,7 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
         None
     });
 
-    let mut profile = Profile::new(std::env::args().collect::<Vec<_>>().join(" "));
+    let mut profile = Profile::new(shareable_command(std::env::args()));
     let settings = &mut profile.meta.settings;
     settings.source = Some(src.to_string());
     settings.destination = Some(dst.to_string());
@@ -152,6 +152,17 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
     }
     client.close().await;
     Ok(profile)
+}
+
+/// The command line as the report records it, with every URL's password
+/// left out: reports are made to be passed around.
+fn shareable_command(args: impl Iterator<Item = String>) -> String {
+    args.map(|a| match Location::parse(&a) {
+        Ok(Location::Remote(u)) => u.to_string(),
+        _ => a,
+    })
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 async fn start_sampler(registry: &StreamRegistry, interval_ms: u64, perf: bool) -> anyhow::Result<Sampler> {
@@ -305,4 +316,14 @@ async fn run_variant(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_recorded_command_has_no_password() {
+        let argv = ["ferry", "profile", "-p", "4", "ftp://alice:s3cret@host:2811/x.nc", "/tmp/out"];
+        let cmd = super::shareable_command(argv.iter().map(|s| s.to_string()));
+        assert_eq!(cmd, "ferry profile -p 4 ftp://alice@host:2811/x.nc /tmp/out");
+    }
 }
