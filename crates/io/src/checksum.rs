@@ -90,6 +90,11 @@ pub fn file_checksum(file: &File, algorithm: &str, offset: u64, length: Option<u
     let mut pos = offset;
     let mut left = length.unwrap_or(u64::MAX);
     while left > 0 {
+        // No file reaches past i64::MAX (what pread takes): such an
+        // offset is past the end, cut there like any other.
+        if i64::try_from(pos).is_err() {
+            break;
+        }
         let want = left.min(buf.len() as u64) as usize;
         let n = match file.read_at(&mut buf[..want], pos) {
             Ok(0) => break,
@@ -138,5 +143,8 @@ mod tests {
         assert_eq!(file_checksum(&f, "MD5", 6, None).unwrap(), sum("MD5", b"world!"));
         assert_eq!(file_checksum(&f, "MD5", 6, Some(100)).unwrap(), sum("MD5", b"world!"));
         assert_eq!(file_checksum(&f, "MD5", 100, None).unwrap(), sum("MD5", b""));
+        assert_eq!(file_checksum(&f, "MD5", u64::MAX, Some(u64::MAX)).unwrap(), sum("MD5", b""));
+        assert_eq!(file_checksum(&f, "MD5", 1 << 63, Some(10)).unwrap(), sum("MD5", b""));
+        assert_eq!(file_checksum(&f, "MD5", 0, Some(u64::MAX)).unwrap(), sum("MD5", b"hello world!"));
     }
 }
