@@ -92,6 +92,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         }
     });
     let session = Session::new(ctx.session_config.clone(), peer);
+    let ctx_login_timeout = ctx.config.login_timeout();
     let mut control = Control {
         ctx,
         session,
@@ -103,6 +104,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         user: String::from("-"),
         control_closed,
         profiler: Profiler::default(),
+        login_by: Instant::now() + ctx_login_timeout,
     };
     let result = control.run(rx).await;
     reader.abort();
@@ -127,6 +129,8 @@ struct Control {
     control_closed: Arc<AtomicBool>,
     /// `SITE PROFILE`'s sampler, while one runs.
     profiler: Profiler,
+    /// When a connection that has not logged in is closed.
+    login_by: Instant,
 }
 
 /// When the running transfer's next markers are due.
@@ -156,16 +160,23 @@ fn perf_marker(bytes: u64) -> Reply {
 
 impl Control {
     async fn send(&mut self, reply: &Reply) -> std::io::Result<()> {
-        self.writer.write_all(&reply.to_bytes()).await
+        // A client that stops reading its replies blocks this write, and
+        // with it the idle timeout: bound the write by that timeout.
+        let limit = self.ctx.config.idle_timeout();
+        tokio::time::timeout(limit, self.writer.write_all(&reply.to_bytes()))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading replies"))?
     }
 
     fn deadline(&self) -> Instant {
-        let t = if self.session.user().is_some() {
-            self.ctx.config.idle_timeout()
+        if self.session.user().is_some() {
+            Instant::now() + self.ctx.config.idle_timeout()
         } else {
-            self.ctx.config.login_timeout()
-        };
-        Instant::now() + t
+            // The login timeout counts from the connection, not from the
+            // last command: NOOPs (or anything else) before logging in
+            // must not hold a session open forever.
+            self.login_by
+        }
     }
 
     /// Closes data channels that a PASV, PORT, MODE, DCAU or PROT made
@@ -372,8 +383,16 @@ impl Control {
                 return Ok(Flow::Close);
             }
             Action::Login(req) => {
+                // An address locked out after repeated failures is refused
+                // without its password being checked (lockout.rs).
+                if let Some(left) = self.ctx.lockout.locked(self.peer.ip()) {
+                    self.send(&Reply::new(ReplyCode::SERVICE_UNAVAILABLE, crate::lockout::refusal(left))).await?;
+                    let _ = self.writer.shutdown().await;
+                    return Ok(Flow::Close);
+                }
                 let granted = self.login(req).await;
                 if granted.is_none() {
+                    self.ctx.lockout.failed(self.peer.ip());
                     tokio::time::sleep(Duration::from_millis(self.ctx.config.login_failure_delay_ms)).await;
                 }
                 let next = self.session.login_result(granted);
@@ -445,10 +464,10 @@ impl Control {
             LoginRequest::Anonymous { access, .. } => (Grant { user: "anonymous".into(), access }, VirtualPath::root()),
             LoginRequest::Password { user, password } => {
                 let ctx = self.ctx.clone();
-                let entry = tokio::task::spawn_blocking(move || ctx.users.verify(&user, &password).cloned())
-                    .await
-                    .ok()
-                    .flatten();
+                // On the password threads (passwords.rs): each check takes
+                // 19 MiB, so they must not run once per client at a time.
+                let check = ctx.clone();
+                let entry = ctx.passwords.run(move || check.users.verify(&user, &password).cloned()).await.flatten();
                 let Some(entry) = entry else {
                     tracing::warn!(peer = %self.peer, "failed login");
                     return None;
