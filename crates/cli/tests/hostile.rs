@@ -686,3 +686,252 @@ fn concurrent_logins_keep_memory_bounded() {
     drop(conns);
     still_serves(&server);
 }
+
+#[test]
+fn half_a_command_line_then_silence_is_cut_off() {
+    let server = start(&["--idle-timeout", "3", "--login-timeout", "3"]);
+    // Before login: half of USER, then nothing.
+    let mut before = RawControl::connect(server.addr);
+    before.stream.write_all(b"USER ali").unwrap();
+    // Logged in: half of RETR, then nothing.
+    let mut after = RawControl::connect(server.addr);
+    after.login(ALICE);
+    after.stream.write_all(b"RETR some").unwrap();
+    // A slowloris: one byte a second before login, never a line end. The
+    // login timeout counts from the connection, not from the last byte.
+    let mut slow = RawControl::connect(server.addr);
+    let started = Instant::now();
+    let mut slow_closed = false;
+    for b in b"USER alice-and-more-and-more".iter().cycle().take(12) {
+        if slow.stream.write_all(&[*b]).is_err() {
+            slow_closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let r = before.reply();
+    assert!(r.starts_with("421") && r.contains("Not logged in"), "half USER: {r}");
+    assert_eq!(before.reply(), "", "closed after the 421");
+    let r = after.reply();
+    assert!(r.starts_with("421") && r.contains("Idle"), "half RETR: {r}");
+    assert_eq!(after.reply(), "", "closed after the 421");
+    let r = slow.reply();
+    assert!(slow_closed || (r.starts_with("421") && r.contains("Not logged in")), "slowloris: {r}");
+    assert_eq!(slow.reply(), "");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    still_serves(&server);
+}
+
+#[test]
+fn connection_floods_past_the_limits_get_421() {
+    let server = start(&["--max-sessions", "40", "--max-sessions-per-ip", "10"]);
+    // Per address: 10 from 127.0.0.1 are served, the 11th is refused.
+    let held: Vec<_> = (0..10).map(|_| RawControl::connect(server.addr)).collect();
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let r = read_reply(&mut s);
+    assert_eq!(r, "421 Too many sessions from your address; try again later.\r\n");
+    assert_eq!(read_reply(&mut s), "", "closed after the 421");
+    // Other addresses still get in, up to the server's total of 40.
+    let mut others = Vec::new();
+    for i in 0..30 {
+        let mut c = control_from(&format!("127.0.0.{}", 2 + i / 10), server.addr);
+        let r = read_reply(&mut c);
+        assert!(r.starts_with("220"), "{i}: {r}");
+        others.push(c);
+    }
+    let mut c = control_from("127.0.0.9", server.addr);
+    let r = read_reply(&mut c);
+    assert_eq!(r, "421 Too many sessions on this server; try again later.\r\n");
+    // A flood of 300 connections while full: each gets its 421, the
+    // server's memory and descriptors stay bounded.
+    let fds_before = fd_count(server.pid());
+    for i in 0..300 {
+        let mut c = control_from(&format!("127.0.1.{}", 1 + i % 200), server.addr);
+        let r = read_reply(&mut c);
+        assert!(r.starts_with("421"), "{i}: {r}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let fds_after = fd_count(server.pid());
+    assert!(fds_after <= fds_before + 5, "descriptors grew from {fds_before} to {fds_after}");
+    drop(held);
+    drop(others);
+    std::thread::sleep(Duration::from_millis(500));
+    still_serves(&server);
+}
+
+/// Logs in as alice and starts a MODE E upload of `name`; returns the
+/// control connection and a data connection.
+fn mode_e_upload(server: &FerryServer, name: &str) -> (RawControl, TcpStream) {
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let addr = pasv_addr(&c.cmd("PASV"));
+    let r = c.cmd(&format!("STOR {name}"));
+    assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
+    let d = TcpStream::connect(addr).unwrap();
+    d.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    (c, d)
+}
+
+#[test]
+fn mode_e_blocks_with_absurd_headers_fail_the_upload_cleanly() {
+    use ferry_proto::mode_e::BlockHeader;
+    let server = start(&["--data-timeout", "5"]);
+    let before = rss_kib(server.pid());
+    // (case, what the data connection carries, the final reply's code and text)
+    let hdr = |h: BlockHeader| h.encode().to_vec();
+    let data = |off: u64, bytes: &[u8]| [hdr(BlockHeader::data(off, bytes.len() as u64)), bytes.to_vec()].concat();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        // A block announcing 2^63 bytes, followed by a few.
+        ("absurd count", [hdr(BlockHeader::data(0, 1 << 63)), b"abc".to_vec()].concat()),
+        // A block past any file offset.
+        ("offset near u64::MAX", data(u64::MAX - 2, b"abcd")),
+        // An EOF announcing 2^40 data connections.
+        ("absurd EOD count", [data(0, b"abcd"), hdr(BlockHeader::eof(1 << 40))].concat()),
+        // Two blocks writing the same bytes.
+        ("overlapping blocks", [data(0, b"abcd"), data(2, b"XYZW"), hdr(BlockHeader::eof(1))].concat()),
+        // EOF says 3 connections; one came and closed.
+        ("wrong EOD count", [data(0, b"abcd"), hdr(BlockHeader::eof(3))].concat()),
+    ];
+    let mut results = Vec::new();
+    for (i, (case, bytes)) in cases.iter().enumerate() {
+        let name = format!("e{i}.bin");
+        let (mut c, mut d) = mode_e_upload(&server, &name);
+        let _ = d.write_all(bytes);
+        let _ = d.shutdown(std::net::Shutdown::Write);
+        let r = final_reply(&mut c);
+        println!("{case}: {}", r.trim_end());
+        results.push((case, r.clone()));
+        assert!(!server.path(&name).exists(), "{case}: a failed upload appeared under its final name");
+        // The same session goes on.
+        assert!(c.cmd("NOOP").starts_with("200"), "{case}: session unusable after {r}");
+    }
+    // Each fails the transfer with 426 and says why; the EOF that
+    // announces connections that never come waits out the data timeout.
+    let want: &[(&str, &str)] = &[
+        ("absurd count", "426 Data connection lost: block at offset 0 with 9223372036854775808 bytes runs past the largest file offset"),
+        ("offset near u64::MAX", "426 Data connection lost: block at offset 18446744073709551613 with 4 bytes runs past the largest file offset"),
+        ("absurd EOD count", "426 Data connection lost: EOF announces 1099511627776 data connections, more than the 4096 allowed"),
+        ("overlapping blocks", "426 Data connection lost: a block for bytes 2-6 overlaps data already received in this transfer"),
+        ("wrong EOD count", "426 Data connection lost: no data moved for 5 s"),
+    ];
+    for ((case, r), (wcase, text)) in results.iter().zip(want) {
+        assert_eq!(*case, wcase);
+        assert!(r.starts_with(text), "{case}: expected {text}, got {r}");
+    }
+    let after = rss_kib(server.pid());
+    assert!(after < before + 64 * 1024, "RSS grew from {before} to {after} KiB");
+    still_serves(&server);
+}
+
+#[test]
+fn ranges_past_the_end_rest_eret_cksm() {
+    let server = start(&[]);
+    std::fs::write(server.path("f.txt"), b"0123456789").unwrap();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    // REST beyond the end: accepted (the size may change), RETR then
+    // refuses it with the file's size.
+    let r = c.cmd("REST 100");
+    assert!(r.starts_with("350"), "{r}");
+    let (first, got, last) = transfer(&mut c, "RETR f.txt", None);
+    println!("REST 100 + RETR: {first} {last}");
+    assert!(got.is_empty());
+    assert!(first.starts_with("554") || last.starts_with("554"), "{first} {last}");
+    let r = c.cmd(&format!("REST {}", u64::MAX));
+    println!("REST max: {r}");
+    assert!(r.starts_with("350"), "{r}");
+    let started = Instant::now();
+    let (first, got, last) = transfer(&mut c, "RETR f.txt", None);
+    println!("REST max + RETR: {first} {last} ({:?})", started.elapsed());
+    assert!(got.is_empty());
+    assert!(first.starts_with("554") && first.contains("beyond the end of the file"), "{first} {last}");
+    // ERET past EOF: the part that exists, in MODE E framing, or none.
+    assert!(c.cmd("MODE E").starts_with("200"));
+    for (off, len) in [(8u64, 100u64), (100, 10), (u64::MAX - 1, u64::MAX)] {
+        // In MODE E the sender connects: PORT to a listener of ours.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let r = c.cmd(&format!("PORT 127,0,0,1,{},{}", port >> 8, port & 0xff));
+        assert!(r.starts_with("200"), "{r}");
+        let first = c.cmd(&format!("ERET P {off} {len} f.txt"));
+        let mut payload = 0u64;
+        let mut last = String::new();
+        if first.starts_with('1') {
+            // Blocks up to the EOF block: the data channel stays open (MODE E
+            // keeps it for the next transfer).
+            let (mut d, _) = l.accept().unwrap();
+            d.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            loop {
+                let mut h = [0u8; 17];
+                d.read_exact(&mut h).unwrap();
+                let h = ferry_proto::mode_e::BlockHeader::decode(&h);
+                let mut body = vec![0u8; h.payload_len() as usize];
+                d.read_exact(&mut body).unwrap();
+                payload += body.len() as u64;
+                if h.is_eof() {
+                    break;
+                }
+            }
+            last = final_reply(&mut c);
+        }
+        println!("ERET P {off} {len}: {} {} ({payload} bytes)", first.trim_end(), last.trim_end());
+        // The part that exists (none past the end), then EOF.
+        assert_eq!(payload, 10u64.saturating_sub(off), "ERET {off} {len}");
+        assert!(first.starts_with("150") && last.starts_with("226"), "{first} {last}");
+    }
+    assert!(c.cmd("MODE S").starts_with("200"));
+    // CKSM on huge ranges: bounded by the file, answered at once.
+    for (off, len, want) in [
+        ("0", "-1", "781e5e245d69b566979b86e28d23f2c7"),
+        ("0", &u64::MAX.to_string()[..], "781e5e245d69b566979b86e28d23f2c7"),
+        (&u64::MAX.to_string()[..], "10", "d41d8cd98f00b204e9800998ecf8427e"),
+        ("5", "1000000000000", "099ebea48ea9666a7da2177267983138"),
+    ] {
+        let started = Instant::now();
+        let r = c.cmd(&format!("CKSM MD5 {off} {len} f.txt"));
+        println!("CKSM {off} {len}: {}", r.trim_end());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(r, format!("213 {want}\r\n"), "CKSM {off} {len}");
+    }
+    let r = c.cmd("CKSM MD5 -5 10 f.txt");
+    assert!(r.starts_with("501"), "{r}");
+    still_serves(&server);
+}
+
+#[test]
+fn login_brute_force_is_delayed_then_locked_out() {
+    let server = start(&["--login-lockout-failures", "6", "--login-lockout-secs", "60"]);
+    // Two connections of three guesses each: the second's last guess locks
+    // 127.0.0.1 out.
+    for round in 0..2 {
+        let mut c = RawControl::connect(server.addr);
+        for attempt in 1..=3 {
+            assert!(c.cmd("USER alice").starts_with("331"));
+            let started = Instant::now();
+            let r = c.cmd("PASS guess");
+            assert!(started.elapsed() >= Duration::from_millis(90), "failure answered without delay");
+            let want = if attempt < 3 { "530" } else { "421" };
+            assert!(r.starts_with(want), "round {round} attempt {attempt}: {r}");
+        }
+    }
+    // Locked: new connections get 421 instead of the greeting, even with
+    // the right password.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let r = read_reply(&mut s);
+    assert!(r.starts_with("421 Too many failed logins from your address; try again in"), "{r}");
+    assert_eq!(read_reply(&mut s), "");
+    // Another address is not affected.
+    let mut other = control_from("127.0.0.3", server.addr);
+    assert!(read_reply(&mut other).starts_with("220"));
+    other.write_all(b"USER alice\r\n").unwrap();
+    assert!(read_reply(&mut other).starts_with("331"));
+    other.write_all(format!("PASS {}\r\n", ALICE.1).as_bytes()).unwrap();
+    assert!(read_reply(&mut other).starts_with("230"));
+    let log = server.log_text();
+    assert!(log.contains("locked out"), "{log}");
+}
