@@ -132,6 +132,18 @@ fn free_port_range(n: u16) -> u16 {
 
 #[test]
 fn link_cut_for_ten_seconds_then_the_copy_finishes() {
+    link_cut(false);
+}
+
+#[test]
+fn link_cut_for_ten_seconds_with_connections_lost_then_the_copy_resumes() {
+    link_cut(true);
+}
+
+/// Cuts the link mid-upload for 10 s; with `reset`, the connections that
+/// crossed it are lost when it comes back (a NAT or firewall forgot them),
+/// so the copy must reconnect and resume from its restart markers.
+fn link_cut(reset: bool) {
     // ferry-wan (crates/wan) emulates delay, rate and loss but cannot cut a
     // link; a loopback proxy that stops forwarding does. The server's
     // passive ports are proxied at the same numbers on 127.0.0.2, where
@@ -163,14 +175,23 @@ fn link_cut_for_ten_seconds_then_the_copy_finishes() {
         .unwrap();
     let partial = server.path(".big.bin.ferry-part");
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < SIZE / 4 {
+    // A quarter of the file on the server's disk and a restart record on
+    // the client's (the server's 111 markers, every second), then one
+    // more marker interval.
+    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < SIZE / 4
+        || std::fs::read_dir(state.path()).unwrap().count() == 0
+    {
         assert!(Instant::now() < deadline, "the upload did not get going");
         assert!(child.try_wait().unwrap().is_none(), "the upload ended before the cut");
         std::thread::sleep(Duration::from_millis(50));
     }
+    std::thread::sleep(Duration::from_millis(1200));
     proxy.set_cut(true);
     let cut_at = std::fs::metadata(&partial).map_or(0, |m| m.len());
     std::thread::sleep(Duration::from_secs(10));
+    if reset {
+        proxy.reset_all();
+    }
     proxy.set_cut(false);
     let started = Instant::now();
     let status = loop {
@@ -184,8 +205,15 @@ fn link_cut_for_ten_seconds_then_the_copy_finishes() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(status.success(), "the copy failed after the cut: {err}");
     watch.finish();
-    println!("cut at {cut_at} bytes; transfers: {:?}", server.transfers("/big.bin"));
+    let transfers = server.transfers("/big.bin");
+    println!("cut at {cut_at} bytes; stderr: {err}; transfers: {transfers:?}");
     assert_eq!(sha256_file(&server.path("big.bin")), sha256_file(&src));
+    if reset {
+        // The lost attempt failed; a later one resumed with what was missing.
+        let resumed: Vec<_> = transfers.iter().filter(|t| t["restart"] == true && t["status"] == "complete").collect();
+        assert_eq!(resumed.len(), 1, "{transfers:?}");
+        assert!(resumed[0]["bytes"].as_u64().unwrap() < SIZE, "{transfers:?}");
+    }
     drop(proxy);
 }
 

@@ -559,6 +559,8 @@ pub fn thread_count(pid: u32) -> u64 {
 pub struct CutProxy {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Both ends of every relayed connection, for [`reset_all`](Self::reset_all).
+    conns: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
 }
 
 impl CutProxy {
@@ -566,10 +568,11 @@ impl CutProxy {
     pub fn start(pairs: &[(SocketAddr, SocketAddr)]) -> std::io::Result<Self> {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         for &(from, to) in pairs {
             let listener = TcpListener::bind(from)?;
             listener.set_nonblocking(true)?;
-            let (stop, cut) = (stop.clone(), cut.clone());
+            let (stop, cut, conns) = (stop.clone(), cut.clone(), conns.clone());
             std::thread::spawn(move || {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let Ok((client, _)) = listener.accept() else {
@@ -578,6 +581,9 @@ impl CutProxy {
                     };
                     let _ = client.set_nonblocking(false);
                     let Ok(server) = TcpStream::connect(to) else { continue };
+                    if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
+                        conns.lock().unwrap().extend([a, b]);
+                    }
                     for (a, b) in [(&client, &server), (&server, &client)] {
                         let (a, b) = (a.try_clone().unwrap(), b.try_clone().unwrap());
                         let (stop, cut) = (stop.clone(), cut.clone());
@@ -586,7 +592,15 @@ impl CutProxy {
                 }
             });
         }
-        Ok(Self { stop, cut })
+        Ok(Self { stop, cut, conns })
+    }
+
+    /// Shuts every connection relayed so far down (both ends), as when a
+    /// firewall or NAT on the path forgets them during an outage.
+    pub fn reset_all(&self) {
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
     }
 
     fn relay(
