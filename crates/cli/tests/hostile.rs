@@ -300,15 +300,10 @@ fn control_from(from: &str, to: SocketAddr) -> TcpStream {
 fn read_reply(s: &mut TcpStream) -> String {
     let mut out = Vec::new();
     let mut b = [0u8; 1];
-    loop {
-        match s.read(&mut b) {
-            Ok(1) => {
-                out.push(b[0]);
-                if b[0] == b'\n' {
-                    break;
-                }
-            }
-            _ => break,
+    while let Ok(1) = s.read(&mut b) {
+        out.push(b[0]);
+        if b[0] == b'\n' {
+            break;
         }
     }
     String::from_utf8_lossy(&out).into_owned()
