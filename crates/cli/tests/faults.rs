@@ -1,8 +1,9 @@
 //! Faults (issue 7): the server SIGKILLed during a 4-stream upload, the
-//! link cut for 10 s, the receiving disk full. Each ends with the file
-//! complete and its checksum equal, or with a clear error — and never with
-//! a partial file under the final name. A client killed during a download
-//! and resumed is `resume.rs`'s `killed_mode_e_download_resumes`.
+//! client killed during a 4-stream download, the link cut for 10 s, the
+//! receiving disk full. Each ends with the file complete and its checksum
+//! equal, or with a clear error — and never with a partial file under the
+//! final name, which a watcher polls throughout. (`resume.rs` checks how
+//! much a resumed copy moves in more detail.)
 
 mod support;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,45 @@ fn server_killed_during_a_four_stream_upload_resumes_after_restart() {
     assert_eq!(resumed.len(), 1, "{:?}", server.transfers("/big.bin"));
     assert!(resumed[0] <= SIZE - SIZE / 4, "the resumed upload moved {} of {SIZE} bytes", resumed[0]);
     assert!(!partial.exists());
+}
+
+#[test]
+fn client_killed_during_a_four_stream_download_resumes() {
+    // resume.rs covers the resume itself; this adds the watch on the final
+    // name during both runs.
+    let server = FerryServer::start();
+    random_file(&server.path("big.bin"), SIZE, 86);
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dst = local.path().join("big.bin");
+    let url = server.url(ALICE, "/big.bin");
+    let watch = FinalNameWatch::start(dst.clone(), SIZE);
+    let mut child = Command::new(ferry_bin())
+        .args(["cp", "-q", "-p", "4", "--max-rate", "16M", &url, dst.to_str().unwrap()])
+        .env("FERRY_STATE_DIR", state.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Until the client has recorded some ranges, a second more.
+    while std::fs::read_dir(state.path()).unwrap().count() == 0 {
+        assert!(Instant::now() < deadline, "no restart record appeared");
+        assert!(child.try_wait().unwrap().is_none(), "the download ended before it could be killed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!dst.exists(), "no file under the final name after the kill");
+    let (ok, out, err) = cp(state.path(), &["--json", "-p", "4", &url, dst.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"resumed\":1"), "{out}");
+    watch.finish();
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("big.bin")));
+    let resumed = restarted(&server, "/big.bin");
+    assert_eq!(resumed.len(), 1, "{:?}", server.transfers("/big.bin"));
+    assert!(resumed[0] < SIZE, "the resumed download moved {} of {SIZE} bytes", resumed[0]);
 }
 
 /// `n` consecutive ports free on both 127.0.0.1 and 127.0.0.2.
