@@ -930,3 +930,34 @@ fn login_brute_force_is_delayed_then_locked_out() {
     let log = server.log_text();
     assert!(log.contains("locked out"), "{log}");
 }
+
+#[test]
+fn cksm_of_a_huge_file_stops_when_the_client_leaves() {
+    let server = start(&[]);
+    // 1 TiB, sparse: a full MD5 would read for many minutes.
+    let f = std::fs::File::create(server.path("huge.bin")).unwrap();
+    f.set_len(1 << 40).unwrap();
+    drop(f);
+    std::fs::write(server.path("small.txt"), b"0123456789").unwrap();
+    for _ in 0..4 {
+        let mut c = RawControl::connect(server.addr);
+        c.login(ALICE);
+        c.send(b"CKSM MD5 0 -1 huge.bin");
+        std::thread::sleep(Duration::from_millis(300));
+        // Hang up without waiting for the answer.
+    }
+    let started = Instant::now();
+    let abandoned = loop {
+        let n = server.log_text().matches("checksum abandoned: the client closed the connection").count();
+        if n == 4 || started.elapsed() > Duration::from_secs(20) {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(abandoned, 4, "checksums went on after their clients left");
+    // The next client's CKSM is answered at once.
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert_eq!(c.cmd("CKSM MD5 0 -1 small.txt"), "213 781e5e245d69b566979b86e28d23f2c7\r\n");
+    still_serves(&server);
+}

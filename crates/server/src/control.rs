@@ -402,7 +402,8 @@ impl Control {
                 let reply = match self.root.clone() {
                     Some(root) => {
                         let ctx = self.ctx.clone();
-                        let result = tokio::task::spawn_blocking(move || file_op(&root, &ctx, op))
+                        let closed = self.control_closed.clone();
+                        let result = tokio::task::spawn_blocking(move || file_op(&root, &ctx, op, &closed))
                             .await
                             .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
                         self.session.file_result(result)
@@ -535,7 +536,9 @@ fn memory_facts(ctx: &ServerContext, path: &VirtualPath) -> Option<ferry_proto::
     })
 }
 
-fn file_op(root: &Root, ctx: &ServerContext, op: FileOp) -> Result<FileDone, FsError> {
+/// Runs a file-system command on a blocking thread. `closed` tells a long
+/// one (CKSM) that the client has gone, so it stops.
+fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, closed: &AtomicBool) -> Result<FileDone, FsError> {
     match &op {
         FileOp::Size(p) | FileOp::Facts(p) => {
             if let Some(f) = memory_facts(ctx, p) {
@@ -567,7 +570,12 @@ fn file_op(root: &Root, ctx: &ServerContext, op: FileOp) -> Result<FileDone, FsE
         FileOp::StatListing(p) => root.list(&p, false).map(FileDone::Listing),
         FileOp::Chmod { path, mode } => root.chmod(&path, mode).map(|_| FileDone::Done),
         FileOp::Checksum { path, algorithm, offset, length } => {
-            ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length).map(FileDone::Checksum)
+            let abandoned = || closed.load(Ordering::SeqCst);
+            let r = ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length, &abandoned);
+            if r.is_err() && abandoned() {
+                tracing::info!(path = %path, "checksum abandoned: the client closed the connection");
+            }
+            r.map(FileDone::Checksum)
         }
     }
 }
