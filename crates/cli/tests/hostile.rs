@@ -961,3 +961,42 @@ fn cksm_of_a_huge_file_stops_when_the_client_leaves() {
     assert_eq!(c.cmd("CKSM MD5 0 -1 small.txt"), "213 781e5e245d69b566979b86e28d23f2c7\r\n");
     still_serves(&server);
 }
+
+#[test]
+fn stalled_data_connections_are_cut_by_the_data_timeout() {
+    let server = start(&["--data-timeout", "3"]);
+    random_file(&server.path("big.bin"), 64 << 20, 90);
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    // A download whose client never reads: the socket buffers fill, then
+    // nothing moves.
+    let addr = pasv_addr(&c.cmd("PASV"));
+    let reader = TcpStream::connect(addr).unwrap();
+    let r = c.cmd("RETR big.bin");
+    assert!(r.starts_with("150"), "{r}");
+    let started = Instant::now();
+    let r = c.reply();
+    println!("unread RETR: {} after {:?}", r.trim_end(), started.elapsed());
+    assert!(r.starts_with("426"), "{r}");
+    drop(reader);
+    // An upload whose client connects and sends nothing.
+    let addr = pasv_addr(&c.cmd("PASV"));
+    let writer = TcpStream::connect(addr).unwrap();
+    let r = c.cmd("STOR silent.bin");
+    assert!(r.starts_with("150"), "{r}");
+    let r = c.reply();
+    println!("silent STOR: {}", r.trim_end());
+    assert!(r.starts_with("426") && r.contains("no data"), "{r}");
+    drop(writer);
+    assert!(!server.path("silent.bin").exists());
+    // A PASV nobody connects to.
+    let _ = pasv_addr(&c.cmd("PASV"));
+    let r = c.cmd("RETR big.bin");
+    println!("unconnected PASV: {}", r.trim_end());
+    let r = if r.starts_with("150") { c.reply() } else { r };
+    assert!(r.starts_with("425"), "{r}");
+    // The session goes on.
+    assert!(c.cmd("NOOP").starts_with("200"));
+    still_serves(&server);
+}
