@@ -11,6 +11,8 @@
 //! failure. A successful login does not clear the count (a guesser that
 //! owns one account must not be able to reset it).
 //!
+//! IPv6 clients are counted per /64, the block one host usually owns.
+//!
 //! The table is bounded: at most [`MAX_TRACKED`] addresses, expired
 //! entries pruned first, then the oldest, so a spread of source addresses
 //! cannot grow it without limit.
@@ -44,12 +46,12 @@ impl LoginLockout {
 
     /// Records a failed login from `ip`; returns whether it is now locked.
     pub fn failed(&self, ip: IpAddr) -> bool {
-        self.failed_at(ip.to_canonical(), Instant::now())
+        self.failed_at(key(ip), Instant::now())
     }
 
     /// How much longer `ip` is locked out, if it is.
     pub fn locked(&self, ip: IpAddr) -> Option<Duration> {
-        self.locked_at(ip.to_canonical(), Instant::now())
+        self.locked_at(key(ip), Instant::now())
     }
 
     fn failed_at(&self, ip: IpAddr, now: Instant) -> bool {
@@ -84,6 +86,17 @@ impl LoginLockout {
         let e = map.get(&ip)?;
         let until = e.last + self.window;
         (e.failures >= self.threshold && until > now).then(|| until - now)
+    }
+}
+
+/// What failures are counted against: the IPv4 address, or the IPv6 /64
+/// — one host on IPv6 usually owns a whole /64 (SLAAC privacy addresses,
+/// a routed prefix), so counting single addresses would let it guess on
+/// for ever by changing its address.
+fn key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        v4 => v4,
     }
 }
 
@@ -135,6 +148,15 @@ mod tests {
             l.failed_at(IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i)), t0);
         }
         assert!(l.entries.lock().unwrap().len() <= MAX_TRACKED);
+    }
+
+    #[test]
+    fn ipv6_addresses_count_per_64() {
+        let l = LoginLockout::new(2, Duration::from_secs(60));
+        l.failed("2001:db8:1:2::a".parse().unwrap());
+        assert!(l.failed("2001:db8:1:2:ffff::b".parse().unwrap()), "same /64");
+        assert!(l.locked("2001:db8:1:2::c".parse().unwrap()).is_some());
+        assert_eq!(l.locked("2001:db8:1:3::a".parse().unwrap()), None, "another /64");
     }
 
     #[test]
