@@ -58,6 +58,14 @@ pub struct ServeArgs {
     /// Milliseconds to wait before answering a failed login.
     #[arg(long)]
     login_failure_delay_ms: Option<u64>,
+    /// Failed logins from one address after which it is refused for
+    /// --login-lockout-secs (0: never).
+    #[arg(long)]
+    login_lockout_failures: Option<u32>,
+    /// Seconds over which failed logins are counted, and for which a
+    /// locked-out address is refused.
+    #[arg(long)]
+    login_lockout_secs: Option<u64>,
     /// Allow PORT/EPRT to other hosts than the client (third-party copies
     /// from this server to another host).
     #[arg(long)]
@@ -166,6 +174,12 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.login_failure_delay_ms {
         c.login_failure_delay_ms = v;
+    }
+    if let Some(v) = args.login_lockout_failures {
+        c.login_lockout_failures = v;
+    }
+    if let Some(v) = args.login_lockout_secs {
+        c.login_lockout_secs = v;
     }
     if args.allow_third_party {
         c.allow_third_party = true;

@@ -1033,6 +1033,11 @@ async fn finish_transfer(
         }
     };
     if !reply.code.is_positive_completion() {
+        // A local disk error (disk full) is the cause; the server's 426
+        // for the connection we dropped because of it is only the effect.
+        if let Err(e @ ClientError::Local { .. }) = copied {
+            return Err(e);
+        }
         return Err(refused(cmd, reply));
     }
     copied

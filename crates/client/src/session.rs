@@ -996,6 +996,11 @@ impl ServerSession {
         let reply = final_reply.expect("loop ends with a reply");
         if !reply.code.is_positive_completion() {
             self.channel = Channel::None;
+            // A local disk error (disk full) is the cause; the server's
+            // 426 for the connections we dropped is only the effect.
+            if let Some(Err(CopyError::Disk(e))) = data_result {
+                return Err(ClientError::Local { path: "local file".into(), error: e });
+            }
             return Err(refused(cmd, reply));
         }
         match data_result.expect("loop ends with a result") {

@@ -84,12 +84,34 @@ impl Checksum {
 /// Checksums `length` bytes of `file` from `offset` (to the end when
 /// `None`); a range past the end is cut there, as Globus does.
 pub fn file_checksum(file: &File, algorithm: &str, offset: u64, length: Option<u64>) -> io::Result<String> {
+    file_checksum_unless(file, algorithm, offset, length, &|| false)
+}
+
+/// [`file_checksum`], given up (`ConnectionAborted`) as soon as
+/// `abandoned` says so between two reads. A CKSM of a large (or sparse,
+/// terabyte-sized) file reads for minutes; a client that asks and hangs up
+/// must not leave the server reading for nobody.
+pub fn file_checksum_unless(
+    file: &File,
+    algorithm: &str,
+    offset: u64,
+    length: Option<u64>,
+    abandoned: &dyn Fn() -> bool,
+) -> io::Result<String> {
     let mut sum = Checksum::new(algorithm)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("unknown checksum {algorithm}")))?;
     let mut buf = vec![0u8; 4 << 20];
     let mut pos = offset;
     let mut left = length.unwrap_or(u64::MAX);
     while left > 0 {
+        // No file reaches past i64::MAX (what pread takes): such an
+        // offset is past the end, cut there like any other.
+        if i64::try_from(pos).is_err() {
+            break;
+        }
+        if abandoned() {
+            return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "checksum abandoned"));
+        }
         let want = left.min(buf.len() as u64) as usize;
         let n = match file.read_at(&mut buf[..want], pos) {
             Ok(0) => break,
@@ -138,5 +160,10 @@ mod tests {
         assert_eq!(file_checksum(&f, "MD5", 6, None).unwrap(), sum("MD5", b"world!"));
         assert_eq!(file_checksum(&f, "MD5", 6, Some(100)).unwrap(), sum("MD5", b"world!"));
         assert_eq!(file_checksum(&f, "MD5", 100, None).unwrap(), sum("MD5", b""));
+        assert_eq!(file_checksum(&f, "MD5", u64::MAX, Some(u64::MAX)).unwrap(), sum("MD5", b""));
+        assert_eq!(file_checksum(&f, "MD5", 1 << 63, Some(10)).unwrap(), sum("MD5", b""));
+        assert_eq!(file_checksum(&f, "MD5", 0, Some(u64::MAX)).unwrap(), sum("MD5", b"hello world!"));
+        let e = file_checksum_unless(&f, "MD5", 0, None, &|| true).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionAborted);
     }
 }

@@ -415,6 +415,23 @@ impl ReceiveState {
         self.end.lock().unwrap_or_else(|e| e.into_inner()).is_complete()
     }
 
+    /// Records a block written. GFD.20 senders send each byte of a
+    /// transfer once; a block overlapping one already received is a broken
+    /// or hostile sender, and fails the transfer (checked after the write,
+    /// so two streams racing cannot both pass; the failed upload is never
+    /// committed).
+    fn record(&self, r: Range<u64>) -> Result<(), CopyError> {
+        let mut received = self.received.lock().unwrap_or_else(|e| e.into_inner());
+        if received.overlaps(&r) {
+            return Err(CopyError::Network(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a block for bytes {}-{} overlaps data already received in this transfer", r.start, r.end),
+            )));
+        }
+        received.insert(r);
+        Ok(())
+    }
+
     fn describe_end(&self) -> String {
         let e = self.end.lock().unwrap_or_else(|e| e.into_inner());
         match e.eodc() {
@@ -508,7 +525,7 @@ pub fn receive_stream(
             }
         }
         if len > 0 {
-            state.received.lock().unwrap_or_else(|e| e.into_inner()).insert(header.offset..header.offset + len);
+            state.record(header.offset..header.offset + len)?;
         }
         state
             .end

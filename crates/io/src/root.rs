@@ -204,23 +204,33 @@ impl Root {
         if in_place {
             let file =
                 self.dir.open_with(&target, OpenOptions::new().write(true).create(true)).map_err(|e| fs_error(&e))?;
-            let existing_len = file.metadata().map_err(|e| fs_error(&e))?.len();
-            return Ok(Upload { file: file.into_std(), existing_len, partial: None, target });
+            // Writing in place through a hard link would change the file
+            // under its other names too, which may lie outside the root.
+            let md = file.metadata().map_err(|e| fs_error(&e))?;
+            not_hard_linked(&md)?;
+            return Ok(Upload { file: file.into_std(), existing_len: md.len(), partial: None, target });
         }
         let partial = Self::partial_path(p)?;
         let mut opts = OpenOptions::new();
         opts.write(true).create(true);
-        if mode == StoreMode::Replace {
-            opts.truncate(true);
-        }
-        // The partial is never a symlink we follow: remove one if planted.
+        // The partial is never a symlink we follow, nor a hard link to
+        // another file: remove one if planted (it is not ours to resume).
         if let Ok(md) = self.dir.symlink_metadata(&partial) {
-            if md.is_symlink() {
+            if md.is_symlink() || (md.is_file() && md.nlink() > 1) {
                 self.dir.remove_file(&partial).map_err(|e| fs_error(&e))?;
             }
         }
         let file = self.dir.open_with(&partial, &opts).map_err(|e| fs_error(&e))?;
-        let existing_len = file.metadata().map_err(|e| fs_error(&e))?.len();
+        // Checked on the open file (a link made meanwhile), before it is
+        // truncated: nothing is written through a hard link.
+        let md = file.metadata().map_err(|e| fs_error(&e))?;
+        not_hard_linked(&md)?;
+        let existing_len = if mode == StoreMode::Replace {
+            file.set_len(0).map_err(|e| fs_error(&e))?;
+            0
+        } else {
+            md.len()
+        };
         Ok(Upload { file: file.into_std(), existing_len, partial: Some(partial), target })
     }
 
@@ -284,6 +294,7 @@ impl Root {
 
     pub fn set_modified(&self, p: &VirtualPath, unix_secs: i64) -> Result<(), FsError> {
         Self::check_name(p)?;
+        not_hard_linked(&self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?)?;
         let t = std::time::UNIX_EPOCH
             .checked_add(std::time::Duration::from_secs(unix_secs.max(0) as u64))
             .ok_or_else(|| FsError::Other("time out of range".into()))?;
@@ -295,9 +306,23 @@ impl Root {
     /// SITE CHMOD, limited to permission bits (no setuid/setgid/sticky).
     pub fn chmod(&self, p: &VirtualPath, mode: u32) -> Result<(), FsError> {
         Self::check_name(p)?;
+        not_hard_linked(&self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?)?;
         let perms = cap_std::fs::Permissions::from_mode(mode & 0o777);
         self.dir.set_permissions(Self::rel(p), perms).map_err(|e| fs_error(&e))
     }
+}
+
+/// Refuses to change a regular file in place (content, mode, times) when
+/// it has more than one hard link: the server cannot tell where the other
+/// names are, and an administrator's link may lead outside the root. Such
+/// a file can still be read, deleted, renamed, or replaced by STOR (which
+/// writes a new file and renames it over the name). See
+/// `docs/security.md`, "Hard links".
+fn not_hard_linked(md: &cap_std::fs::Metadata) -> Result<(), FsError> {
+    if md.is_file() && md.nlink() > 1 {
+        return Err(FsError::HardLinked);
+    }
+    Ok(())
 }
 
 fn to_facts(name: String, md: &cap_std::fs::Metadata) -> FileFacts {
@@ -353,6 +378,35 @@ mod tests {
         let names: Vec<_> = root.list(&vp("/"), false).unwrap().into_iter().map(|f| (f.name, f.kind)).collect();
         assert!(names.contains(&("abs".to_string(), FileKind::Symlink)));
         assert!(names.contains(&("good".to_string(), FileKind::File)));
+    }
+
+    #[test]
+    fn hard_linked_files_are_never_written_in_place() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, b"outside").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        std::fs::hard_link(&secret, d.path().join("hl")).unwrap();
+        std::fs::hard_link(&secret, d.path().join(".new.ferry-part")).unwrap();
+        let root = Root::open(d.path()).unwrap();
+        for mode in [StoreMode::Append, StoreMode::InPlace, StoreMode::Resume] {
+            assert_eq!(root.begin_store(&vp("/hl"), mode).unwrap_err(), FsError::HardLinked, "{mode:?}");
+        }
+        assert_eq!(root.chmod(&vp("/hl"), 0o777).unwrap_err(), FsError::HardLinked);
+        assert_eq!(root.set_modified(&vp("/hl"), 0).unwrap_err(), FsError::HardLinked);
+        // Reading is allowed; a planted partial is not resumed but replaced.
+        assert_eq!(root.open_read(&vp("/hl")).unwrap().1.size, 7);
+        let mut up = root.begin_store(&vp("/new"), StoreMode::Resume).unwrap();
+        assert_eq!(up.existing_len, 0);
+        up.file.write_all(b"x").unwrap();
+        // STOR replaces the name, not the linked file.
+        let mut up = root.begin_store(&vp("/hl"), StoreMode::Replace).unwrap();
+        up.file.write_all(b"new").unwrap();
+        root.commit(up).unwrap();
+        assert_eq!(std::fs::read(d.path().join("hl")).unwrap(), b"new");
+        assert_eq!(std::fs::read(&secret).unwrap(), b"outside");
+        use std::os::unix::fs::PermissionsExt;
+        assert_ne!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o777);
     }
 
     #[test]

@@ -430,7 +430,7 @@ impl Command {
                 Some("2") => EpsvArg::Protocol(2),
                 Some(_) => return Err(unsupported("EPSV", "network protocol not supported, use (1,2)")),
             }),
-            "AUTH" => C::Auth(required("AUTH", arg)?.trim().to_ascii_uppercase()),
+            "AUTH" => C::Auth(required("AUTH", arg.map(str::trim))?.to_ascii_uppercase()),
             "PBSZ" => C::Pbsz(number("PBSZ", required("PBSZ", arg)?)?),
             "PROT" => C::Prot(match required("PROT", arg)?.trim().to_ascii_uppercase().as_str() {
                 "C" => ProtectionLevel::Clear,

@@ -143,3 +143,51 @@ pub fn restart_ranges(data: &[u8]) {
         }
     }
 }
+
+/// Data-connection addresses from the network — `PORT`/`SPOR` arguments,
+/// `EPRT` arguments, `227`/`229` replies — and `MFMT`/`MDTM` time values:
+/// no panic, and whatever parses formats back to the same value.
+pub fn host_port(data: &[u8]) {
+    use crate::facts::{format_time_val, parse_time_val};
+    use crate::host_port::parse_pasv_reply;
+    use crate::host_port::{format_eprt, format_host_port, parse_eprt, parse_epsv_reply, parse_host_port};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(a) = parse_host_port(text) {
+        assert_eq!(parse_host_port(&format_host_port(a)), Ok(a));
+    }
+    if let Ok(a) = parse_eprt(text) {
+        assert_eq!(parse_eprt(&format_eprt(a)), Ok(a));
+    }
+    if let Some(a) = parse_pasv_reply(text) {
+        assert_eq!(parse_pasv_reply(&format!("Entering Passive Mode ({})", format_host_port(a))), Some(a));
+    }
+    if let Some(port) = parse_epsv_reply(text) {
+        assert_eq!(parse_epsv_reply(&format!("Entering Extended Passive Mode (|||{port}|)")), Some(port));
+    }
+    if let Some(t) = parse_time_val(text) {
+        assert_eq!(parse_time_val(&format_time_val(t)), Some(t), "{text}");
+    }
+}
+
+/// Path arguments through the lexical confinement: a resolved path is
+/// absolute and normal (no empty, `.` or `..` component), its relative
+/// form never climbs, and resolving it again changes nothing. The input is
+/// `cwd|argument`.
+pub fn virtual_path(data: &[u8]) {
+    use crate::path::VirtualPath;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let (cwd, arg) = text.split_once('|').unwrap_or(("/", text));
+    let Ok(cwd) = VirtualPath::root().resolve(if cwd.is_empty() { "/" } else { cwd }) else { return };
+    let Ok(p) = cwd.resolve(arg) else { return };
+    let s = p.as_str();
+    assert!(s.starts_with('/'), "{s:?}");
+    assert!(p.is_root() || !s.ends_with('/'), "{s:?}");
+    assert!(p.components().all(|c| !c.is_empty() && c != "." && c != ".."), "{s:?}");
+    assert!(!p.relative().starts_with('/'), "{s:?}");
+    assert!(std::path::Path::new(p.relative())
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir)));
+    assert_eq!(VirtualPath::root().resolve(s).as_ref(), Ok(&p));
+    assert!(p.starts_with(&VirtualPath::root()));
+    assert_eq!(p.parent().join(p.file_name().unwrap_or(".")).map(|j| j.is_root() || j == p), Ok(true));
+}

@@ -89,6 +89,15 @@ impl RangeSet {
         self.ranges.get(i).is_some_and(|x| x.start <= r.start && r.end <= x.end)
     }
 
+    /// Whether any byte of `r` is already in the set.
+    pub fn overlaps(&self, r: &Range<u64>) -> bool {
+        if r.start >= r.end {
+            return false;
+        }
+        let i = self.ranges.partition_point(|x| x.end <= r.start);
+        self.ranges.get(i).is_some_and(|x| x.start < r.end)
+    }
+
     /// The parts of `0..len` not in the set: what still has to be sent.
     pub fn missing(&self, len: u64) -> Vec<Range<u64>> {
         let mut out = Vec::new();
@@ -252,6 +261,10 @@ mod tests {
             prop_assert_eq!(bytes(&d, 80), want);
             let missing: u64 = sa.missing(70).iter().map(|r| r.end - r.start).sum();
             prop_assert_eq!(missing, bits[..70].iter().filter(|b| !**b).count() as u64);
+            for (s, l) in &b {
+                let any = (*s..s + l).any(|i| bits[i as usize]);
+                prop_assert_eq!(sa.overlaps(&(*s..s + l)), any, "{}..{}", s, s + l);
+            }
         }
     }
 }

@@ -150,6 +150,10 @@ pub enum FsError {
     /// A name the server will not create (e.g. its own partial-file names).
     InvalidName(String),
     NoSpace,
+    /// A regular file with more than one hard link, which the server does
+    /// not change in place: its other names may lie outside the root
+    /// (`docs/security.md`, "Hard links").
+    HardLinked,
     Other(String),
 }
 
@@ -168,6 +172,10 @@ impl FsError {
             }
             E::InvalidName(why) => (ReplyCode::NAME_NOT_ALLOWED, format!("{path}: File name not allowed: {why}.")),
             E::NoSpace => (ReplyCode::EXCEEDED_STORAGE, format!("{path}: No space left on the server's disk.")),
+            E::HardLinked => (
+                ReplyCode::FILE_UNAVAILABLE,
+                format!("{path}: File has other hard links; it is not modified in place (replace it with STOR)."),
+            ),
             E::Other(msg) => (ReplyCode::LOCAL_ERROR, format!("{path}: {msg}.")),
         };
         Reply::new(code, text)

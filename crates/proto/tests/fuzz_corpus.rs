@@ -34,3 +34,13 @@ fn reply_parser_corpus() {
 fn restart_ranges_corpus() {
     assert!(replay("restart_ranges", ferry_proto::fuzz_checks::restart_ranges) >= 5);
 }
+
+#[test]
+fn host_port_corpus() {
+    assert!(replay("host_port", ferry_proto::fuzz_checks::host_port) >= 5);
+}
+
+#[test]
+fn virtual_path_corpus() {
+    assert!(replay("virtual_path", ferry_proto::fuzz_checks::virtual_path) >= 5);
+}

@@ -7,7 +7,7 @@
 //! size, mtime and ctime to the nanosecond — so a modified file never
 //! returns a stale value.
 
-use ferry_io::checksum::file_checksum;
+use ferry_io::checksum::file_checksum_unless;
 use ferry_io::root::{fs_error, Root};
 use ferry_proto::session::FsError;
 use ferry_proto::VirtualPath;
@@ -45,6 +45,7 @@ impl ChecksumCache {
         algorithm: &str,
         offset: u64,
         length: Option<u64>,
+        abandoned: &dyn Fn() -> bool,
     ) -> Result<String, FsError> {
         let (file, _) = root.open_read(path)?;
         let md = file.metadata().map_err(|e| fs_error(&e))?;
@@ -61,7 +62,7 @@ impl ChecksumCache {
         if let Some(hit) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(hit.clone());
         }
-        let value = file_checksum(&file, algorithm, offset, length).map_err(|e| fs_error(&e))?;
+        let value = file_checksum_unless(&file, algorithm, offset, length, abandoned).map_err(|e| fs_error(&e))?;
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= self.capacity {
             // Bounded: forget everything rather than track recency; a miss

@@ -100,6 +100,11 @@ pub struct ServerConfig {
     pub max_login_attempts: u32,
     /// Pause before answering a failed login, against password guessing.
     pub login_failure_delay_ms: u64,
+    /// Failed logins from one address within `login_lockout_secs` after
+    /// which that address is refused until `login_lockout_secs` have passed
+    /// since its last failure (see `lockout.rs`); 0 turns this off.
+    pub login_lockout_failures: u32,
+    pub login_lockout_secs: u64,
     /// Allow PORT/EPRT to addresses other than the client's (needed when
     /// this server is the source of a third-party copy to another host).
     pub allow_third_party: bool,
@@ -206,6 +211,8 @@ impl Default for ServerConfig {
             data_timeout_secs: 60,
             max_login_attempts: 3,
             login_failure_delay_ms: 1000,
+            login_lockout_failures: 20,
+            login_lockout_secs: 300,
             allow_third_party: false,
             banner: None,
             max_transfer_rate: None,

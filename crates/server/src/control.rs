@@ -119,6 +119,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     let control_closed = Arc::new(AtomicBool::new(false));
     let reader = tokio::spawn(read_clear(rd, tx, control_closed.clone(), gate_rx));
     let session = Session::new(ctx.session_config.clone(), peer);
+    let ctx_login_timeout = ctx.config.login_timeout();
     let mut control = Control {
         ctx,
         session,
@@ -133,6 +134,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         user: String::from("-"),
         control_closed,
         profiler: Profiler::default(),
+        login_by: Instant::now() + ctx_login_timeout,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -242,6 +244,8 @@ struct Control {
     control_closed: Arc<AtomicBool>,
     /// `SITE PROFILE`'s sampler, while one runs.
     profiler: Profiler,
+    /// When a connection that has not logged in is closed.
+    login_by: Instant,
 }
 
 /// When the running transfer's next markers are due.
@@ -271,16 +275,23 @@ fn perf_marker(bytes: u64) -> Reply {
 
 impl Control {
     async fn send(&mut self, reply: &Reply) -> std::io::Result<()> {
-        self.writer.write_all(&reply.to_bytes()).await
+        // A client that stops reading its replies blocks this write, and
+        // with it the idle timeout: bound the write by that timeout.
+        let limit = self.ctx.config.idle_timeout();
+        tokio::time::timeout(limit, self.writer.write_all(&reply.to_bytes()))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading replies"))?
     }
 
     fn deadline(&self) -> Instant {
-        let t = if self.session.user().is_some() {
-            self.ctx.config.idle_timeout()
+        if self.session.user().is_some() {
+            Instant::now() + self.ctx.config.idle_timeout()
         } else {
-            self.ctx.config.login_timeout()
-        };
-        Instant::now() + t
+            // The login timeout counts from the connection, not from the
+            // last command: NOOPs (or anything else) before logging in
+            // must not hold a session open forever.
+            self.login_by
+        }
     }
 
     /// Closes data channels that a PASV, PORT, MODE, DCAU or PROT made
@@ -498,8 +509,16 @@ impl Control {
                 return self.start_tls().await;
             }
             Action::Login(req) => {
+                // An address locked out after repeated failures is refused
+                // without its password being checked (lockout.rs).
+                if let Some(left) = self.ctx.lockout.locked(self.peer.ip()) {
+                    self.send(&Reply::new(ReplyCode::SERVICE_UNAVAILABLE, crate::lockout::refusal(left))).await?;
+                    let _ = self.writer.shutdown().await;
+                    return Ok(Flow::Close);
+                }
                 let granted = self.login(req).await;
                 if granted.is_none() {
+                    self.ctx.lockout.failed(self.peer.ip());
                     tokio::time::sleep(Duration::from_millis(self.ctx.config.login_failure_delay_ms)).await;
                 }
                 let next = self.session.login_result(granted);
@@ -509,7 +528,8 @@ impl Control {
                 let reply = match self.root.clone() {
                     Some(root) => {
                         let ctx = self.ctx.clone();
-                        let result = tokio::task::spawn_blocking(move || file_op(&root, &ctx, op))
+                        let closed = self.control_closed.clone();
+                        let result = tokio::task::spawn_blocking(move || file_op(&root, &ctx, op, &closed))
                             .await
                             .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
                         self.session.file_result(result)
@@ -641,10 +661,10 @@ impl Control {
             }
             LoginRequest::Password { user, password } => {
                 let ctx = self.ctx.clone();
-                let entry = tokio::task::spawn_blocking(move || ctx.users.verify(&user, &password).cloned())
-                    .await
-                    .ok()
-                    .flatten();
+                // On the password threads (passwords.rs): each check takes
+                // 19 MiB, so they must not run once per client at a time.
+                let check = ctx.clone();
+                let entry = ctx.passwords.run(move || check.users.verify(&user, &password).cloned()).await.flatten();
                 let Some(entry) = entry else {
                     tracing::warn!(peer = %self.peer, "failed login");
                     return None;
@@ -712,7 +732,9 @@ fn memory_facts(ctx: &ServerContext, path: &VirtualPath) -> Option<ferry_proto::
     })
 }
 
-fn file_op(root: &Root, ctx: &ServerContext, op: FileOp) -> Result<FileDone, FsError> {
+/// Runs a file-system command on a blocking thread. `closed` tells a long
+/// one (CKSM) that the client has gone, so it stops.
+fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, closed: &AtomicBool) -> Result<FileDone, FsError> {
     match &op {
         FileOp::Size(p) | FileOp::Facts(p) => {
             if let Some(f) = memory_facts(ctx, p) {
@@ -744,7 +766,12 @@ fn file_op(root: &Root, ctx: &ServerContext, op: FileOp) -> Result<FileDone, FsE
         FileOp::StatListing(p) => root.list(&p, false).map(FileDone::Listing),
         FileOp::Chmod { path, mode } => root.chmod(&path, mode).map(|_| FileDone::Done),
         FileOp::Checksum { path, algorithm, offset, length } => {
-            ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length).map(FileDone::Checksum)
+            let abandoned = || closed.load(Ordering::SeqCst);
+            let r = ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length, &abandoned);
+            if r.is_err() && abandoned() {
+                tracing::info!(path = %path, "checksum abandoned: the client closed the connection");
+            }
+            r.map(FileDone::Checksum)
         }
     }
 }

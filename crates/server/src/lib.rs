@@ -6,6 +6,8 @@ mod checksums;
 pub mod config;
 mod control;
 mod data;
+mod lockout;
+mod passwords;
 mod profiling;
 mod server;
 pub mod tls;

@@ -25,6 +25,8 @@ pub(crate) struct ServerContext {
     pub checksums: crate::checksums::ChecksumCache,
     /// Certificate, verifier and cert map when TLS is configured.
     pub tls: Option<crate::tls::ServerTls>,
+    pub lockout: crate::lockout::LoginLockout,
+    pub passwords: crate::passwords::PasswordChecker,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -107,6 +109,11 @@ impl Server {
             ports: PortAllocator::new(config.passive_ports),
             checksums: crate::checksums::ChecksumCache::new(4096),
             tls,
+            passwords: crate::passwords::PasswordChecker::new(),
+            lockout: crate::lockout::LoginLockout::new(
+                config.login_lockout_failures,
+                std::time::Duration::from_secs(config.login_lockout_secs),
+            ),
             config,
             session_config,
             root: Arc::new(root),
@@ -150,6 +157,15 @@ impl Server {
                 continue;
             };
             let ip = peer.ip().to_canonical();
+            if let Some(left) = self.ctx.lockout.locked(ip) {
+                tracing::warn!(%peer, "refused: address locked out after failed logins");
+                let r = refuse(&crate::lockout::refusal(left));
+                drop(permit);
+                tokio::spawn(async move {
+                    let _ = stream.write_all(&r.to_bytes()).await;
+                });
+                continue;
+            }
             {
                 let mut map = self.ctx.per_ip.lock().unwrap_or_else(|e| e.into_inner());
                 let n = map.entry(ip).or_insert(0);

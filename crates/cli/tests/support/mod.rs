@@ -96,18 +96,25 @@ impl FerryServer {
     }
 
     pub fn start_with(extra: &[&str]) -> Self {
-        let root = tempfile::tempdir().unwrap();
+        Self::start_with_users(&[], extra)
+    }
+
+    /// Like [`start_with`](Self::start_with), with more users: each is
+    /// (name, password, extra `ferry passwd` flags such as `--root /dave`).
+    /// A user's root directory must exist before that user logs in.
+    pub fn start_with_users(more: &[(&str, &str, &[&str])], extra: &[&str]) -> Self {
+        Self::start_in(tempfile::tempdir().unwrap(), more, extra)
+    }
+
+    /// Serves `root` (e.g. a directory on a small file system).
+    pub fn start_in(root: tempfile::TempDir, more: &[(&str, &str, &[&str])], extra: &[&str]) -> Self {
         let work = tempfile::tempdir().unwrap();
         let users = work.path().join("users.toml");
-        for ((name, pw), write, profile) in [(ALICE, true, false), (BOB, false, false), (CAROL, true, true)] {
+        let base: [(&str, &str, &[&str]); 3] =
+            [(ALICE.0, ALICE.1, &["--write"]), (BOB.0, BOB.1, &[]), (CAROL.0, CAROL.1, &["--write", "--profile"])];
+        for (name, pw, flags) in base.into_iter().chain(more.iter().copied()) {
             let mut cmd = Command::new(ferry_bin());
-            cmd.args(["passwd", "--users"]).arg(&users).arg(name);
-            if write {
-                cmd.arg("--write");
-            }
-            if profile {
-                cmd.arg("--profile");
-            }
+            cmd.args(["passwd", "--users"]).arg(&users).arg(name).args(flags);
             let mut child = cmd.stdin(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
             child.stdin.take().unwrap().write_all(format!("{pw}\n").as_bytes()).unwrap();
             assert!(child.wait().unwrap().success(), "ferry passwd failed");
@@ -591,4 +598,162 @@ impl TestPki {
 /// certificate's name is what is checked.
 pub fn ftps_url(server: &FerryServer, user: (&str, &str), path: &str) -> String {
     format!("ftps://{}:{}@localhost:{}{}", user.0, user.1, server.addr.port(), path)
+}
+
+/// The data address of a `227 Entering Passive Mode (h1,h2,h3,h4,p1,p2)` reply.
+pub fn pasv_addr(reply: &str) -> SocketAddr {
+    let inner = reply.split('(').nth(1).and_then(|r| r.split(')').next()).unwrap_or_else(|| panic!("{reply}"));
+    let n: Vec<u16> = inner.split(',').map(|x| x.trim().parse().unwrap()).collect();
+    format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5]).parse().unwrap()
+}
+
+/// A field of `/proc/PID/status` in its own unit (kB for memory).
+pub fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field) && l[field.len()..].starts_with(':')).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Resident memory of a process, KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    proc_status(pid, "VmRSS")
+}
+
+/// Open file descriptors of a process.
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// Threads of a process.
+pub fn thread_count(pid: u32) -> u64 {
+    proc_status(pid, "Threads")
+}
+
+/// A TCP relay for a link that can be cut: every listener forwards to its
+/// target, and while [`cut`](Self::cut) holds, no byte moves in either
+/// direction (connections stay open, as across a real outage; new ones are
+/// accepted but stall). Used with the server's passive ports: the proxy
+/// listens on another loopback address at the same port numbers, and
+/// `ferry cp` connects to the PASV port on the control connection's host,
+/// so control and data both cross the "link".
+pub struct CutProxy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Both ends of every relayed connection, for [`reset_all`](Self::reset_all).
+    conns: std::sync::Arc<std::sync::Mutex<Vec<TcpStream>>>,
+}
+
+impl CutProxy {
+    /// Listens on each `from` address, forwarding to the matching `to`.
+    pub fn start(pairs: &[(SocketAddr, SocketAddr)]) -> std::io::Result<Self> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        for &(from, to) in pairs {
+            let listener = TcpListener::bind(from)?;
+            listener.set_nonblocking(true)?;
+            let (stop, cut, conns) = (stop.clone(), cut.clone(), conns.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let Ok((client, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    };
+                    let _ = client.set_nonblocking(false);
+                    let Ok(server) = TcpStream::connect(to) else { continue };
+                    if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
+                        conns.lock().unwrap().extend([a, b]);
+                    }
+                    for (a, b) in [(&client, &server), (&server, &client)] {
+                        let (a, b) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+                        let (stop, cut) = (stop.clone(), cut.clone());
+                        std::thread::spawn(move || Self::relay(a, b, &stop, &cut));
+                    }
+                }
+            });
+        }
+        Ok(Self { stop, cut, conns })
+    }
+
+    /// Shuts every connection relayed so far down (both ends), as when a
+    /// firewall or NAT on the path forgets them during an outage.
+    pub fn reset_all(&self) {
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn relay(
+        mut from: TcpStream,
+        mut to: TcpStream,
+        stop: &std::sync::atomic::AtomicBool,
+        cut: &std::sync::atomic::AtomicBool,
+    ) {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            while cut.load(std::sync::atomic::Ordering::Relaxed) && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if stop.load(std::sync::atomic::Ordering::Relaxed) || to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+        let _ = from.shutdown(std::net::Shutdown::Read);
+    }
+
+    /// Cuts the link (true) or restores it (false).
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for CutProxy {
+    fn drop(&mut self) {
+        self.cut.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A tmpfs of `size` (e.g. "8m") mounted on a fresh temporary directory,
+/// unmounted when dropped; `None` (with the reason printed) when this
+/// process may not mount (not root, or no mount namespace rights).
+pub struct SmallTmpfs {
+    pub dir: tempfile::TempDir,
+}
+
+impl SmallTmpfs {
+    pub fn mount(size: &str) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        // /proc/self belongs to the effective user.
+        if std::fs::metadata("/proc/self").map_or(1, |m| m.uid()) != 0 {
+            println!("skipped: mounting a tmpfs needs root");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            println!("skipped: mount -t tmpfs failed: {}", String::from_utf8_lossy(&out.stderr));
+            return None;
+        }
+        Some(Self { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
 }
