@@ -161,6 +161,30 @@ pub fn remove_path(p: &Path) -> Result<()> {
     }
 }
 
+/// Touches `bytes` of memory through a tmpfs file in `dir` and frees it
+/// again, just before a transfer writes that much into tmpfs. On this VM
+/// freed memory is reported to the host (virtio-balloon free page
+/// reporting), and the first write to a page the host took back is several
+/// times slower: a 4 GiB download into tmpfs took 12 s for whichever client
+/// ran first and 4–6 s for the one right after it. Warming makes every row
+/// start from the same state, whatever its place in the interleaving.
+pub fn warm_tmpfs(dir: &Path, bytes: u64) -> Result<()> {
+    fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+    let path = dir.join(".warm");
+    // util-linux's fallocate(1): on tmpfs it allocates (and zeroes) the pages.
+    let status = std::process::Command::new("fallocate")
+        .arg("-l")
+        .arg(bytes.to_string())
+        .arg(&path)
+        .status()
+        .map_err(io_err("running fallocate for", &path))?;
+    let removed = remove_path(&path);
+    if !status.success() {
+        return Err(BenchError::output("fallocate", format!("{status} for {}", path.display())));
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

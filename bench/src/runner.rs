@@ -248,6 +248,11 @@ impl Runner<'_> {
                 if let Some(p) = dest.path() {
                     data::remove_path(p)?;
                 }
+                if let Dest::File(p) = &dest {
+                    if p.starts_with(s.dirs.shm_out()) {
+                        data::warm_tmpfs(&s.dirs.shm_out(), bytes)?;
+                    }
+                }
                 if v.cold {
                     tools::drop_caches(&logs)?;
                 }

@@ -647,7 +647,7 @@ impl Client {
                 Err(e) => tracing::info!(error = %e, "no direct I/O for this file; using the page cache"),
             }
         }
-        Arc::new(DirectOrFile::File(file))
+        Arc::new(DirectOrFile::File(ferry_io::endpoint::SerialFile::new(file)))
     }
 
     /// How each server's data channels were sized, for reports.
@@ -1150,7 +1150,8 @@ impl LocalSink {
         if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
             return Ok(Arc::new(ferry_io::endpoint::NullSink));
         }
-        Ok(Arc::new(self.file.try_clone().map_err(local_err(&self.target))?))
+        let file = self.file.try_clone().map_err(local_err(&self.target))?;
+        Ok(Arc::new(ferry_io::endpoint::SerialFile::new(file)))
     }
 
     /// Sets the final length (MODE E writes blocks at offsets, a resumed
@@ -1185,7 +1186,7 @@ fn copy_local(src: &Path, dst: &Path, stats: &Stats) -> Result<u64, ClientError>
 #[derive(Debug)]
 enum DirectOrFile {
     Direct(ferry_io::endpoint::DirectFile),
-    File(File),
+    File(ferry_io::endpoint::SerialFile),
 }
 
 impl BlockSource for DirectOrFile {

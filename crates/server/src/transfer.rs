@@ -169,7 +169,7 @@ impl Destination {
                 let file = upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?;
                 Ok(match direct_file(&file, direct) {
                     Some(d) => Arc::new(d),
-                    None => Arc::new(file),
+                    None => Arc::new(ferry_io::endpoint::SerialFile::new(file)),
                 })
             }
             Destination::Discard => Ok(Arc::new(NullSink)),
