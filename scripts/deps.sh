@@ -17,22 +17,6 @@ packages=(
   linux-perf chromium fonts-liberation
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
-done
-
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "deps: installing ${missing[*]}" >&2
-  $sudo apt-get update -qq
-  # Debian starts daemons it installs unless told not to; Ferry's tests
-  # start their own servers on free ports.
-  echo exit 101 | $sudo tee /usr/sbin/policy-rc.d >/dev/null
-  $sudo chmod +x /usr/sbin/policy-rc.d
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  $sudo rm -f /usr/sbin/policy-rc.d
-fi
+"$(dirname "$0")/apt-install.sh" deps "${packages[@]}"
 
 command -v cargo-nextest >/dev/null || cargo install cargo-nextest --locked

@@ -780,18 +780,7 @@ pub fn delay(plan: &Plan, dirs: &Dirs, udt_reason: &str) -> Scenario {
                 v.info.id = format!("{}-4", v.info.id);
                 v.info.series = v.info.label.clone();
             }
-            let suffix = |c: Vec<Comparison>, s: &str| -> Vec<Comparison> {
-                c.into_iter()
-                    .map(|c| Comparison { ferry: format!("{}-{s}", c.ferry), anchor: format!("{}-{s}", c.anchor), ..c })
-                    .collect()
-            };
-            // Ferry, Globus, iperf3 for 1 then 4 streams; -udt last.
-            let udt: Vec<Variant> = v1.iter().filter(|v| v.info.not_applicable.is_some()).cloned().collect();
-            let mut variants: Vec<Variant> = v1.into_iter().filter(|v| v.info.not_applicable.is_none()).collect();
-            variants.extend(v4);
-            variants.extend(udt);
-            let mut comparisons = suffix(c1, "1");
-            comparisons.extend(suffix(c4, "4"));
+            let (variants, comparisons) = one_then_four(v1, c1, v4, c4);
             let delay_ms = d.as_secs_f64() * 1e3;
             Stage {
                 wan: Some(WanPath::gbit(d)),
@@ -1074,17 +1063,7 @@ pub fn loss(plan: &Plan, dirs: &Dirs, udt_reason: &str) -> Scenario {
             for v in &mut v4 {
                 v.info.id += "-4";
             }
-            let sfx = |c: Vec<Comparison>, s: &str| -> Vec<Comparison> {
-                c.into_iter()
-                    .map(|c| Comparison { ferry: format!("{}-{s}", c.ferry), anchor: format!("{}-{s}", c.anchor), ..c })
-                    .collect()
-            };
-            let udt: Vec<Variant> = v1.iter().filter(|v| v.info.not_applicable.is_some()).cloned().collect();
-            let mut variants: Vec<Variant> = v1.into_iter().filter(|v| v.info.not_applicable.is_none()).collect();
-            variants.extend(v4);
-            variants.extend(udt);
-            let mut comparisons = sfx(c1, "1");
-            comparisons.extend(sfx(c4, "4"));
+            let (variants, comparisons) = one_then_four(v1, c1, v4, c4);
             let mut path = WanPath::gbit(Duration::from_millis(30));
             path.loss = loss;
             let pct = loss * 100.0;
@@ -1119,6 +1098,29 @@ pub fn loss(plan: &Plan, dirs: &Dirs, udt_reason: &str) -> Scenario {
         data: vec![DataSpec::File { path: file, size: plan.loss_size }],
         stages,
     }
+}
+
+/// The rows of a path measured with 1 and with 4 streams, in one group:
+/// Ferry, Globus and iperf3 for 1 stream, then for 4, the not-applicable
+/// rows (-udt) last; comparisons renamed to the suffixed ids ("-1", "-4").
+fn one_then_four(
+    v1: Vec<Variant>,
+    c1: Vec<Comparison>,
+    v4: Vec<Variant>,
+    c4: Vec<Comparison>,
+) -> (Vec<Variant>, Vec<Comparison>) {
+    let suffix = |c: Vec<Comparison>, s: &str| -> Vec<Comparison> {
+        c.into_iter()
+            .map(|c| Comparison { ferry: format!("{}-{s}", c.ferry), anchor: format!("{}-{s}", c.anchor), ..c })
+            .collect()
+    };
+    let (udt, mut variants): (Vec<Variant>, Vec<Variant>) =
+        v1.into_iter().partition(|v| v.info.not_applicable.is_some());
+    variants.extend(v4);
+    variants.extend(udt);
+    let mut comparisons = suffix(c1, "1");
+    comparisons.extend(suffix(c4, "4"));
+    (variants, comparisons)
 }
 
 #[cfg(test)]

@@ -51,18 +51,7 @@ impl FinalNameWatch {
 }
 
 fn cp(state: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(ferry_bin())
-        .arg("cp")
-        .args(args)
-        .env("FERRY_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    ferry_with(args, Command::new(ferry_bin()).arg("cp").env("FERRY_STATE_DIR", state))
 }
 
 /// Bytes of the restarted transfers of `path` in the server's log.
@@ -89,17 +78,7 @@ fn server_killed_during_a_four_stream_upload_resumes_after_restart() {
         .spawn()
         .unwrap();
     let partial = server.path(".big.bin.ferry-part");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // Wait for a quarter of the file on the server's disk and a restart
-    // record on the client's (the server's 111 markers, every second).
-    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < SIZE / 4
-        || std::fs::read_dir(state.path()).unwrap().count() == 0
-    {
-        assert!(Instant::now() < deadline, "the upload did not get going");
-        assert!(child.try_wait().unwrap().is_none(), "the upload ended before the server was killed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1200)); // one more marker
+    upload_under_way(&server, state.path(), &mut child, "the server was killed");
     server.kill_and_restart();
     let out = child.wait_with_output().unwrap();
     assert!(!out.status.success(), "the copy cannot have finished through a killed server");
@@ -214,18 +193,7 @@ fn link_cut(reset: bool) {
         .spawn()
         .unwrap();
     let partial = server.path(".big.bin.ferry-part");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // A quarter of the file on the server's disk and a restart record on
-    // the client's (the server's 111 markers, every second), then one
-    // more marker interval.
-    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < SIZE / 4
-        || std::fs::read_dir(state.path()).unwrap().count() == 0
-    {
-        assert!(Instant::now() < deadline, "the upload did not get going");
-        assert!(child.try_wait().unwrap().is_none(), "the upload ended before the cut");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1200));
+    upload_under_way(&server, state.path(), &mut child, "the cut");
     proxy.set_cut(true);
     let cut_at = std::fs::metadata(&partial).map_or(0, |m| m.len());
     std::thread::sleep(Duration::from_secs(10));
@@ -309,4 +277,21 @@ fn disk_full_on_the_client_fails_clearly_and_leaves_no_final_file() {
             std::fs::remove_file(e.unwrap().path()).ok();
         }
     }
+}
+
+/// Waits until a `ferry cp` upload of big.bin is a quarter done on the
+/// server's disk and has a restart record on the client's (the server's
+/// 111 markers, every second), then one more marker interval, so a fault
+/// injected now leaves markers to resume from.
+fn upload_under_way(server: &FerryServer, state: &Path, child: &mut std::process::Child, before: &str) {
+    let partial = server.path(".big.bin.ferry-part");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(&partial).map_or(0, |m| m.len()) < SIZE / 4
+        || std::fs::read_dir(state).unwrap().count() == 0
+    {
+        assert!(Instant::now() < deadline, "the upload did not get going");
+        assert!(child.try_wait().unwrap().is_none(), "the upload ended before {before}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1200));
 }

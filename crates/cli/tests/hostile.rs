@@ -912,6 +912,7 @@ fn login_brute_force_is_delayed_then_locked_out() {
             let want = if attempt < 3 { "530" } else { "421" };
             assert!(r.starts_with(want), "round {round} attempt {attempt}: {r}");
         }
+        assert_eq!(c.reply(), "", "connection closed after too many failures");
     }
     // Locked: new connections get 421 instead of the greeting, even with
     // the right password.

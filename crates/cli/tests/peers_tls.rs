@@ -201,49 +201,21 @@ fn client_certificates_log_in_by_the_map() {
     let ca = pki.file("ca.pem");
     let out = local.path().join("f.bin").display().to_string();
     let url = |user: &str| format!("ftps://{user}@localhost:{}/f.bin", server.addr.port());
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        "--ca",
-        &ca,
-        "--cert",
-        &pki.file("alice.pem"),
-        "--key",
-        &pki.file("alice.key"),
-        &url("alice"),
-        &out,
-    ]);
+    // `ferry cp` of f.bin as `user`, presenting the certificate `cert`.
+    let cp_with_cert = |cert: &str, user: &str| {
+        let (pem, key) = (pki.file(&format!("{cert}.pem")), pki.file(&format!("{cert}.key")));
+        ferry(&["cp", "-q", "--ca", &ca, "--cert", &pem, "--key", &key, &url(user), &out])
+    };
+    let (ok, _, err) = cp_with_cert("alice", "alice");
     assert!(ok, "a mapped certificate logs in without a password: {err}\n{}", server.log_text());
     assert_eq!(sha256_file(&server.path("f.bin")), sha256_file(local.path().join("f.bin").as_path()));
     assert!(server.log_text().contains("login by client certificate"), "{}", server.log_text());
 
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        "--ca",
-        &ca,
-        "--cert",
-        &pki.file("alice.pem"),
-        "--key",
-        &pki.file("alice.key"),
-        &url("bob"),
-        &out,
-    ]);
+    let (ok, _, err) = cp_with_cert("alice", "bob");
     assert!(!ok && err.contains("mapped to alice, not to bob"), "{err}");
 
     // Same subject, wrong CA: the handshake fails, no login.
-    let (ok, _, err) = ferry(&[
-        "cp",
-        "-q",
-        "--ca",
-        &ca,
-        "--cert",
-        &pki.file("rogue.pem"),
-        "--key",
-        &pki.file("rogue.key"),
-        &url("alice"),
-        &out,
-    ]);
+    let (ok, _, err) = cp_with_cert("rogue", "alice");
     assert!(!ok, "a certificate from another CA must be refused: {err}");
 
     // curl presents the certificate too: USER alice is answered 232.

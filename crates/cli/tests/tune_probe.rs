@@ -11,18 +11,12 @@ use support::*;
 
 /// Runs ferry with a private config location and state directory.
 fn run(args: &[&str], config_home: &Path) -> (bool, String, String) {
-    let out = Command::new(ferry_bin())
-        .args(args)
-        .env("FERRY_STATE_DIR", config_home.join("state"))
-        .env("XDG_CONFIG_HOME", config_home)
-        .env_remove("FERRY_CONFIG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ferry_with(
+        args,
+        Command::new(ferry_bin())
+            .env("FERRY_STATE_DIR", config_home.join("state"))
+            .env("XDG_CONFIG_HOME", config_home)
+            .env_remove("FERRY_CONFIG"),
     )
 }
 

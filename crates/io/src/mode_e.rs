@@ -321,6 +321,29 @@ fn send_stream_staged(
     Ok(())
 }
 
+/// Fills `buf` from `source` at `offset`: a block is sent whole or not at
+/// all, so a source that ends early (a file truncated under the transfer)
+/// is an error, not a short block.
+pub(crate) fn read_block(source: &dyn BlockSource, buf: &mut [u8], offset: u64) -> Result<(), CopyError> {
+    let mut got = 0;
+    while got < buf.len() {
+        match source.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => return Err(source_ended(offset + got as u64)),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(CopyError::Disk(e)),
+        }
+    }
+    Ok(())
+}
+
+fn source_ended(at: u64) -> CopyError {
+    CopyError::Disk(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("the source ended at byte {at} while it was being sent"),
+    ))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn send_stream(
     sock: &mut DataStream,
@@ -352,12 +375,7 @@ fn send_stream(
             let mut sent = 0;
             while sent < len {
                 match source.send_to(tcp, block.start + sent as u64, len - sent) {
-                    Some(Ok(0)) => {
-                        return Err(CopyError::Disk(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!("the source ended at byte {} while it was being sent", block.start + sent as u64),
-                        )))
-                    }
+                    Some(Ok(0)) => return Err(source_ended(block.start + sent as u64)),
                     Some(Ok(n)) => sent += n,
                     Some(Err(e)) => return Err(net(e)),
                     None => return Err(CopyError::Network(io::Error::other("zero-copy send unavailable"))),
@@ -366,20 +384,7 @@ fn send_stream(
             ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
             continue;
         }
-        let mut got = 0;
-        while got < len {
-            match source.read_at(&mut buf[got..len], block.start + got as u64) {
-                Ok(0) => {
-                    return Err(CopyError::Disk(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("the source ended at byte {} while it was being sent", block.start + got as u64),
-                    )))
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(CopyError::Disk(e)),
-            }
-        }
+        read_block(source, &mut buf[..len], block.start)?;
         if let Some(rate) = &ctl.rate {
             rate.acquire(len);
         }

@@ -262,20 +262,7 @@ impl SendStaging {
                 return Ok(());
             };
             let len = (block.end - block.start) as usize;
-            let mut got = 0;
-            while got < len {
-                match source.read_at(&mut buf[got..len], block.start + got as u64) {
-                    Ok(0) => {
-                        return Err(CopyError::Disk(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            format!("the source ended at byte {} while it was being sent", block.start + got as u64),
-                        )))
-                    }
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(CopyError::Disk(e)),
-                }
-            }
+            crate::mode_e::read_block(source, &mut buf[..len], block.start)?;
             if !self.queue.push((block, buf), abort) {
                 return Err(CopyError::Aborted);
             }

@@ -288,8 +288,13 @@ pub fn state_dir() -> PathBuf {
 
 /// Runs `ferry` with arguments; returns (success, stdout, stderr).
 pub fn ferry(args: &[&str]) -> (bool, String, String) {
-    let out =
-        Command::new(ferry_bin()).args(args).env("FERRY_STATE_DIR", state_dir()).stdin(Stdio::null()).output().unwrap();
+    ferry_with(args, Command::new(ferry_bin()).env("FERRY_STATE_DIR", state_dir()))
+}
+
+/// Runs ferry with `args` on a prepared command (its environment set):
+/// success, stdout, stderr.
+pub fn ferry_with(args: &[&str], cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.args(args).stdin(Stdio::null()).output().unwrap();
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -10,7 +10,7 @@ use super::{Profile, Side};
 use crate::error::Result;
 use crate::perf::PerfSummary;
 use crate::sampler::HostProfile;
-use crate::units::{format_bytes, format_ms, format_rate, format_rate_both};
+use crate::units::{format_bytes, format_ms, format_rate, format_rate_both, three_digits};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -57,16 +57,6 @@ pub(crate) fn peak_avg(s: &Stat, f: impl Fn(f64) -> String) -> String {
     format!("{} / {}", f(s.peak), f(s.avg))
 }
 
-pub(crate) fn num(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 pub(crate) fn pct(v: f64) -> String {
     format!("{v:.1}%")
 }
@@ -88,7 +78,7 @@ pub(crate) fn summary_rows(a: &Analysis) -> (Vec<&'static str>, Vec<Vec<String>>
     }
     let rows = vec![
         row("host", &|h| h.hostname.clone()),
-        row("load average (1 min)", &|h| peak_avg(&h.load_1min, num)),
+        row("load average (1 min)", &|h| peak_avg(&h.load_1min, three_digits)),
         row("CPU busy, % of all cores", &|h| peak_avg(&h.cpu_busy_percent, pct)),
         row("  user", &|h| peak_avg(&h.cpu_user_percent, pct)),
         row("  system", &|h| peak_avg(&h.cpu_system_percent, pct)),
@@ -102,17 +92,17 @@ pub(crate) fn summary_rows(a: &Analysis) -> (Vec<&'static str>, Vec<Vec<String>>
                 .map(|c| format!("cpu{}: {}", c.core, peak_avg(&c.busy, pct)))
                 .unwrap_or_else(|| "—".into())
         }),
-        row("I/O transfers per second", &|h| peak_avg(&h.io_transfers_per_s, num)),
+        row("I/O transfers per second", &|h| peak_avg(&h.io_transfers_per_s, three_digits)),
         row("disk read", &|h| peak_avg(&h.disk_read_bytes_per_s, format_rate)),
         row("disk write", &|h| peak_avg(&h.disk_write_bytes_per_s, format_rate)),
         row("packets received per second", &|h| {
             iface(h)
-                .map(|i| format!("{} ({})", peak_avg(&i.rx_packets_per_s, num), i.name))
+                .map(|i| format!("{} ({})", peak_avg(&i.rx_packets_per_s, three_digits), i.name))
                 .unwrap_or_else(|| "—".into())
         }),
         row("packets transmitted per second", &|h| {
             iface(h)
-                .map(|i| format!("{} ({})", peak_avg(&i.tx_packets_per_s, num), i.name))
+                .map(|i| format!("{} ({})", peak_avg(&i.tx_packets_per_s, three_digits), i.name))
                 .unwrap_or_else(|| "—".into())
         }),
         row("network received", &|h| {
@@ -121,9 +111,9 @@ pub(crate) fn summary_rows(a: &Analysis) -> (Vec<&'static str>, Vec<Vec<String>>
         row("network transmitted", &|h| {
             iface(h).map(|i| peak_avg(&i.tx_bytes_per_s, format_rate)).unwrap_or_else(|| "—".into())
         }),
-        row("TCP retransmitted segments per second", &|h| peak_avg(&h.tcp_retrans_segs_per_s, num)),
+        row("TCP retransmitted segments per second", &|h| peak_avg(&h.tcp_retrans_segs_per_s, three_digits)),
         row("TCP retransmitted share of segments", &|h| format!("{:.3}%", h.retrans_percent)),
-        row("context switches per second", &|h| peak_avg(&h.context_switches_per_s, num)),
+        row("context switches per second", &|h| peak_avg(&h.context_switches_per_s, three_digits)),
         row("memory available (lowest)", &|h| format_bytes(h.memory_available_min_bytes)),
         row("dirty / writeback (peak)", &|h| {
             format!("{} / {}", format_bytes(h.dirty_peak_bytes), format_bytes(h.writeback_peak_bytes))
@@ -468,8 +458,8 @@ pub(crate) fn render(profile: &Profile, a: &Analysis) -> Result<String> {
                 .map(|i| {
                     vec![
                         i.name.clone(),
-                        peak_avg(&i.rx_packets_per_s, num),
-                        peak_avg(&i.tx_packets_per_s, num),
+                        peak_avg(&i.rx_packets_per_s, three_digits),
+                        peak_avg(&i.tx_packets_per_s, three_digits),
                         peak_avg(&i.rx_bytes_per_s, format_rate),
                         peak_avg(&i.tx_bytes_per_s, format_rate),
                     ]

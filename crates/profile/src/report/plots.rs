@@ -71,6 +71,54 @@ fn color(i: usize) -> RGBColor {
     COLORS[i % COLORS.len()]
 }
 
+type TimeChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The frame every chart of the report shares: title, time axis from 0 to
+/// `x_top`, value axis from 0 to `y_top`, light grid.
+fn time_frame<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    plot: &'static str,
+    title: &str,
+    y_label: &str,
+    x_top: f64,
+    y_top: f64,
+) -> Result<TimeChart<'a, 'b>> {
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..x_top, 0f64..y_top)
+        .map_err(plot_err(plot))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(y_label)
+        .y_label_formatter(&y_format)
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(plot_err(plot))?;
+    Ok(chart)
+}
+
+/// The legend box, top right.
+fn legend<'a, 'b: 'a>(chart: &mut TimeChart<'a, 'b>, plot: &'static str) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(plot_err(plot))
+}
+
 /// Lines over time; legend entries for at most 12 series.
 pub(crate) fn line_chart(
     plot: &'static str,
@@ -89,23 +137,7 @@ pub(crate) fn line_chart(
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(plot))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..x_top, 0f64..y_top)
-            .map_err(plot_err(plot))?;
-        chart
-            .configure_mesh()
-            .x_desc("time (s)")
-            .y_desc(y_label)
-            .y_label_formatter(&y_format)
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 14))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(plot_err(plot))?;
+        let mut chart = time_frame(&root, plot, title, y_label, x_top, y_top)?;
         for (i, s) in series.iter().enumerate() {
             let c = color(i);
             let drawn = chart
@@ -118,14 +150,7 @@ pub(crate) fn line_chart(
             }
         }
         if series.len() > 1 {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .label_font(("sans-serif", 13))
-                .draw()
-                .map_err(plot_err(plot))?;
+            legend(&mut chart, plot)?;
         }
         root.present().map_err(plot_err(plot))?;
     }
@@ -158,23 +183,7 @@ pub(crate) fn stacked_chart(
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(plot))?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..x_top, 0f64..y_max)
-            .map_err(plot_err(plot))?;
-        chart
-            .configure_mesh()
-            .x_desc("time (s)")
-            .y_desc(y_label)
-            .y_label_formatter(&y_format)
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 14))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(plot_err(plot))?;
+        let mut chart = time_frame(&root, plot, title, y_label, x_top, y_max)?;
         // Draw the highest band first so each lower one paints over it.
         for (l, top) in layers.iter().zip(&tops).rev() {
             let c = l.color;
@@ -184,14 +193,7 @@ pub(crate) fn stacked_chart(
                 .label(l.name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(plot_err(plot))?;
+        legend(&mut chart, plot)?;
         root.present().map_err(plot_err(plot))?;
     }
     Ok(svg)

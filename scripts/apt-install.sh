@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the named Debian packages that are not installed yet, with
+# `apt-get update` first; nothing happens when all are there. Used by
+# scripts/deps.sh (the tests) and bench/deps.sh (the benchmarks).
+#
+#   scripts/apt-install.sh LABEL PACKAGE...
+set -euo pipefail
+label=$1
+shift
+
+missing=()
+for p in "$@"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -gt 0 ] || exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "$label: installing ${missing[*]}" >&2
+$sudo apt-get update -qq
+# Debian starts the daemons it installs (iperf3, pure-ftpd) unless told not
+# to; tests and benchmarks start their own servers on free ports.
+echo exit 101 | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+$sudo chmod +x /usr/sbin/policy-rc.d
+trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
