@@ -159,27 +159,6 @@ fn remote_join(dir: &str, name: &str) -> String {
     format!("{}/{}", dir.trim_end_matches('/'), name)
 }
 
-fn local_facts(name: String, md: &std::fs::Metadata) -> FileFacts {
-    use std::os::unix::fs::MetadataExt;
-    FileFacts {
-        name,
-        kind: if md.is_dir() {
-            FileKind::Dir
-        } else if md.is_file() {
-            FileKind::File
-        } else {
-            FileKind::Other
-        },
-        size: md.len(),
-        modified: md.mtime(),
-        mode: md.mode() & 0o7777,
-        uid: md.uid(),
-        gid: md.gid(),
-        nlink: md.nlink(),
-        unique: (md.dev(), md.ino()),
-    }
-}
-
 impl Client {
     pub fn new(opts: CopyOptions) -> Self {
         let rate = opts.max_rate.map(|r| Arc::new(RateLimit::new(r)));
@@ -319,9 +298,9 @@ impl Client {
     async fn facts(&mut self, loc: &Location) -> Result<Option<FileFacts>, ClientError> {
         match loc {
             Location::Local(p) => match std::fs::metadata(p) {
-                Ok(md) => Ok(Some(local_facts(
+                Ok(md) => Ok(Some(ferry_io::root::local_facts(
                     p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                    &md,
+                    md,
                 ))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(ClientError::local(p.display(), e)),
@@ -506,7 +485,7 @@ impl Client {
                     let entry = entry.map_err(local_err(p))?;
                     // Follow links, as the remote side does.
                     let md = std::fs::metadata(entry.path()).or_else(|_| entry.metadata()).map_err(local_err(p))?;
-                    out.push(local_facts(entry.file_name().to_string_lossy().into_owned(), &md));
+                    out.push(ferry_io::root::local_facts(entry.file_name().to_string_lossy().into_owned(), md));
                 }
                 out.sort_by(|a, b| a.name.cmp(&b.name));
                 Ok(out)

@@ -325,6 +325,12 @@ fn not_hard_linked(md: &cap_std::fs::Metadata) -> Result<(), FsError> {
     Ok(())
 }
 
+/// The facts of a local file the client copies, mapped as the served
+/// root maps its own (so both sides of a copy compare alike).
+pub fn local_facts(name: String, md: std::fs::Metadata) -> FileFacts {
+    to_facts(name, &cap_std::fs::Metadata::from_just_metadata(md))
+}
+
 fn to_facts(name: String, md: &cap_std::fs::Metadata) -> FileFacts {
     let kind = if md.is_dir() {
         FileKind::Dir
