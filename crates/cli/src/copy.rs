@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use ferry_client::config::{Choice, ClientConfig, Knobs, Resolved, Source};
-use ferry_client::{Client, CopyOptions, CopySummary, Location, ModeChoice, Stats};
+use ferry_client::{Client, CopyOptions, CopySummary, CredentialLookup, Location, ModeChoice, Problem, Stats};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -47,15 +47,50 @@ pub struct OutputArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_long_help = CP_HELP)]
 pub struct CpArgs {
-    /// Source: a local path, file://, ftp:// or ftps:// URL.
-    src: String,
-    /// Destination: a local path or URL; an existing directory (or a URL
-    /// ending in /) receives the source under its own name.
-    dst: String,
-    /// Copy directories recursively.
+    /// Source: a local path, file://, ftp:// or ftps:// URL. With -r, a
+    /// source ending in / means its contents: `tree` lands in DST/tree,
+    /// `tree/` lands in DST itself (as rsync and globus-url-copy).
+    #[arg(required_unless_present = "files_from")]
+    src: Option<String>,
+    /// Destination: a local path or URL; a file lands in an existing
+    /// directory (or a URL ending in /) under its own name.
+    #[arg(required_unless_present = "files_from")]
+    dst: Option<String>,
+    /// Copy directories recursively (a re-run skips files already
+    /// complete and resumes interrupted ones).
     #[arg(short = 'r', long)]
     recursive: bool,
+    /// Trees: follow symbolic links and copy what they point to (default:
+    /// links are copied as links to local destinations and passed over,
+    /// with a warning, on servers).
+    #[arg(short = 'L', long)]
+    follow_links: bool,
+    /// Trees: stop at the first failing file (default: go on, list every
+    /// failure at the end, exit non-zero).
+    #[arg(long, conflicts_with = "continue_on_error")]
+    fail_fast: bool,
+    /// Trees: go on after a failing file (the default for -r).
+    #[arg(long)]
+    continue_on_error: bool,
+    /// Say what would be copied, resumed and skipped; copy nothing.
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+    /// Trees: copy only files matching this pattern (repeatable; globs on
+    /// the path inside the tree: *, **, ?, [a-z], {a,b}; a leading /
+    /// anchors at the top).
+    #[arg(long, value_name = "PATTERN")]
+    include: Vec<String>,
+    /// Trees: leave out files (and, with a trailing /, directories)
+    /// matching this pattern (repeatable; checked before --include).
+    #[arg(long, value_name = "PATTERN")]
+    exclude: Vec<String>,
+    /// Copy the files listed in FILE (one per line, # comments): paths
+    /// relative to SRC, copied to the same paths under DST; without SRC
+    /// and DST, lines of `SOURCE DESTINATION` (globus-url-copy -f).
+    #[arg(long, value_name = "FILE")]
+    files_from: Option<PathBuf>,
     #[command(flatten)]
     channel: ChannelFlags,
     /// Compare checksums of source and destination after each file
@@ -86,6 +121,20 @@ pub struct CpArgs {
     #[command(flatten)]
     out: OutputArgs,
 }
+
+const CP_HELP: &str = "\
+Trees (-r): `ferry cp -r tree DST` copies into DST/tree; `ferry cp -r tree/ DST` copies the
+contents of tree into DST. Either way a re-run lands on the same files: files already complete
+at the destination (same size, not older; with --verify, same checksum) are skipped, files
+interrupted half-way are resumed from their restart records, and the summary says which.
+
+Passwords: give the user in the URL (ftp://alice@host:2811/path) and the password in the
+FERRY_PASSWORD environment variable or in ~/.netrc (`machine host login alice password ...`);
+on a terminal ferry asks. ftp://user:password@host/ works but shows in ps and shell history.
+
+Exit status: 0 when everything was copied (or already there), 1 when something failed,
+3 when some entries were passed over (links a server cannot hold, special files, loops),
+130 when interrupted (run the same command again to resume).";
 
 /// How data channels are set up: shared by `cp` and `profile`.
 #[derive(Debug, Clone, Args)]
@@ -187,6 +236,9 @@ pub struct RmArgs {
     /// Remove a directory and everything in it.
     #[arg(short = 'r', long)]
     recursive: bool,
+    /// Allow removing the top of your tree on the server (ftp://host/).
+    #[arg(long)]
+    force: bool,
     #[arg(long, default_value_t = 60)]
     timeout: u64,
     #[command(flatten)]
@@ -227,24 +279,119 @@ fn spawn_progress(stats: Arc<Stats>, enabled: bool) -> Option<(ProgressBar, toki
     Some((bar, task))
 }
 
-pub async fn copy(src: &str, dst: &str, opts: CopyOptions, show_progress: bool) -> anyhow::Result<CopySummary> {
-    let src_loc = location(src)?;
-    let dst_loc = location(dst)?;
-    let mut client = Client::new(opts);
-    let progress = spawn_progress(client.stats(), show_progress);
-    let result = client.copy(&src_loc, &dst_loc).await;
-    if let Some((bar, task)) = progress {
-        task.abort();
-        bar.finish_and_clear();
+/// Asks for passwords on the terminal, without echo (rpassword reads
+/// /dev/tty, so piped input is left alone).
+#[derive(Debug)]
+pub struct TerminalPrompt;
+
+impl ferry_client::Prompt for TerminalPrompt {
+    fn password(&self, question: &str) -> Option<String> {
+        rpassword::prompt_password(question).ok().filter(|p| !p.is_empty())
     }
-    client.close().await;
-    result.with_context(|| format!("cannot copy {src_loc} to {dst_loc}"))
+}
+
+/// Where passwords come from: FERRY_PASSWORD, ~/.netrc, and a prompt when
+/// a person is at a terminal.
+pub fn credentials() -> CredentialLookup {
+    let lookup = CredentialLookup::standard();
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        lookup.with_prompt(Arc::new(TerminalPrompt))
+    } else {
+        lookup
+    }
+}
+
+/// One copy of a `--files-from` list or the command line.
+struct Job {
+    src: Location,
+    dst: Location,
+}
+
+/// The copies a `ferry cp` command asks for.
+fn jobs(args: &CpArgs) -> anyhow::Result<Vec<Job>> {
+    let Some(list) = &args.files_from else {
+        let (Some(src), Some(dst)) = (&args.src, &args.dst) else { bail!("give SRC and DST (or --files-from FILE)") };
+        return Ok(vec![Job { src: location(src)?, dst: location(dst)? }]);
+    };
+    let text = std::fs::read_to_string(list).with_context(|| format!("cannot read {}", list.display()))?;
+    let lines = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+    match (&args.src, &args.dst) {
+        (Some(src), Some(dst)) => {
+            let (src, dst) = (location(src)?, location(dst)?);
+            lines
+                .map(|rel| {
+                    let rel = rel.trim_start_matches("./").trim_start_matches('/');
+                    if rel.split('/').any(|c| c == "..") {
+                        bail!("{}: {rel:?} leaves the source directory", list.display());
+                    }
+                    let (mut s, mut d) = (src.clone(), dst.clone());
+                    for c in rel.split('/').filter(|c| !c.is_empty() && *c != ".") {
+                        s = s.child(c);
+                        d = d.child(c);
+                    }
+                    Ok(Job { src: s, dst: d })
+                })
+                .collect()
+        }
+        (None, None) => lines
+            .map(|l| {
+                let mut it = l.split_whitespace();
+                match (it.next(), it.next(), it.next()) {
+                    (Some(a), Some(b), None) => Ok(Job { src: location(a)?, dst: location(b)? }),
+                    _ => bail!("{}: expected `SOURCE DESTINATION` per line, got {l:?}", list.display()),
+                }
+            })
+            .collect(),
+        _ => bail!("with --files-from give both SRC and DST (relative paths), or neither (pairs in the file)"),
+    }
+}
+
+/// Makes the parent directories of a `--files-from` destination.
+async fn make_parents(client: &mut Client, dst: &Location, made: &mut std::collections::HashSet<String>) {
+    let parent = match dst {
+        Location::Local(p) => match p.parent() {
+            Some(p) if !p.as_os_str().is_empty() => {
+                let _ = std::fs::create_dir_all(p);
+                return;
+            }
+            _ => return,
+        },
+        Location::Remote(u) => u.path.trim_end_matches('/').rsplit_once('/').map(|(d, _)| d.to_string()),
+    };
+    let (Some(parent), Location::Remote(u)) = (parent, dst) else { return };
+    let mut path = String::new();
+    for c in parent.split('/').filter(|c| !c.is_empty()) {
+        path.push('/');
+        path.push_str(c);
+        if made.insert(format!("{}|{path}", u.host)) {
+            let _ = client.make_dir(&u.with_path(path.clone())).await;
+        }
+    }
+}
+
+/// How a `ferry cp` ended.
+enum Ending {
+    Done,
+    Failed(anyhow::Error),
+    Interrupted,
+}
+
+impl CpArgs {
+    pub fn quiet(&self) -> bool {
+        self.out.quiet
+    }
 }
 
 pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
-    let show = !args.out.quiet && !args.out.json && std::io::stderr().is_terminal();
+    let show = !args.out.quiet && !args.out.json && !args.dry_run && std::io::stderr().is_terminal();
     let settings = settings(&args)?;
+    let filter = if args.include.is_empty() && args.exclude.is_empty() {
+        None
+    } else {
+        Some(ferry_client::filter::Filter::new(&args.include, &args.exclude)?)
+    };
+    let jobs = jobs(&args)?;
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,
@@ -258,23 +405,97 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         resume: !args.no_resume,
         pipeline: args.pipeline.clamp(1, 256),
         tls: args.tls.options(),
+        credentials: credentials(),
+        follow_links: args.follow_links,
+        fail_fast: args.fail_fast,
+        dry_run: args.dry_run,
+        filter,
         ..args.channel.options(Duration::from_secs(args.out.timeout))
     };
-    let summary = rt.block_on(copy(&args.src, &args.dst, opts, show))?;
+    let mut summary = CopySummary::default();
+    let ending = rt.block_on(async {
+        let mut client = Client::new(opts);
+        let progress = spawn_progress(client.stats(), show);
+        let many = jobs.len() > 1;
+        let mut made = std::collections::HashSet::new();
+        let mut ending = Ending::Done;
+        for job in &jobs {
+            if many && args.files_from.is_some() && args.src.is_some() && !args.dry_run {
+                make_parents(&mut client, &job.dst, &mut made).await;
+            }
+            let result = tokio::select! {
+                r = client.copy_into(&job.src, &job.dst, &mut summary) => r,
+                _ = tokio::signal::ctrl_c() => {
+                    ending = Ending::Interrupted;
+                    break;
+                }
+            };
+            if let Err(e) = result {
+                let e = anyhow::Error::from(e).context(format!("cannot copy {} to {}", job.src, job.dst));
+                if many && !args.fail_fast {
+                    // A list goes on, as a tree does; the failure is listed.
+                    summary.failures.push(Problem { path: job.src.to_string(), reason: format!("{e:#}") });
+                    continue;
+                }
+                ending = Ending::Failed(e);
+                break;
+            }
+            if args.fail_fast && !summary.failures.is_empty() {
+                break;
+            }
+        }
+        if let Some((bar, task)) = progress {
+            task.abort();
+            bar.finish_and_clear();
+        }
+        if !matches!(ending, Ending::Interrupted) {
+            client.close().await;
+        }
+        ending
+    });
     let secs = started.elapsed().as_secs_f64();
     let rate = summary.bytes as f64 / secs.max(1e-9) / 1e6;
+    let error = match &ending {
+        Ending::Failed(e) => Some(format!("{e:#}")),
+        Ending::Interrupted => Some("interrupted; run the same command again to resume".to_string()),
+        Ending::Done => None,
+    };
+    let code = match &ending {
+        Ending::Interrupted => 130,
+        Ending::Failed(_) => 1,
+        Ending::Done if !summary.failures.is_empty() => 1,
+        Ending::Done if !summary.passed_over.is_empty() => 3,
+        Ending::Done => 0,
+    };
+    if args.dry_run && !args.out.json {
+        for l in &summary.plan {
+            println!("{:<6} {:>14}  {}", l.action, l.bytes, l.path);
+        }
+    }
     if args.out.json {
         println!(
             "{}",
             serde_json::json!({
-                "source": args.src_display(),
-                "destination": args.dst_display(),
+                "source": args.src.as_deref().map(display),
+                "destination": args.dst.as_deref().map(display),
+                "ok": code == 0,
+                "error": error,
+                "interrupted": matches!(ending, Ending::Interrupted),
+                "dry_run": args.dry_run,
                 "files": summary.files,
                 "directories": summary.dirs,
                 "bytes": summary.bytes,
                 "seconds": secs,
                 "mb_per_s": rate,
                 "resumed": summary.resumed,
+                "resumed_files": summary.resumed_files,
+                "skipped": summary.skipped,
+                "skipped_bytes": summary.skipped_bytes,
+                "links": summary.links,
+                "excluded": summary.excluded,
+                "passed_over": summary.passed_over,
+                "failures": summary.failures,
+                "plan": summary.plan,
                 "verified": summary.verified,
                 "checksum": summary.checksum_algorithm,
                 "settings": settings.to_json(),
@@ -283,20 +504,71 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 })).collect::<Vec<_>>(),
             })
         );
-    } else if !args.out.quiet {
-        let verified = match &summary.checksum_algorithm {
-            Some(alg) => format!(", {} verified with {alg}", summary.verified),
-            None => String::new(),
-        };
-        let resumed = if summary.resumed > 0 { format!(", {} resumed", summary.resumed) } else { String::new() };
-        eprintln!(
-            "ferry: copied {} file{} ({} bytes) in {secs:.2} s, {rate:.1} MB/s{resumed}{verified}",
-            summary.files,
-            if summary.files == 1 { "" } else { "s" },
-            summary.bytes
+    } else {
+        // Errors always; the rest unless -q.
+        for f in &summary.failures {
+            eprintln!("ferry: failed: {}: {}", f.path, f.reason);
+        }
+        if let Some(e) = &error {
+            eprintln!("ferry: {e}");
+        }
+        if !args.out.quiet {
+            for p in &summary.passed_over {
+                eprintln!("ferry: not copied: {}: {}", p.path, p.reason);
+            }
+            eprintln!("{}", describe(&summary, secs, rate, args.dry_run));
+        }
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// The one-paragraph summary on standard error.
+fn describe(s: &CopySummary, secs: f64, rate: f64, dry_run: bool) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    if dry_run {
+        let count = |a: &str| s.plan.iter().filter(|l| l.action == a).count() as u64;
+        let bytes: u64 = s.plan.iter().filter(|l| l.action == "copy" || l.action == "resume").map(|l| l.bytes).sum();
+        return format!(
+            "ferry: dry run: would copy {}, resume {}, skip {} already complete ({bytes} bytes to move); nothing was copied",
+            plural(count("copy"), "file", "files"),
+            count("resume"),
+            s.skipped
         );
     }
-    Ok(ExitCode::SUCCESS)
+    let mut parts = vec![format!(
+        "ferry: copied {} ({} bytes) in {secs:.2} s, {rate:.1} MB/s",
+        plural(s.files, "file", "files"),
+        s.bytes
+    )];
+    if s.resumed > 0 {
+        parts.push(format!("{} resumed from where an earlier copy stopped", s.resumed));
+    }
+    if s.skipped > 0 {
+        parts.push(format!(
+            "{} already complete at the destination and skipped ({} bytes)",
+            s.skipped, s.skipped_bytes
+        ));
+    }
+    if s.links > 0 {
+        parts.push(plural(s.links, "link recreated", "links recreated"));
+    }
+    if s.excluded > 0 {
+        parts.push(format!("{} left out by --include/--exclude", s.excluded));
+    }
+    if let Some(alg) = &s.checksum_algorithm {
+        parts.push(format!("{} verified with {alg}", s.verified));
+    }
+    if !s.passed_over.is_empty() {
+        parts.push(format!("{} not copied (see above)", s.passed_over.len()));
+    }
+    if !s.failures.is_empty() {
+        parts.push(format!("{} FAILED (see above)", s.failures.len()));
+    }
+    parts.join(", ")
+}
+
+fn display(s: &str) -> String {
+    Location::parse(s).map(|l| l.to_string()).unwrap_or_else(|_| ferry_client::credentials::redact(s))
 }
 
 /// The data-channel settings of a copy: flags, then the client config
@@ -307,6 +579,7 @@ fn settings(args: &CpArgs) -> anyhow::Result<Resolved> {
     let config = ClientConfig::load(args.config.as_deref())?;
     let remotes: Vec<ferry_client::RemoteUrl> = [&args.src, &args.dst]
         .into_iter()
+        .flatten()
         .filter_map(|s| match Location::parse(s) {
             Ok(Location::Remote(u)) => Some(u),
             _ => None,
@@ -336,15 +609,6 @@ fn settings(args: &CpArgs) -> anyhow::Result<Resolved> {
     Ok(r)
 }
 
-impl CpArgs {
-    fn src_display(&self) -> String {
-        Location::parse(&self.src).map(|l| l.to_string()).unwrap_or_else(|_| self.src.clone())
-    }
-    fn dst_display(&self) -> String {
-        Location::parse(&self.dst).map(|l| l.to_string()).unwrap_or_else(|_| self.dst.clone())
-    }
-}
-
 pub fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async {
@@ -352,6 +616,7 @@ pub fn ls(args: LsArgs) -> anyhow::Result<ExitCode> {
         let mut client = Client::new(CopyOptions {
             timeout: Duration::from_secs(args.timeout),
             tls: args.tls.options(),
+            credentials: credentials(),
             ..CopyOptions::default()
         });
         let entries = client.read_dir(&loc).await.with_context(|| format!("cannot list {loc}"))?;
@@ -392,6 +657,7 @@ pub fn mkdir(args: MkdirArgs) -> anyhow::Result<ExitCode> {
         let mut client = Client::new(CopyOptions {
             timeout: Duration::from_secs(args.timeout),
             tls: args.tls.options(),
+            credentials: credentials(),
             ..CopyOptions::default()
         });
         client.make_dir(&url).await.with_context(|| format!("cannot create {url}"))?;
@@ -407,11 +673,25 @@ pub fn rm(args: RmArgs) -> anyhow::Result<ExitCode> {
         let mut client = Client::new(CopyOptions {
             timeout: Duration::from_secs(args.timeout),
             tls: args.tls.options(),
+            credentials: credentials(),
             ..CopyOptions::default()
         });
-        let n = client.remove(&url, args.recursive).await.with_context(|| format!("cannot remove {url}"))?;
+        let mut removed = Vec::new();
+        let result = client.remove(&url, args.recursive, args.force, &mut removed).await;
         client.close().await;
-        eprintln!("ferry: removed {n} entr{}", if n == 1 { "y" } else { "ies" });
+        let n = removed.len();
+        let entries = |n: usize| format!("{n} entr{}", if n == 1 { "y" } else { "ies" });
+        if let Err(e) = result {
+            if !removed.is_empty() {
+                // Exactly what is gone, so the person knows where things stand.
+                eprintln!("ferry: removed {} before the failure:", entries(n));
+                for p in &removed {
+                    eprintln!("  {p}");
+                }
+            }
+            return Err(anyhow::Error::from(e).context(format!("cannot remove {url}")));
+        }
+        eprintln!("ferry: removed {}", entries(n));
         Ok(ExitCode::SUCCESS)
     })
 }

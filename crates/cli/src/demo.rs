@@ -4,7 +4,6 @@
 //! demo user with write access), generates a file of random data, uploads
 //! it, downloads it again, compares checksums, and says what it did.
 
-use crate::copy::copy;
 use anyhow::{bail, Context};
 use clap::Args;
 use ferry_server::config::AnonymousSetting;
@@ -71,9 +70,18 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let shown = format!("ftp://demo@{addr}/sample.bin");
 
         let opts = ferry_client::CopyOptions { verify: Some("auto".into()), ..Default::default() };
-        let up = copy(src.to_str().unwrap_or_default(), &url, opts.clone(), false).await?;
+        let copy = |a: &str, b: &str, opts: ferry_client::CopyOptions| {
+            let (a, b) = (ferry_client::Location::parse(a), ferry_client::Location::parse(b));
+            async move {
+                let mut client = ferry_client::Client::new(opts);
+                let r = client.copy(&a?, &b?).await;
+                client.close().await;
+                anyhow::Ok(r?)
+            }
+        };
+        let up = copy(src.to_str().unwrap_or_default(), &url, opts.clone()).await?;
         println!("ferry demo: uploaded   {} -> {shown}: {} bytes", src.display(), up.bytes);
-        let down = copy(&url, back.to_str().unwrap_or_default(), opts, false).await?;
+        let down = copy(&url, back.to_str().unwrap_or_default(), opts).await?;
         println!("ferry demo: downloaded {shown} -> {}: {} bytes", back.display(), down.bytes);
         let _ = stop_tx.send(());
         let _ = handle.await;

@@ -42,13 +42,94 @@ enum Cmd {
     Tune(tune::TuneArgs),
 }
 
+/// Flags that users of globus-url-copy, rclone, curl and lftp type, with
+/// what to write instead. Checked before parsing, so the answer names the
+/// Ferry spelling rather than clap's "unexpected argument".
+const FOREIGN_FLAGS: &[(&[&str], &str)] = &[
+    (&["-tcp-bs", "-tcp-buffer-size"], "--tcp-bs SIZE (e.g. --tcp-bs 16M)"),
+    (&["-bs", "-block-size"], "--block-size SIZE"),
+    (&["-parallel"], "-p N (or --parallel N)"),
+    (&["-vb", "-verbose-perf"], "nothing: ferry cp shows rate and progress on a terminal (--json for a summary)"),
+    (&["-dbg", "-debugftp"], "FERRY_LOG=debug ferry cp ... (the control dialogue, passwords masked)"),
+    (&["-recurse"], "-r"),
+    (&["-cd", "-create-dest"], "nothing: ferry cp -r creates destination directories"),
+    (&["-fast"], "nothing: ferry uses MODE E with data channels kept across files by default"),
+    (&["-pp", "-pipeline"], "--pipeline N (pipelining is on by default: 16 commands in flight)"),
+    (&["-rst", "-restart"], "nothing: ferry resumes interrupted copies by itself (--retries N within a run)"),
+    (&["-rst-retries"], "--retries N"),
+    (&["-verify-checksum", "--checksum", "-c"], "--verify (or --verify=MD5, ...)"),
+    (&["-f"], "--files-from FILE"),
+    (&["-quiet"], "-q"),
+    (&["-list"], "ferry ls URL"),
+    (&["-cc", "-concurrency"], "not in ferry cp yet (several control connections are planned); -p N and --pipeline N are"),
+    (&["-sync", "--sync", "-sync-level"], "not in ferry cp yet; a re-run of ferry cp -r skips files already complete"),
+    (&["--bwlimit"], "--max-rate RATE (e.g. --max-rate 100M, bytes per second)"),
+    (&["--transfers"], "--pipeline N (transfer commands in flight)"),
+    (&["--multi-thread-streams"], "-p N"),
+    (&["--buffer-size"], "--staging SIZE"),
+    (&["--low-level-retries"], "--retries N"),
+    (&["--copy-links"], "-L (--follow-links)"),
+    (&["--links", "-l"], "nothing: symbolic links are copied as links where the destination can hold them"),
+    (&["--ignore-existing", "--update"], "nothing: ferry cp -r skips files already complete (same size, not older)"),
+    (&["--progress", "-P"], "nothing: ferry cp shows progress on a terminal"),
+    (&["--filter", "--filter-from"], "--include PATTERN / --exclude PATTERN"),
+    (&["--exclude-from", "--include-from"], "--include PATTERN / --exclude PATTERN, once per pattern"),
+    (&["-v", "-vv", "--verbose"], "FERRY_LOG=info (or debug) ferry cp ..."),
+    (&["-u", "--user"], "the user in the URL (ftp://USER@HOST:PORT/) and the password in FERRY_PASSWORD, ~/.netrc or at the prompt"),
+    (&["--netrc", "--netrc-optional"], "nothing: ferry reads ~/.netrc by itself"),
+];
+
+/// "did you mean" for a foreign flag given to `ferry cp`.
+fn foreign_flag(args: &[String]) -> Option<String> {
+    if args.get(1).map(String::as_str) != Some("cp") {
+        return None;
+    }
+    for a in args.iter().skip(2).take_while(|a| *a != "--") {
+        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        if let Some((_, hint)) = FOREIGN_FLAGS.iter().find(|(names, _)| names.contains(&name)) {
+            return Some(format!("ferry cp has no {name}; use {hint}"));
+        }
+    }
+    None
+}
+
+/// The log filter: FERRY_LOG, else RUST_LOG (as Rust programs read it),
+/// else `default`.
+pub fn log_filter(default: &str) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use std::io::IsTerminal;
+    let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    if let Some(hint) = foreign_flag(&args) {
+        eprintln!("ferry: {}", ferry_client::credentials::redact(&hint));
+        return ExitCode::from(2);
+    }
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            // Argument errors echo what was typed: never a password.
+            eprint!("{}", ferry_client::credentials::redact(&e.render().to_string()));
+            return ExitCode::from(2);
+        }
+    };
     if !matches!(cli.command, Cmd::Serve(_)) {
-        // Client commands log warnings only, unless FERRY_LOG says more.
-        let filter = tracing_subscriber::EnvFilter::try_from_env("FERRY_LOG")
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+        // Client commands log warnings only (errors only with -q), unless
+        // FERRY_LOG or RUST_LOG says more; no colour codes into a file or pipe.
+        let quiet = matches!(&cli.command, Cmd::Cp(a) if a.quiet());
+        tracing_subscriber::fmt()
+            .with_env_filter(log_filter(if quiet { "error" } else { "warn" }))
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init();
     }
     let result = match cli.command {
         Cmd::Serve(args) => serve::run(args),
@@ -65,7 +146,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ferry: {e:#}");
+            eprintln!("ferry: {}", ferry_client::credentials::redact(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

@@ -552,7 +552,7 @@ pub async fn run(args: TuneArgs) -> anyhow::Result<()> {
     let load_after = loadavg();
     if cleanup {
         let mut c = Client::new(CopyOptions { timeout: Duration::from_secs(args.timeout), ..CopyOptions::default() });
-        if let Err(e) = c.remove(&target.url, false).await {
+        if let Err(e) = c.remove(&target.url, false, false, &mut Vec::new()).await {
             eprintln!("ferry tune: could not remove the test upload {}: {e}", target.url);
         }
         c.close().await;

@@ -496,7 +496,8 @@ fn facts(name: &str, kind: FileKind, size: u64) -> FileFacts {
         kind,
         size,
         modified: 0,
-        mode: 0o644,
+        // Unknown: the destination gets its default mode.
+        mode: 0,
         uid: 0,
         gid: 0,
         nlink: 1,
@@ -523,7 +524,15 @@ pub fn parse_mlsx(line: &str) -> Option<FileFacts> {
             }
             "size" => f.size = v.parse().unwrap_or(0),
             "modify" => f.modified = ferry_proto::facts::parse_time_val(v).unwrap_or(0),
-            "unix.mode" => f.mode = u32::from_str_radix(v, 8).unwrap_or(0o644),
+            "unix.mode" => f.mode = u32::from_str_radix(v, 8).unwrap_or(0),
+            // RFC 3659 §7.5.2: an opaque identity; Ferry and Globus write
+            // device-inode in hex. Tree copies use it to notice loops.
+            "unique" => {
+                f.unique = match v.split_once('-').map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
+                    Some((Ok(a), Ok(b))) => (a, b),
+                    _ => (xxhash_rust::xxh3::xxh3_64(v.as_bytes()), 1),
+                }
+            }
             _ => {}
         }
     }
@@ -561,7 +570,17 @@ pub fn parse_list_line(line: &str) -> Option<FileFacts> {
     }
     let mut f = facts(&name, kind, size);
     f.name = name;
+    f.mode = list_mode(perms);
     Some(f)
+}
+
+/// The permission bits of an `ls -l` mode string (`-rw-r-----`).
+fn list_mode(perms: &str) -> u32 {
+    let b = perms.as_bytes();
+    if b.len() < 10 {
+        return 0;
+    }
+    (1..10).fold(0, |m, i| (m << 1) | u32::from(!matches!(b[i], b'-' | b'S' | b'T')))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::control::{parse_list_line, parse_mlsx, refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use crate::resume::ResumeState;
-use crate::session::{third_party_e, third_party_many, BatchFile, ChannelOptions, Marker, ServerSession};
+use crate::session::{third_party_e, ChannelOptions, Marker, ServerSession};
 use ferry_io::mode_e::{BlockSink, BlockSource, DataPath, ReceiveState, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod measure;
+mod tree;
+use tree::same_place;
 pub use measure::Measurement;
 
 /// Shared counters a progress display reads while a copy runs.
@@ -93,6 +95,16 @@ pub struct CopyOptions {
     pub direct_io: bool,
     /// Trust anchors and client certificate for `ftps://`.
     pub tls: crate::tls::TlsOptions,
+    /// Where passwords come from when URLs carry none.
+    pub credentials: crate::credentials::CredentialLookup,
+    /// Trees: follow symbolic links (`-L`) instead of copying them as links.
+    pub follow_links: bool,
+    /// Trees: stop at the first failing file instead of going on.
+    pub fail_fast: bool,
+    /// Say what would be copied, copy nothing.
+    pub dry_run: bool,
+    /// `--include` / `--exclude`.
+    pub filter: Option<crate::filter::Filter>,
 }
 
 impl Default for CopyOptions {
@@ -113,11 +125,36 @@ impl Default for CopyOptions {
             streams: None,
             direct_io: false,
             tls: crate::tls::TlsOptions::default(),
+            credentials: crate::credentials::CredentialLookup::standard(),
+            follow_links: false,
+            fail_fast: false,
+            dry_run: false,
+            filter: None,
         }
     }
 }
 
-/// What a finished copy did.
+/// One entry of a copy that did not simply arrive: a failure, or
+/// something passed over with a warning (a link the destination cannot
+/// hold, a special file, a loop).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Problem {
+    /// The source path.
+    pub path: String,
+    pub reason: String,
+}
+
+/// One line of a `--dry-run`: what would happen to a path.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PlanLine {
+    /// `copy`, `resume`, `skip` (already complete), `link`, `mkdir`.
+    pub action: &'static str,
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// What a copy did (also after it failed or was interrupted: the caller
+/// owns it and reports it either way).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CopySummary {
     pub files: u64,
@@ -128,9 +165,32 @@ pub struct CopySummary {
     pub checksum_algorithm: Option<String>,
     /// Files continued from an earlier, interrupted copy.
     pub resumed: u64,
+    /// Their source paths.
+    pub resumed_files: Vec<String>,
+    /// Files already complete at the destination (same size, not older;
+    /// same checksum with `--verify`), not sent again.
+    pub skipped: u64,
+    pub skipped_bytes: u64,
+    /// Symbolic links recreated as links.
+    pub links: u64,
+    /// Files left out by `--include`/`--exclude`.
+    pub excluded: u64,
+    /// Entries not copied, each with a warning.
+    pub passed_over: Vec<Problem>,
+    /// Entries that failed.
+    pub failures: Vec<Problem>,
+    /// `--dry-run`: what would have happened.
+    pub plan: Vec<PlanLine>,
     /// How the data channels to each server were sized: (server, RTT in
     /// ms, streams and why).
     pub sizing: Vec<(String, f64, String)>,
+}
+
+impl CopySummary {
+    /// Whether everything asked for arrived (or was already there).
+    pub fn is_clean(&self) -> bool {
+        self.failures.is_empty() && self.passed_over.is_empty()
+    }
 }
 
 /// A client: one logged-in session per server, reused across the files of
@@ -208,6 +268,7 @@ impl Client {
         }
         if !self.sessions.contains_key(&k) {
             self.prepare_tls(url)?;
+            let url = &self.opts.credentials.complete(url)?;
             let s = ServerSession::open(url, self.channel_options(), probe).await?;
             self.sessions.insert(k.clone(), s);
         }
@@ -249,26 +310,67 @@ impl Client {
         }
     }
 
-    /// Copies `src` to `dst`. A destination that is an existing directory
-    /// (or a URL ending in `/`) receives the source under its own name.
+    /// Copies `src` to `dst` and returns what it did. A file lands in an
+    /// existing directory (or a URL ending in `/`) under its own name; a
+    /// tree follows [`Location::names_contents`]: `tree` lands in
+    /// `dst/tree`, `tree/` fills `dst`.
     pub async fn copy(&mut self, src: &Location, dst: &Location) -> Result<CopySummary, ClientError> {
-        self.pipeline_download(src, dst).await?;
+        let mut summary = CopySummary::default();
+        self.copy_into(src, dst, &mut summary).await?;
+        Ok(summary)
+    }
+
+    /// Like [`copy`](Self::copy), adding to `summary` as it goes, so the
+    /// caller can report what happened after an error or an interrupt.
+    /// Failing files of a tree are listed in `summary.failures` and the
+    /// copy goes on (unless `fail_fast`); the `Err` is for what stops the
+    /// whole copy.
+    pub async fn copy_into(
+        &mut self,
+        src: &Location,
+        dst: &Location,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        if !self.opts.recursive && !self.opts.dry_run {
+            self.pipeline_download(src, dst).await?;
+        }
         let src_facts = self.facts(src).await?.ok_or_else(|| match src {
             Location::Local(p) => ClientError::local(p.display(), std::io::ErrorKind::NotFound.into()),
             Location::Remote(u) => ClientError::Usage(format!("{u}: no such file or directory on the server")),
         })?;
-        let dst = self.resolve_destination(src, dst).await?;
-        let mut summary = CopySummary::default();
-        if src_facts.kind == FileKind::Dir {
+        let result = if src_facts.kind == FileKind::Dir {
             if !self.opts.recursive {
-                return Err(ClientError::Usage(format!("{src} is a directory; use -r to copy a tree")));
+                return Err(ClientError::Usage(format!(
+                    "{src} is a directory; use -r to copy a tree (`{src}/` copies its contents)"
+                )));
             }
-            Box::pin(self.copy_tree(src, &dst, &mut summary)).await?;
+            let root = match (src.names_contents(), src.file_name()) {
+                (false, Some(name)) => dst.child(&name),
+                _ => dst.clone(),
+            };
+            if same_place(src, &root) {
+                return Err(ClientError::Usage(format!("{src} and {root} are the same directory")));
+            }
+            let mut ancestors = Vec::new();
+            if src_facts.unique != (0, 0) {
+                ancestors.push(src_facts.unique);
+            }
+            Box::pin(self.copy_tree(src, &root, "", &mut ancestors, summary)).await
         } else {
-            self.copy_file(src, &dst, &src_facts, &mut summary).await?;
-        }
+            let dst = self.resolve_destination(src, dst).await?;
+            if self.opts.dry_run {
+                let action = if ResumeState::exists(&src.to_string(), &dst.to_string()) { "resume" } else { "copy" };
+                summary.plan.push(PlanLine { action, path: dst.to_string(), bytes: src_facts.size });
+                Ok(())
+            } else {
+                self.copy_file(src, &dst, &src_facts, summary).await
+            }
+        };
         summary.sizing = self.sizing();
-        Ok(summary)
+        match result {
+            Err(ClientError::FailFast) => Ok(()),
+            other => other,
+        }
     }
 
     /// Opens the session for a download with its RETR in the login's
@@ -278,7 +380,8 @@ impl Client {
     async fn pipeline_download(&mut self, src: &Location, dst: &Location) -> Result<(), ClientError> {
         let (Location::Remote(u), Location::Local(d)) = (src, dst) else { return Ok(()) };
         let Some(name) = u.file_name() else { return Ok(()) };
-        if self.opts.mode == ModeChoice::Stream
+        if u.is_dir_url()
+            || self.opts.mode == ModeChoice::Stream
             || self.opts.pipeline <= 1
             || self.sessions.contains_key(&key(u))
             || u.host.contains(':')
@@ -290,7 +393,8 @@ impl Client {
             return Ok(());
         }
         self.prepare_tls(u)?;
-        let s = ServerSession::open_retrieving(u, self.channel_options(), &u.path).await?;
+        let full = self.opts.credentials.complete(u)?;
+        let s = ServerSession::open_retrieving(&full, self.channel_options(), &u.path).await?;
         self.sessions.insert(key(u), s);
         Ok(())
     }
@@ -334,148 +438,6 @@ impl Client {
         })
     }
 
-    async fn copy_tree(
-        &mut self,
-        src: &Location,
-        dst: &Location,
-        summary: &mut CopySummary,
-    ) -> Result<(), ClientError> {
-        self.make_dir_exist(dst).await?;
-        summary.dirs += 1;
-        let entries = self.read_dir(src).await?;
-        let mut files = Vec::new();
-        let mut dirs = Vec::new();
-        for e in entries {
-            let child = |l: &Location| match l {
-                Location::Local(p) => Location::Local(p.join(&e.name)),
-                Location::Remote(u) => Location::Remote(u.with_path(remote_join(&u.path, &e.name))),
-            };
-            let (s, d) = (child(src), child(dst));
-            match e.kind {
-                FileKind::Dir => dirs.push((s, d)),
-                FileKind::File => files.push((s, d, e)),
-                _ => tracing::warn!(path = %s, "skipping: not a regular file or directory"),
-            }
-        }
-        let batched = self.copy_batch(&files, summary).await?;
-        for (s, d, e) in &files[batched..] {
-            self.copy_file(s, d, e, summary).await?;
-        }
-        for (s, d) in dirs {
-            Box::pin(self.copy_tree(&s, &d, summary)).await?;
-        }
-        Ok(())
-    }
-
-    /// Copies the leading files of `files` as one pipelined MODE E batch
-    /// (up to `pipeline` transfer commands in flight) and returns how many
-    /// it completed; the caller copies the rest one by one, with retries
-    /// and resume. Files with a restart record end the batch: they resume
-    /// individually.
-    async fn copy_batch(
-        &mut self,
-        files: &[(Location, Location, FileFacts)],
-        summary: &mut CopySummary,
-    ) -> Result<usize, ClientError> {
-        if self.opts.pipeline <= 1 || files.len() < 2 {
-            return Ok(0);
-        }
-        let fresh = files
-            .iter()
-            .take_while(|(s, d, f)| {
-                !self.opts.resume || ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified).is_empty()
-            })
-            .count();
-        let files = &files[..fresh];
-        if files.len() < 2 {
-            return Ok(0);
-        }
-        for (s, _, f) in files {
-            self.stats.begin(&s.to_string(), Some(f.size));
-        }
-        let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
-        let staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
-        let control = move || TransferControl { staging, ..TransferControl::shared(progress.clone(), rate.clone()) };
-        let window = self.opts.pipeline;
-        let (done, result) = match (&files[0].0, &files[0].1) {
-            (Location::Remote(su), Location::Local(_)) => {
-                if !self.use_mode_e(su).await? {
-                    return Ok(0);
-                }
-                let mut sinks = Vec::new();
-                let mut items = Vec::new();
-                for (s, d, f) in files {
-                    let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
-                    let sink = LocalSink::open(p, false)?;
-                    let file = sink.block_sink()?;
-                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
-                    sinks.push(sink);
-                }
-                let session = self.session(su).await?;
-                let (done, result) = session.retrieve_many(&items, window, control).await;
-                for (sink, (_, _, f)) in sinks.into_iter().zip(files).take(done) {
-                    sink.finish(f.size)?;
-                }
-                (done, result)
-            }
-            (Location::Local(_), Location::Remote(du)) => {
-                if !self.use_mode_e(du).await? {
-                    return Ok(0);
-                }
-                let mut items = Vec::new();
-                for (s, d, f) in files {
-                    let (Location::Local(p), Location::Remote(u)) = (s, d) else { break };
-                    let file: Arc<dyn BlockSource> = Arc::new(File::open(p).map_err(local_err(p))?);
-                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
-                }
-                self.session(du).await?.store_many(&items, window, control).await
-            }
-            (Location::Remote(su), Location::Remote(du)) => {
-                if !(self.use_mode_e(su).await? && self.use_mode_e(du).await?) {
-                    return Ok(0);
-                }
-                let items: Vec<(String, String, u64)> = files
-                    .iter()
-                    .filter_map(|(s, d, f)| match (s, d) {
-                        (Location::Remote(a), Location::Remote(b)) => Some((a.path.clone(), b.path.clone(), f.size)),
-                        _ => None,
-                    })
-                    .collect();
-                let mut s = self.sessions.remove(&key(su)).expect("opened above");
-                let mut d = self.sessions.remove(&key(du)).expect("opened above");
-                let progress = self.stats.bytes.clone();
-                let base = progress.load(Ordering::Relaxed);
-                // Third-party data never passes here: the destination's 112
-                // markers are the only measure of progress.
-                let mut on_perf = |moved: u64| progress.store(base + moved, Ordering::Relaxed);
-                let r = third_party_many(&mut s, &mut d, &items, window, &mut on_perf).await;
-                self.sessions.insert(key(su), s);
-                self.sessions.insert(key(du), d);
-                r
-            }
-            (Location::Local(_), Location::Local(_)) => return Ok(0),
-        };
-        for (s, d, f) in files.iter().take(done) {
-            self.stats.files_done.fetch_add(1, Ordering::Relaxed);
-            if self.opts.verify.is_some() {
-                let alg = self.verify(s, d).await?;
-                summary.verified += 1;
-                summary.checksum_algorithm = Some(alg);
-            }
-            summary.files += 1;
-            summary.bytes += f.size;
-        }
-        if let Err(e) = result {
-            tracing::warn!(error = %e, completed = done, "pipelined batch stopped; copying the rest one by one");
-            let broken: Vec<String> =
-                self.sessions.iter().filter(|(_, s)| s.is_broken()).map(|(k, _)| k.clone()).collect();
-            for k in broken {
-                self.sessions.remove(&k);
-            }
-        }
-        Ok(done)
-    }
-
     /// Entries of a directory, without `.`/`..`, sorted by name.
     pub async fn read_dir(&mut self, loc: &Location) -> Result<Vec<FileFacts>, ClientError> {
         match loc {
@@ -499,11 +461,12 @@ impl Client {
         }
     }
 
-    async fn make_dir_exist(&mut self, loc: &Location) -> Result<(), ClientError> {
+    /// Makes sure the directory exists; true if it existed before.
+    async fn make_dir_exist(&mut self, loc: &Location) -> Result<bool, ClientError> {
         match loc {
             Location::Local(p) => match std::fs::create_dir(p) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(()),
+                Ok(()) => Ok(false),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && p.is_dir() => Ok(true),
                 Err(e) => Err(ClientError::local(p.display(), e)),
             },
             Location::Remote(u) => {
@@ -512,10 +475,10 @@ impl Client {
                 let cmd = Command::Mkd(path.clone());
                 let r = c.command(&cmd).await?;
                 if r.code.get() == 257 {
-                    return Ok(());
+                    return Ok(false);
                 }
                 match c.stat(&path).await? {
-                    Some(f) if f.kind == FileKind::Dir => Ok(()),
+                    Some(f) if f.kind == FileKind::Dir => Ok(true),
                     _ => Err(refused(&cmd, r)),
                 }
             }
@@ -537,11 +500,12 @@ impl Client {
         }
         if !resume.is_empty() {
             summary.resumed += 1;
+            summary.resumed_files.push(src.to_string());
             tracing::info!(source = %src, ranges = %resume.done(), "resuming from a restart record");
         }
         let mut attempt = 0;
         let bytes = loop {
-            match self.copy_file_once(src, dst, facts.size, &mut resume).await {
+            match self.copy_file_once(src, dst, facts, &mut resume).await {
                 Ok(n) => break n,
                 Err(e) if attempt < self.opts.retries && retryable(&e) => {
                     attempt += 1;
@@ -563,6 +527,9 @@ impl Client {
             }
         };
         resume.clear();
+        if let Location::Remote(d) = dst {
+            self.set_remote_meta(d, &[(d.path.clone(), facts.clone())]).await;
+        }
         if self.opts.verify.is_some() {
             let alg = self.verify(src, dst).await?;
             summary.verified += 1;
@@ -578,16 +545,18 @@ impl Client {
         &mut self,
         src: &Location,
         dst: &Location,
-        size: u64,
+        facts: &FileFacts,
         resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
+        let size = facts.size;
+        let meta = FileMeta::of(facts);
         match (src, dst) {
-            (Location::Local(s), Location::Local(d)) => copy_local(s, d, &self.stats),
+            (Location::Local(s), Location::Local(d)) => copy_local(s, d, &self.stats, meta),
             (Location::Remote(s), Location::Local(d)) => {
                 if self.use_mode_e(s).await? {
-                    self.download_e(s, d, size, resume).await
+                    self.download_e(s, d, size, resume, meta).await
                 } else {
-                    self.download_s(s, d, size).await
+                    self.download_s(s, d, size, meta).await
                 }
             }
             (Location::Local(s), Location::Remote(d)) => {
@@ -598,7 +567,7 @@ impl Client {
                 }
             }
             (Location::Remote(s), Location::Remote(d)) => {
-                if src.to_string() == dst.to_string() {
+                if s.same_file(d) {
                     return Err(ClientError::Usage(format!("{s} and {d} are the same file")));
                 }
                 if self.use_mode_e(s).await? && self.use_mode_e(d).await? {
@@ -644,8 +613,9 @@ impl Client {
         dst: &Path,
         size: u64,
         resume: &mut ResumeState,
+        meta: FileMeta,
     ) -> Result<u64, ClientError> {
-        let sink = LocalSink::open(dst, !resume.is_empty())?;
+        let sink = LocalSink::open(dst, !resume.is_empty(), meta)?;
         if sink.partial.is_some() && !resume.is_empty() && sink.existing_len == 0 {
             // The partial file is gone: the record describes nothing.
             resume.clear();
@@ -742,11 +712,11 @@ impl Client {
         Ok(sent.max(moved))
     }
 
-    async fn download_s(&mut self, src: &RemoteUrl, dst: &Path, size: u64) -> Result<u64, ClientError> {
+    async fn download_s(&mut self, src: &RemoteUrl, dst: &Path, size: u64, meta: FileMeta) -> Result<u64, ClientError> {
         let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
         let rate = self.rate.clone();
-        let sink = LocalSink::open(dst, false)?;
+        let sink = LocalSink::open(dst, false, meta)?;
         let s = self.session(src).await?;
         let cmd = Command::Retr(src.path.clone());
         let addr = s.stream_transfer(&cmd, None).await?;
@@ -927,27 +897,52 @@ impl Client {
         self.connection(url).await?.expect(&Command::Mkd(path)).await.map(|_| ())
     }
 
-    /// Removes a file, or a directory (with its contents when `recursive`).
-    pub async fn remove(&mut self, url: &RemoteUrl, recursive: bool) -> Result<u64, ClientError> {
+    /// Removes a file, or a directory (with its contents when
+    /// `recursive`), adding each path removed to `removed` as it goes, so
+    /// that a removal stopped half-way can say exactly what is gone.
+    ///
+    /// The top of the user's tree (`ftp://host/`, or any path that comes
+    /// to it) is refused unless `force`: one mistyped command would
+    /// otherwise empty an account.
+    pub async fn remove(
+        &mut self,
+        url: &RemoteUrl,
+        recursive: bool,
+        force: bool,
+        removed: &mut Vec<String>,
+    ) -> Result<(), ClientError> {
+        let is_root = url.path.split('/').all(|c| c.is_empty() || c == ".");
+        if is_root && !force {
+            return Err(ClientError::Usage(format!(
+                "{url} is the top of your tree on that server; refusing to remove it (add --force if you mean it)"
+            )));
+        }
         let path = url.path.trim_end_matches('/').to_string();
+        let path = if path.is_empty() { "/".to_string() } else { path };
         let facts = self.connection(url).await?.stat(&path).await?;
         match facts {
             None => Err(ClientError::Usage(format!("{url}: no such file or directory on the server"))),
             Some(f) if f.kind == FileKind::Dir => {
-                let mut n = 0;
                 let entries = self.read_dir(&Location::Remote(url.clone())).await?;
                 if !recursive && !entries.is_empty() {
                     return Err(ClientError::Usage(format!("{url} is a directory that is not empty; use -r")));
                 }
                 for e in entries {
-                    n += Box::pin(self.remove(&url.with_path(remote_join(&path, &e.name)), true)).await?;
+                    let child = url.with_path(remote_join(&path, &e.name));
+                    Box::pin(self.remove(&child, true, true, removed)).await?;
                 }
-                self.connection(url).await?.expect(&Command::Rmd(path)).await?;
-                Ok(n + 1)
+                if is_root {
+                    // The top itself stays: it is the account's home.
+                    return Ok(());
+                }
+                self.connection(url).await?.expect(&Command::Rmd(path.clone())).await?;
+                removed.push(format!("{path}/"));
+                Ok(())
             }
             Some(_) => {
-                self.connection(url).await?.expect(&Command::Dele(path)).await?;
-                Ok(1)
+                self.connection(url).await?.expect(&Command::Dele(path.clone())).await?;
+                removed.push(path);
+                Ok(())
             }
         }
     }
@@ -1085,18 +1080,21 @@ struct LocalSink {
     partial: Option<PathBuf>,
     target: PathBuf,
     existing_len: u64,
+    meta: FileMeta,
 }
 
 impl LocalSink {
     /// Opens the destination; with `keep`, an existing partial file is
-    /// continued rather than emptied (a resumed download).
-    fn open(target: &Path, keep: bool) -> Result<Self, ClientError> {
-        use std::os::unix::fs::FileTypeExt;
+    /// continued rather than emptied (a resumed download). The partial
+    /// file is created owner-only (0600): until it is complete and given
+    /// the source's mode, nobody else reads it.
+    fn open(target: &Path, keep: bool, meta: FileMeta) -> Result<Self, ClientError> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
         if let Ok(md) = std::fs::metadata(target) {
             let ft = md.file_type();
             if ft.is_char_device() || ft.is_fifo() {
                 let file = std::fs::OpenOptions::new().write(true).open(target).map_err(local_err(target))?;
-                return Ok(Self { file, partial: None, target: target.to_path_buf(), existing_len: 0 });
+                return Ok(Self { file, partial: None, target: target.to_path_buf(), existing_len: 0, meta });
             }
             if md.is_dir() {
                 return Err(ClientError::local(target.display(), std::io::ErrorKind::IsADirectory.into()));
@@ -1109,10 +1107,11 @@ impl LocalSink {
             .write(true)
             .create(true)
             .truncate(!keep)
+            .mode(0o600)
             .open(&partial)
             .map_err(local_err(&partial))?;
         let existing_len = file.metadata().map_err(local_err(&partial))?.len();
-        Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len })
+        Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len, meta })
     }
 
     /// Where received blocks go: the file, or — for `/dev/null` — a
@@ -1142,16 +1141,68 @@ impl LocalSink {
         self.commit()
     }
 
+    /// Gives the partial file the source's mode and time, then its name.
     fn commit(self) -> Result<(), ClientError> {
         if let Some(partial) = &self.partial {
+            self.meta.apply(&self.file).map_err(local_err(partial))?;
             std::fs::rename(partial, &self.target).map_err(local_err(&self.target))?;
         }
         Ok(())
     }
 }
 
-fn copy_local(src: &Path, dst: &Path, stats: &Stats) -> Result<u64, ClientError> {
-    let sink = LocalSink::open(dst, false)?;
+/// What a copy keeps of a file besides its bytes: the modification time,
+/// and the permission bits, never wider than the source's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FileMeta {
+    /// Permission bits of the source (`None`: unknown).
+    pub mode: Option<u32>,
+    /// Seconds since the epoch (`None`: unknown).
+    pub modified: Option<i64>,
+}
+
+impl FileMeta {
+    pub(crate) fn of(f: &FileFacts) -> Self {
+        Self { mode: (f.mode != 0).then_some(f.mode & 0o777), modified: (f.modified > 0).then_some(f.modified) }
+    }
+
+    /// The mode a local copy gets: the source's bits less the umask (as
+    /// cp does), so a 600 file stays 600; without a known source mode,
+    /// what a new file gets.
+    fn local_mode(&self) -> u32 {
+        let umask = process_umask();
+        match self.mode {
+            Some(m) => m & !umask & 0o777,
+            None => 0o666 & !umask,
+        }
+    }
+
+    /// Sets mode and time on a file just written (utimensat through
+    /// futimens, as `touch -d` does).
+    fn apply(&self, file: &File) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(self.local_mode()))?;
+        if let Some(t) = self.modified {
+            let when = std::time::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64);
+            file.set_modified(when)?;
+        }
+        Ok(())
+    }
+}
+
+/// This process's umask, from /proc (reading it with umask(2) would
+/// change it for a moment, and needs unsafe code).
+fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok()))
+        })
+        .unwrap_or(0o022)
+}
+
+fn copy_local(src: &Path, dst: &Path, stats: &Stats, meta: FileMeta) -> Result<u64, ClientError> {
+    let sink = LocalSink::open(dst, false, meta)?;
     let mut input = File::open(src).map_err(local_err(src))?;
     let mut out = &sink.file;
     let n = std::io::copy(&mut input, &mut out).map_err(local_err(dst))?;

@@ -29,6 +29,12 @@ pub enum ClientError {
     Usage(String),
     #[error("{0}")]
     Tls(String),
+    #[error("{0}")]
+    Credentials(#[from] crate::credentials::CredentialError),
+    /// A tree copy stopped at its first failure (`--fail-fast`); the
+    /// failure itself is in the summary.
+    #[error("stopped after the first failure (--fail-fast)")]
+    FailFast,
     #[error("checksum mismatch for {path}: {algorithm} is {source_value} at the source but {destination_value} at the destination")]
     ChecksumMismatch { path: String, algorithm: String, source_value: String, destination_value: String },
 }

@@ -4,7 +4,9 @@
 pub mod config;
 pub mod control;
 pub mod copy;
+pub mod credentials;
 pub mod error;
+pub mod filter;
 pub mod location;
 pub mod resume;
 pub mod session;
@@ -12,7 +14,8 @@ pub mod tls;
 
 pub use config::ClientConfig;
 pub use control::ControlChannel;
-pub use copy::{Client, CopyOptions, CopySummary, Measurement, ModeChoice, Stats};
+pub use copy::{Client, CopyOptions, CopySummary, Measurement, ModeChoice, PlanLine, Problem, Stats};
+pub use credentials::{CredentialLookup, Prompt, Secret};
 pub use error::ClientError;
 pub use location::{Location, RemoteUrl};
 pub use tls::TlsOptions;

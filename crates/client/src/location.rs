@@ -14,13 +14,18 @@ use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LocationError {
-    #[error("{0:?} is not a valid URL: {1}")]
+    #[error("{} is not a valid URL: {}", crate::credentials::redact(.0), .1)]
     BadUrl(String, String),
+    /// `ftp:/host/x` (one slash): almost certainly a mistyped URL, not a
+    /// local file; taking it as a path would put it (and a password in
+    /// it) into error messages and restart records.
+    #[error("{} looks like a URL with a slash missing: write {}://HOST/PATH", crate::credentials::redact(.0), .1)]
+    MissingSlash(String, String),
     #[error("unsupported URL scheme {0:?} (use ftp://, ftps:// or a local path; gsiftp:// needs Globus GSI, which Ferry replaces with TLS)")]
     Scheme(String),
-    #[error("URL {0:?} has no host")]
+    #[error("URL {} has no host", crate::credentials::redact(.0))]
     NoHost(String),
-    #[error("URL {0:?} contains an escape that is not valid UTF-8")]
+    #[error("URL {} contains an escape that is not valid UTF-8", crate::credentials::redact(.0))]
     NotUtf8(String),
 }
 
@@ -40,6 +45,11 @@ pub struct RemoteUrl {
     pub password: String,
     /// Absolute path on the server, decoded. Ends in `/` when the URL did.
     pub path: String,
+    /// The URL named a user (else `user` is `anonymous`, or what
+    /// `~/.netrc` says for the host: see [`crate::credentials`]).
+    pub user_given: bool,
+    /// The password is known (from the URL or a credential source).
+    pub password_given: bool,
 }
 
 impl fmt::Debug for RemoteUrl {
@@ -64,6 +74,12 @@ impl fmt::Display for RemoteUrl {
 impl RemoteUrl {
     pub fn is_dir_url(&self) -> bool {
         self.path.ends_with('/')
+    }
+
+    /// Whether two URLs name the same path on the same server and account
+    /// (passwords aside).
+    pub fn same_file(&self, other: &RemoteUrl) -> bool {
+        self.same_endpoint(other) && self.path.trim_end_matches('/') == other.path.trim_end_matches('/')
     }
 
     /// The same server with another path.
@@ -98,8 +114,48 @@ impl fmt::Display for Location {
 }
 
 impl Location {
+    /// Whether a tree source means "the contents of" rather than "this
+    /// directory": it ends in `/` (or is `.`, `..` or a server's root).
+    /// The rule of rsync and globus-url-copy: `ferry cp -r tree dst`
+    /// makes `dst/tree`, `ferry cp -r tree/ dst` fills `dst` itself, so a
+    /// re-run lands on the same files either way.
+    pub fn names_contents(&self) -> bool {
+        match self {
+            Location::Local(p) => {
+                p.as_os_str().to_string_lossy().ends_with('/')
+                    || matches!(p.file_name(), None)
+                    || p.file_name().is_some_and(|n| n == "." || n == "..")
+            }
+            Location::Remote(u) => u.is_dir_url() || u.file_name().is_none(),
+        }
+    }
+
+    /// The last path component, if any.
+    pub fn file_name(&self) -> Option<String> {
+        match self {
+            Location::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+            Location::Remote(u) => u.file_name().map(str::to_string),
+        }
+    }
+
+    /// `self/name`.
+    pub fn child(&self, name: &str) -> Location {
+        match self {
+            Location::Local(p) => Location::Local(p.join(name)),
+            Location::Remote(u) => {
+                Location::Remote(u.with_path(format!("{}/{}", u.path.trim_end_matches('/'), name)))
+            }
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Self, LocationError> {
         let Some((scheme, _)) = s.split_once("://") else {
+            if let Some((scheme, _)) = s.split_once(":/") {
+                let lower = scheme.to_ascii_lowercase();
+                if ["ftp", "ftps", "gsiftp", "file", "sftp"].contains(&lower.as_str()) {
+                    return Err(LocationError::MissingSlash(s.into(), lower));
+                }
+            }
             return Ok(Location::Local(PathBuf::from(s)));
         };
         let scheme = scheme.to_ascii_lowercase();
@@ -122,17 +178,29 @@ impl Location {
         let decode = |x: &str| {
             percent_decode_str(x).decode_utf8().map(|c| c.into_owned()).map_err(|_| LocationError::NotUtf8(s.into()))
         };
-        let user = if url.username().is_empty() { "anonymous".to_string() } else { decode(url.username())? };
+        let user_given = !url.username().is_empty();
+        let user = if user_given { decode(url.username())? } else { "anonymous".to_string() };
         let password = match url.password() {
             Some(p) => decode(p)?,
             None if user == "anonymous" => "ferry@".to_string(),
             None => String::new(),
         };
+        // Anonymous logins need no secret (RFC 1635: an e-mail address).
+        let password_given = url.password().is_some() || user.eq_ignore_ascii_case("anonymous");
         let mut path = decode(url.path())?;
         if path.is_empty() {
             path.push('/');
         }
-        Ok(Location::Remote(RemoteUrl { scheme, host, port: url.port().unwrap_or(21), user, password, path }))
+        Ok(Location::Remote(RemoteUrl {
+            scheme,
+            host,
+            port: url.port().unwrap_or(21),
+            user,
+            password,
+            path,
+            user_given,
+            password_given,
+        }))
     }
 }
 
@@ -158,5 +226,16 @@ mod tests {
         assert_eq!(Location::parse("file:///tmp/a%20b").unwrap(), Location::Local("/tmp/a b".into()));
         assert!(matches!(Location::parse("gsiftp://h/x"), Err(LocationError::Scheme(_))));
         assert!(matches!(Location::parse("ftp://h/%ff"), Err(LocationError::NotUtf8(_))));
+        // A missing slash is a typo, and its message keeps the password out.
+        let e = Location::parse("ftp:/alice:s3cret@h:2811/x").unwrap_err();
+        assert!(matches!(e, LocationError::MissingSlash(..)));
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        let e = Location::parse("ftp://alice:s3cret@h:99999/x").unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+        assert!(Location::parse("tree/").unwrap().names_contents());
+        assert!(Location::parse(".").unwrap().names_contents());
+        assert!(!Location::parse("tree").unwrap().names_contents());
+        assert!(Location::parse("ftp://h:1/").unwrap().names_contents());
+        assert!(!Location::parse("ftp://h:1/run42").unwrap().names_contents());
     }
 }

@@ -139,6 +139,10 @@ pub struct ServerSession {
     pub rtt: Duration,
     /// How the stream count was chosen (logged, and in `--json` output).
     pub sizing: String,
+    /// Whether the server took `SITE UTIME` / `SITE CHMOD` (unknown until
+    /// tried): a tree copy stops asking a server that refused.
+    pub utime_works: Option<bool>,
+    pub chmod_works: Option<bool>,
 }
 
 impl ServerSession {
@@ -234,6 +238,8 @@ impl ServerSession {
             probe: None,
             pending: None,
             probes: Arc::default(),
+            utime_works: None,
+            chmod_works: None,
         }
     }
 
@@ -677,11 +683,17 @@ impl ServerSession {
     /// Stops at the first failure and returns how many files completed;
     /// the caller copies the rest one by one (after an error the state of
     /// cached channels differs between servers, so a batch does not guess).
+    ///
+    /// `states[i]` collects what arrived of item `i` (the caller records it
+    /// for a resume); `on_done(i)` runs as soon as item `i` is complete, so
+    /// the caller can commit it before the rest of the batch ends.
     pub async fn retrieve_many(
         &mut self,
         items: &[BatchFile<Arc<dyn BlockSink>>],
         window: usize,
         control: impl Fn() -> TransferControl,
+        states: &[Arc<ReceiveState>],
+        on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
         if let Err(e) = self.ensure_listening() {
             return (0, Err(e));
@@ -703,7 +715,7 @@ impl ServerSession {
                 }
                 let cmd = Command::Retr(item.path.clone());
                 self.preliminary(&cmd, &mut |_| {}).await?;
-                let state = Arc::new(ReceiveState::default());
+                let state = states.get(i).cloned().unwrap_or_default();
                 let ctl = control();
                 self.receive_retrieved(&cmd, &mut rx, item.data.clone(), Some(item.size), state.clone(), &ctl).await?;
                 let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).covered();
@@ -711,6 +723,7 @@ impl ServerSession {
                     return Err(ClientError::Incomplete { path: item.path.clone(), expected: item.size, got });
                 }
                 done += 1;
+                on_done(i);
             }
             Ok(())
         }
@@ -819,11 +832,16 @@ impl ServerSession {
     /// the first failure and returns how many completed.
     ///
     /// [`retrieve_many`]: Self::retrieve_many
+    ///
+    /// `on_marker(i, m)` gets the destination's markers for item `i`;
+    /// `on_done(i)` runs when the server confirmed item `i`.
     pub async fn store_many(
         &mut self,
         items: &[BatchFile<Arc<dyn BlockSource>>],
         window: usize,
         control: impl Fn() -> TransferControl,
+        on_marker: &mut (dyn FnMut(usize, Marker) + Send),
+        on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
         self.ensure_connecting();
         let mut done = 0;
@@ -849,8 +867,9 @@ impl ServerSession {
                 }
                 let cmd = Command::Stor(item.path.clone());
                 let plan = SendPlan::whole(item.size, self.opts.block_size);
-                self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |_| {}).await?;
+                self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |m| on_marker(i, m)).await?;
                 done += 1;
+                on_done(i);
             }
             Ok(())
         }
@@ -1128,6 +1147,8 @@ pub async fn third_party_many(
     items: &[(String, String, u64)],
     window: usize,
     on_perf: &mut (dyn FnMut(u64) + Send),
+    on_restart: &mut (dyn FnMut(usize, RangeSet) + Send),
+    on_done: &mut (dyn FnMut(usize) + Send),
 ) -> (usize, Result<(), ClientError>) {
     if items.is_empty() {
         return (0, Ok(()));
@@ -1181,6 +1202,10 @@ pub async fn third_party_many(
                             on_perf(moved + p.bytes.min(*size));
                             continue;
                         }
+                        if let Some(ranges) = parse_range_marker(&r) {
+                            on_restart(i, ranges);
+                            continue;
+                        }
                         if r.code.is_preliminary() || matches!(r.code.get(), 111 | 112) {
                             continue;
                         }
@@ -1194,6 +1219,7 @@ pub async fn third_party_many(
             moved += size;
             on_perf(moved);
             done += 1;
+            on_done(i);
         }
         Ok(())
     }

@@ -1,0 +1,571 @@
+//! Copying a tree, directory by directory, so that a re-run finishes the
+//! job instead of starting it again.
+//!
+//! For every directory the source is listed once and the destination
+//! once (if it exists). Each file then gets one of three fates:
+//!
+//! * **skip** — the destination already has it: same size and not older
+//!   than the source (with `--verify`: also the same checksum). Copies
+//!   keep modification times, so a finished file always passes; on a
+//!   server that cannot set times, the upload's own time is newer.
+//! * **resume** — a restart record says which ranges arrived: the
+//!   single-file resume (`resume.rs`, MODE E `REST` ranges) sends the rest.
+//! * **copy** — everything else. Fresh files of one directory go as one
+//!   pipelined MODE E batch; each file's arrived ranges are recorded as
+//!   they come and each is committed as soon as it is complete, so an
+//!   interrupt anywhere loses at most the last quarter second.
+//!
+//! Symbolic links are not followed unless `-L`: a link is recreated as a
+//! link where the destination is local, and passed over with a warning
+//! where it is a server (FTP has no command to make one). With `-L`, a
+//! directory already on the path from the top (same device and inode, or
+//! the server's `Unique` fact) is a loop and is not entered.
+//!
+//! A failing file is listed and the copy goes on (`--fail-fast` stops);
+//! the summary says what was copied, skipped, resumed, passed over and
+//! failed. See `docs/trees.md`.
+
+use super::{local_err, CopySummary, FileMeta, LocalSink, PlanLine, Problem};
+use crate::error::ClientError;
+use crate::location::{Location, RemoteUrl};
+use crate::resume::ResumeState;
+use crate::session::{third_party_many, BatchFile, Marker};
+use crate::Client;
+use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, TransferControl};
+use ferry_proto::command::{Command, SiteCommand};
+use ferry_proto::facts::{format_time_val, FileFacts, FileKind};
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Deeper than this is taken for a loop the identities did not reveal.
+const MAX_DEPTH: usize = 256;
+
+/// One entry of a source directory.
+struct Entry {
+    facts: FileFacts,
+    /// Where a symbolic link points (links not followed).
+    link: Option<PathBuf>,
+}
+
+/// Whether two locations are the same place (passwords aside).
+pub(super) fn same_place(a: &Location, b: &Location) -> bool {
+    match (a, b) {
+        (Location::Remote(x), Location::Remote(y)) => x.same_file(y),
+        (Location::Local(x), Location::Local(y)) => match (std::fs::canonicalize(x), std::fs::canonicalize(y)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn join_rel(rel: &str, name: &str) -> String {
+    if rel.is_empty() {
+        name.to_string()
+    } else {
+        format!("{rel}/{name}")
+    }
+}
+
+/// Whether `dst` already holds `src`'s file: same size, and not older
+/// (times unknown on either side count as not older).
+fn up_to_date(src: &FileFacts, dst: Option<&FileFacts>) -> bool {
+    let Some(d) = dst else { return false };
+    d.kind == FileKind::File && d.size == src.size && (src.modified <= 0 || d.modified <= 0 || d.modified >= src.modified)
+}
+
+impl Client {
+    /// Records a failure; `Err(FailFast)` when the copy must stop.
+    fn failed(&self, summary: &mut CopySummary, path: String, e: ClientError) -> Result<(), ClientError> {
+        tracing::error!(path = %path, error = %e, "failed");
+        summary.failures.push(Problem { path, reason: e.to_string() });
+        // Without a server there is nothing left to try.
+        let fatal = matches!(e, ClientError::Connect { .. } | ClientError::Login { .. } | ClientError::Credentials(_));
+        if self.opts.fail_fast || fatal {
+            return Err(if fatal { e } else { ClientError::FailFast });
+        }
+        Ok(())
+    }
+
+    fn passed_over(summary: &mut CopySummary, path: String, reason: &str) {
+        tracing::warn!(path = %path, "not copied: {reason}");
+        summary.passed_over.push(Problem { path, reason: reason.to_string() });
+    }
+
+    /// The entries of a source directory: links as links unless `-L`.
+    async fn list_source(&mut self, loc: &Location) -> Result<Vec<Entry>, ClientError> {
+        match loc {
+            Location::Local(p) => {
+                let follow = self.opts.follow_links;
+                let mut out = Vec::new();
+                for entry in std::fs::read_dir(p).map_err(local_err(p))? {
+                    let entry = entry.map_err(local_err(p))?;
+                    let path = entry.path();
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let lmd = std::fs::symlink_metadata(&path).map_err(local_err(&path))?;
+                    if lmd.file_type().is_symlink() {
+                        if follow {
+                            match std::fs::metadata(&path) {
+                                Ok(md) => out.push(Entry { facts: ferry_io::root::local_facts(name, md), link: None }),
+                                // Dangling: described as the link.
+                                Err(_) => {
+                                    let target = std::fs::read_link(&path).ok();
+                                    out.push(Entry { facts: ferry_io::root::local_facts(name, lmd), link: target })
+                                }
+                            }
+                        } else {
+                            let target = std::fs::read_link(&path).map_err(local_err(&path))?;
+                            out.push(Entry { facts: ferry_io::root::local_facts(name, lmd), link: Some(target) });
+                        }
+                    } else {
+                        out.push(Entry { facts: ferry_io::root::local_facts(name, lmd), link: None });
+                    }
+                }
+                out.sort_by(|a, b| a.facts.name.cmp(&b.facts.name));
+                Ok(out)
+            }
+            Location::Remote(_) => {
+                Ok(self.read_dir(loc).await?.into_iter().map(|facts| Entry { facts, link: None }).collect())
+            }
+        }
+    }
+
+    /// What the destination directory holds, by name (links not followed).
+    async fn list_destination(&mut self, loc: &Location) -> Result<HashMap<String, FileFacts>, ClientError> {
+        let list = match loc {
+            Location::Local(p) => {
+                let mut out = Vec::new();
+                for entry in std::fs::read_dir(p).map_err(local_err(p))? {
+                    let entry = entry.map_err(local_err(p))?;
+                    let md = entry.metadata().map_err(local_err(p))?;
+                    out.push(ferry_io::root::local_facts(entry.file_name().to_string_lossy().into_owned(), md));
+                }
+                out
+            }
+            Location::Remote(_) => self.read_dir(loc).await?,
+        };
+        Ok(list.into_iter().map(|f| (f.name.clone(), f)).collect())
+    }
+
+    /// Copies the directory `src` into `dst` (created if needed); `rel` is
+    /// its path below the top of the copy, `ancestors` the identities of
+    /// the directories above it.
+    pub(super) async fn copy_tree(
+        &mut self,
+        src: &Location,
+        dst: &Location,
+        rel: &str,
+        ancestors: &mut Vec<(u64, u64)>,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        let shown = |l: &Location| l.to_string();
+        let entries = match self.list_source(src).await {
+            Ok(e) => e,
+            Err(e) => return self.failed(summary, shown(src), e),
+        };
+        let existed = if self.opts.dry_run {
+            match dst {
+                Location::Local(p) => p.is_dir(),
+                Location::Remote(_) => self.facts(dst).await.ok().flatten().is_some_and(|f| f.kind == FileKind::Dir),
+            }
+        } else {
+            match self.make_dir_exist(dst).await {
+                Ok(existed) => existed,
+                Err(e) => return self.failed(summary, shown(dst), e),
+            }
+        };
+        if !existed && self.opts.dry_run {
+            summary.plan.push(PlanLine { action: "mkdir", path: shown(dst), bytes: 0 });
+        }
+        summary.dirs += 1;
+        let at_dst = if existed {
+            match self.list_destination(dst).await {
+                Ok(m) => m,
+                Err(e) => return self.failed(summary, shown(dst), e),
+            }
+        } else {
+            HashMap::new()
+        };
+
+        let mut fresh: Vec<(Location, Location, FileFacts)> = Vec::new();
+        let mut resume: Vec<(Location, Location, FileFacts)> = Vec::new();
+        let mut dirs = Vec::new();
+        for e in entries {
+            let name = e.facts.name.clone();
+            let child_rel = join_rel(rel, &name);
+            let (s, d) = (src.child(&name), dst.child(&name));
+            if let Some(target) = &e.link {
+                self.copy_link(&s, &d, target, at_dst.get(&name), summary)?;
+                continue;
+            }
+            match e.facts.kind {
+                FileKind::Dir => {
+                    if self.opts.filter.as_ref().is_some_and(|f| !f.wants_dir(&child_rel)) {
+                        summary.excluded += 1;
+                        continue;
+                    }
+                    if e.facts.unique != (0, 0) && ancestors.contains(&e.facts.unique) {
+                        Self::passed_over(summary, shown(&s), "a directory loop (a link back to a directory above it); not entered");
+                        continue;
+                    }
+                    if ancestors.len() >= MAX_DEPTH {
+                        Self::passed_over(summary, shown(&s), "deeper than 256 levels; taken for a loop");
+                        continue;
+                    }
+                    dirs.push((s, d, child_rel, e.facts.unique));
+                }
+                FileKind::File => {
+                    if self.opts.filter.as_ref().is_some_and(|f| !f.wants_file(&child_rel)) {
+                        summary.excluded += 1;
+                        continue;
+                    }
+                    let dst_facts = at_dst.get(&name);
+                    if up_to_date(&e.facts, dst_facts) && self.same_checksum_if_asked(&s, &d).await {
+                        // A record left by a copy that finished but was
+                        // stopped before it could forget it.
+                        if !self.opts.dry_run {
+                            ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified).clear();
+                        }
+                        summary.skipped += 1;
+                        summary.skipped_bytes += e.facts.size;
+                        if self.opts.dry_run {
+                            summary.plan.push(PlanLine { action: "skip", path: shown(&s), bytes: e.facts.size });
+                        }
+                        continue;
+                    }
+                    let record = ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified);
+                    if self.opts.resume && !record.is_empty() {
+                        resume.push((s, d, e.facts));
+                    } else {
+                        fresh.push((s, d, e.facts));
+                    }
+                }
+                FileKind::Symlink => {
+                    // A server lists links that lead outside its root as links.
+                    Self::passed_over(summary, shown(&s), "a link that leads outside the server's root")
+                }
+                FileKind::Other => Self::passed_over(summary, shown(&s), "not a regular file, directory or link"),
+            }
+        }
+
+        if self.opts.dry_run {
+            for (s, _, f) in &fresh {
+                summary.plan.push(PlanLine { action: "copy", path: shown(s), bytes: f.size });
+            }
+            for (s, _, f) in &resume {
+                summary.plan.push(PlanLine { action: "resume", path: shown(s), bytes: f.size });
+            }
+        } else {
+            let batched = self.copy_batch(&fresh, summary).await?;
+            for (s, d, f) in fresh[batched..].iter().chain(resume.iter()) {
+                if let Err(e) = self.copy_file(s, d, f, summary).await {
+                    self.failed(summary, shown(s), e)?;
+                }
+            }
+        }
+        for (s, d, child_rel, unique) in dirs {
+            let pushed = unique != (0, 0);
+            if pushed {
+                ancestors.push(unique);
+            }
+            let r = Box::pin(self.copy_tree(&s, &d, &child_rel, ancestors, summary)).await;
+            if pushed {
+                ancestors.pop();
+            }
+            r?;
+        }
+        Ok(())
+    }
+
+    /// With `--verify`, an up-to-date file is skipped only if the
+    /// checksums agree too.
+    async fn same_checksum_if_asked(&mut self, src: &Location, dst: &Location) -> bool {
+        if self.opts.verify.is_none() {
+            return true;
+        }
+        match self.verify(src, dst).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::info!(path = %src, error = %e, "the destination differs; copying again");
+                false
+            }
+        }
+    }
+
+    /// A symbolic link (not followed): recreated where the destination is
+    /// local, passed over where it is a server.
+    fn copy_link(
+        &mut self,
+        src: &Location,
+        dst: &Location,
+        target: &Path,
+        existing: Option<&FileFacts>,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        let Location::Local(d) = dst else {
+            Self::passed_over(
+                summary,
+                src.to_string(),
+                "a symbolic link: a server cannot hold one (-L copies what it points to)",
+            );
+            return Ok(());
+        };
+        if self.opts.dry_run {
+            summary.plan.push(PlanLine { action: "link", path: src.to_string(), bytes: 0 });
+            return Ok(());
+        }
+        if existing.is_some() {
+            if std::fs::read_link(d).is_ok_and(|t| t == target) {
+                summary.skipped += 1;
+                return Ok(());
+            }
+            if existing.is_some_and(|f| f.kind == FileKind::Dir) {
+                let e = ClientError::local(d.display(), std::io::ErrorKind::IsADirectory.into());
+                return self.failed(summary, src.to_string(), e);
+            }
+            if let Err(e) = std::fs::remove_file(d) {
+                return self.failed(summary, src.to_string(), ClientError::local(d.display(), e));
+            }
+        }
+        match std::os::unix::fs::symlink(target, d) {
+            Ok(()) => {
+                summary.links += 1;
+                Ok(())
+            }
+            Err(e) => self.failed(summary, src.to_string(), ClientError::local(d.display(), e)),
+        }
+    }
+
+    /// Copies fresh files of one directory as a pipelined MODE E batch
+    /// (up to `pipeline` transfer commands in flight) and returns how many
+    /// completed; the caller copies the rest one by one, with retries and
+    /// resume. Every file's arrived ranges go into its restart record as
+    /// they arrive, and each file is committed (and its record dropped)
+    /// as soon as it is complete.
+    async fn copy_batch(
+        &mut self,
+        files: &[(Location, Location, FileFacts)],
+        summary: &mut CopySummary,
+    ) -> Result<usize, ClientError> {
+        if self.opts.pipeline <= 1 || files.len() < 2 {
+            return Ok(0);
+        }
+        let use_e = match (&files[0].0, &files[0].1) {
+            (Location::Remote(su), Location::Local(_)) => self.use_mode_e(su).await,
+            (Location::Local(_), Location::Remote(du)) => self.use_mode_e(du).await,
+            (Location::Remote(su), Location::Remote(du)) => match self.use_mode_e(su).await {
+                Ok(true) => self.use_mode_e(du).await,
+                other => other,
+            },
+            (Location::Local(_), Location::Local(_)) => Ok(false),
+        };
+        match use_e {
+            Ok(true) => {}
+            Ok(false) => return Ok(0),
+            // The files will fail one by one, each with its own message.
+            Err(_) => return Ok(0),
+        }
+        for (s, _, f) in files {
+            self.stats.begin(&s.to_string(), Some(f.size));
+        }
+        let records: Mutex<Vec<ResumeState>> = Mutex::new(
+            files.iter().map(|(s, d, f)| ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified)).collect(),
+        );
+        let record = |i: usize, f: &mut dyn FnMut(&mut ResumeState)| {
+            if let Some(r) = records.lock().unwrap_or_else(|e| e.into_inner()).get_mut(i) {
+                f(r);
+            }
+        };
+        let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
+        let staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
+        let control = move || TransferControl { staging, ..TransferControl::shared(progress.clone(), rate.clone()) };
+        let window = self.opts.pipeline;
+        let (done, result) = match (&files[0].0, &files[0].1) {
+            (Location::Remote(su), Location::Local(_)) => {
+                let mut sinks = Vec::new();
+                let mut items = Vec::new();
+                for (s, d, f) in files {
+                    let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
+                    let sink = LocalSink::open(p, false, FileMeta::of(f))?;
+                    let file: Arc<dyn BlockSink> = sink.block_sink()?;
+                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
+                    sinks.push(Some(sink));
+                }
+                let states: Vec<Arc<ReceiveState>> = items.iter().map(|_| Arc::default()).collect();
+                let mut commit_error = None;
+                let session = self.session(su).await?;
+                let r = {
+                let mut on_done = |i: usize| {
+                    if let Some(sink) = sinks.get_mut(i).and_then(Option::take) {
+                        if let Err(e) = sink.finish(files[i].2.size) {
+                            commit_error.get_or_insert(e);
+                        }
+                    }
+                    record(i, &mut |r| r.clear());
+                };
+                let batch = session.retrieve_many(&items, window, control, &states, &mut on_done);
+                tokio::pin!(batch);
+                let r = loop {
+                    tokio::select! {
+                        r = &mut batch => break r,
+                        _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                            for (i, st) in states.iter().enumerate() {
+                                let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                                if !got.is_empty() && got.covered() < files[i].2.size {
+                                    record(i, &mut |r| r.add(&got));
+                                }
+                            }
+                        }
+                    }
+                };
+                r
+                };
+                // What arrived of the file that stopped the batch.
+                for (i, st) in states.iter().enumerate().skip(r.0) {
+                    let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    if !got.is_empty() {
+                        record(i, &mut |rec| {
+                            rec.add(&got);
+                            rec.save();
+                        });
+                    }
+                }
+                if let Some(e) = commit_error {
+                    return Err(e);
+                }
+                r
+            }
+            (Location::Local(_), Location::Remote(du)) => {
+                let mut items = Vec::new();
+                for (s, d, f) in files {
+                    let (Location::Local(p), Location::Remote(u)) = (s, d) else { break };
+                    let file: Arc<dyn BlockSource> = Arc::new(File::open(p).map_err(local_err(p))?);
+                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
+                }
+                let mut on_marker = |i: usize, m: Marker| {
+                    if let Marker::Restart(ranges) = m {
+                        record(i, &mut |r| r.add(&ranges));
+                    }
+                };
+                let mut on_done = |i: usize| record(i, &mut |r| r.clear());
+                self.session(du).await?.store_many(&items, window, control, &mut on_marker, &mut on_done).await
+            }
+            (Location::Remote(su), Location::Remote(du)) => {
+                let items: Vec<(String, String, u64)> = files
+                    .iter()
+                    .filter_map(|(s, d, f)| match (s, d) {
+                        (Location::Remote(a), Location::Remote(b)) => Some((a.path.clone(), b.path.clone(), f.size)),
+                        _ => None,
+                    })
+                    .collect();
+                let mut s = self.sessions.remove(&super::key(su)).expect("opened above");
+                let mut d = self.sessions.remove(&super::key(du)).expect("opened above");
+                let progress = self.stats.bytes.clone();
+                let base = progress.load(Ordering::Relaxed);
+                // Third-party data never passes here: the destination's 112
+                // markers are the only measure of progress.
+                let mut on_perf = |moved: u64| progress.store(base + moved, Ordering::Relaxed);
+                let mut on_restart = |i: usize, ranges: ferry_proto::RangeSet| record(i, &mut |r| r.add(&ranges));
+                let mut on_done = |i: usize| record(i, &mut |r| r.clear());
+                let r = third_party_many(&mut s, &mut d, &items, window, &mut on_perf, &mut on_restart, &mut on_done)
+                    .await;
+                self.sessions.insert(super::key(su), s);
+                self.sessions.insert(super::key(du), d);
+                r
+            }
+            (Location::Local(_), Location::Local(_)) => return Ok(0),
+        };
+        for r in records.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
+            if !r.is_empty() {
+                r.save();
+            }
+        }
+        let mut meta = Vec::new();
+        for (s, d, f) in files.iter().take(done) {
+            self.stats.files_done.fetch_add(1, Ordering::Relaxed);
+            if let Location::Remote(u) = d {
+                meta.push((u.path.clone(), f.clone()));
+            }
+            if self.opts.verify.is_some() {
+                match self.verify(s, d).await {
+                    Ok(alg) => {
+                        summary.verified += 1;
+                        summary.checksum_algorithm = Some(alg);
+                    }
+                    Err(e) => {
+                        self.failed(summary, s.to_string(), e)?;
+                        continue;
+                    }
+                }
+            }
+            summary.files += 1;
+            summary.bytes += f.size;
+        }
+        if let (Some((_, Location::Remote(u), _)), false) = (files.first(), meta.is_empty()) {
+            self.set_remote_meta(u, &meta).await;
+        }
+        if let Err(e) = result {
+            tracing::warn!(error = %e, completed = done, "pipelined batch stopped; copying the rest one by one");
+            let broken: Vec<String> =
+                self.sessions.iter().filter(|(_, s)| s.is_broken()).map(|(k, _)| k.clone()).collect();
+            for k in broken {
+                self.sessions.remove(&k);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Gives files on a server their source's modification time (MFMT,
+    /// or `SITE UTIME` where FEAT has no MFMT) and permission bits (`SITE
+    /// CHMOD`), all in one write. A server that refuses is not asked
+    /// again; a refusal is a warning, not a failed copy.
+    pub(super) async fn set_remote_meta(&mut self, dst: &RemoteUrl, items: &[(String, FileFacts)]) {
+        let Ok(session) = self.session(dst).await else { return };
+        if session.settle().await.is_err() {
+            return;
+        }
+        let mfmt = session.ctrl.features.has("MFMT");
+        let mut cmds = Vec::new();
+        for (path, f) in items {
+            let meta = FileMeta::of(f);
+            if let Some(t) = meta.modified {
+                if mfmt {
+                    cmds.push((Command::Mfmt { time: format_time_val(t), path: path.clone() }, "utime"));
+                } else if session.utime_works != Some(false) {
+                    // Globus's form: SITE UTIME <time-val> <path>.
+                    let args = format!("{} {path}", format_time_val(t));
+                    cmds.push((Command::Site(SiteCommand::Other { name: "UTIME".into(), args }), "utime"));
+                }
+            }
+            if let (Some(mode), true) = (meta.mode, session.chmod_works != Some(false)) {
+                cmds.push((Command::Site(SiteCommand::Chmod { mode, path: path.clone() }), "chmod"));
+            }
+        }
+        if cmds.is_empty() {
+            return;
+        }
+        let batch: Vec<Command> = cmds.iter().map(|(c, _)| c.clone()).collect();
+        if session.ctrl.send_batch(&batch).await.is_err() {
+            return;
+        }
+        let mut warned = false;
+        for (cmd, what) in &cmds {
+            let Ok(r) = session.ctrl.reply().await else { return };
+            let ok = r.code.is_positive_completion();
+            let flag = if *what == "chmod" { &mut session.chmod_works } else { &mut session.utime_works };
+            if !ok && matches!(r.code.get(), 500 | 502 | 504) {
+                *flag = Some(false);
+            } else if ok {
+                *flag = Some(true);
+            }
+            if !ok && !warned {
+                warned = true;
+                tracing::warn!(server = %dst, command = %cmd, reply = %r.code.get(), "the server did not keep a file's time or mode");
+            }
+        }
+    }
+}
