@@ -109,6 +109,10 @@ pub struct ServeArgs {
     /// Client-certificate map: lines of `"<subject DN>" user` (grid-mapfile).
     #[arg(long)]
     cert_map: Option<PathBuf>,
+    /// On SIGTERM, seconds that transfers in progress may take to finish
+    /// before the server exits (default 60).
+    #[arg(long)]
+    shutdown_grace: Option<u64>,
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -219,6 +223,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if args.direct_io {
         c.direct_io = true;
     }
+    if let Some(v) = args.shutdown_grace {
+        c.shutdown_grace_secs = v;
+    }
     Ok(c)
 }
 
@@ -238,19 +245,42 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // that start the server with port 0 read it.
         let mut out = std::io::stdout().lock();
         writeln!(out, "ferry: serving {} on ftp://{addr}/", root.display())?;
+        // ftp:// without a port means 21; say the URL to use, port and all.
+        let host = if addr.ip().is_unspecified() {
+            std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or("HOST".into())
+        } else if addr.is_ipv6() {
+            format!("[{}]", addr.ip())
+        } else {
+            addr.ip().to_string()
+        };
+        writeln!(
+            out,
+            "ferry: clients use ftp://USER@{host}:{}/ (the port is part of the URL), e.g. ferry ls ftp://USER@{host}:{}/",
+            addr.port(),
+            addr.port()
+        )?;
         out.flush()?;
         drop(out);
+        let handle = server.handle();
         server
-            .run(async {
-                let mut term =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {},
-                    _ = term.recv() => {},
+            .run(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+                let mut hup = signal(SignalKind::hangup()).expect("SIGHUP handler");
+                loop {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => break,
+                        _ = term.recv() => break,
+                        _ = hup.recv() => match handle.reload() {
+                            Ok(what) => tracing::info!(reloaded = %what, "SIGHUP: reloaded"),
+                            Err(e) => tracing::error!(error = %format!("{e:#}"), "SIGHUP: reload failed; the old settings stay"),
+                        },
+                    }
                 }
-                tracing::info!("shutting down");
+                tracing::info!("shutting down: no new connections; transfers in progress may finish");
             })
             .await?;
+        tracing::info!("stopped");
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -262,37 +292,98 @@ pub struct PasswdArgs {
     users: PathBuf,
     /// User name.
     name: String,
-    /// The user's root inside the served directory (absolute, e.g. /alice).
-    #[arg(long, default_value = "/")]
-    root: String,
-    /// Allow uploads, deletes, renames and directory changes.
+    /// The user's root inside the served directory (absolute, e.g.
+    /// /alice). New users get /; an existing user keeps theirs.
     #[arg(long)]
+    root: Option<String>,
+    /// Allow uploads, deletes, renames and directory changes. New users
+    /// are read-only unless given this; an existing user keeps theirs.
+    #[arg(long, conflicts_with = "read_only")]
     write: bool,
+    /// Make the user read-only.
+    #[arg(long)]
+    read_only: bool,
     /// Allow the user to run the server-side profiler (SITE PROFILE: host
     /// CPU, disk and network figures, for `ferry profile`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_profile")]
     profile: bool,
+    /// Withdraw the profiling permission.
+    #[arg(long)]
+    no_profile: bool,
     /// Remove the user instead.
     #[arg(long)]
     delete: bool,
 }
 
+/// The new password: asked twice without echo on a terminal, else the
+/// first line of standard input (for scripts).
+fn read_new_password(name: &str) -> anyhow::Result<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password(format!("New password for {name}: "))
+            .context("reading the password from the terminal")?;
+        let again = rpassword::prompt_password("Again: ").context("reading the password from the terminal")?;
+        if first != again {
+            bail!("the two passwords differ; nothing was changed");
+        }
+        return Ok(first);
+    }
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).context("reading the password from standard input")?;
+    Ok(line.trim_end_matches(['\r', '\n']).to_string())
+}
+
 pub fn passwd(args: PasswdArgs) -> anyhow::Result<ExitCode> {
     let mut db = UserDb::load(&args.users)?;
-    if args.delete {
+    let what = if args.delete {
         if !db.remove(&args.name) {
             bail!("no user {} in {}", args.name, args.users.display());
         }
+        "removed"
     } else {
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line).context("reading the password from standard input")?;
-        let password = line.trim_end_matches(['\r', '\n']);
-        let access = if args.write { AccessSetting::Write } else { AccessSetting::Read };
-        db.set(&args.name, password, &args.root, access)?;
-        db.set_profile(&args.name, args.profile);
-    }
+        // Changing a password changes nothing else: root, access and the
+        // profiling permission stay as they were unless a flag says.
+        let existing = db.get(&args.name).cloned();
+        let root = args.root.clone().or_else(|| existing.as_ref().map(|e| e.root.clone())).unwrap_or_else(|| "/".into());
+        let access = if args.write {
+            AccessSetting::Write
+        } else if args.read_only {
+            AccessSetting::Read
+        } else {
+            existing.as_ref().map(|e| e.access).unwrap_or(AccessSetting::Read)
+        };
+        let profile = if args.profile {
+            true
+        } else if args.no_profile {
+            false
+        } else {
+            existing.as_ref().is_some_and(|e| e.profile)
+        };
+        let password = read_new_password(&args.name)?;
+        db.set(&args.name, &password, &root, access)?;
+        db.set_profile(&args.name, profile);
+        if existing.is_some() {
+            "changed"
+        } else {
+            "added"
+        }
+    };
     db.save(&args.users)?;
-    eprintln!("ferry: {} {} in {}", if args.delete { "removed" } else { "saved" }, args.name, args.users.display());
+    let entry = db.get(&args.name);
+    let access = entry.map(|e| match e.access {
+        AccessSetting::Write => "read-write",
+        AccessSetting::Read => "read-only",
+    });
+    match (entry, access) {
+        (Some(e), Some(access)) => eprintln!(
+            "ferry: {what} {} in {} ({access}, root {}{})",
+            args.name,
+            args.users.display(),
+            e.root,
+            if e.profile { ", may profile" } else { "" }
+        ),
+        _ => eprintln!("ferry: {what} {} in {}", args.name, args.users.display()),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -351,6 +351,9 @@ impl Client {
             if same_place(src, &root) {
                 return Err(ClientError::Usage(format!("{src} and {root} are the same directory")));
             }
+            if !self.opts.dry_run {
+                self.make_parents(&root).await;
+            }
             let mut ancestors = Vec::new();
             if src_facts.unique != (0, 0) {
                 ancestors.push(src_facts.unique);
@@ -457,6 +460,36 @@ impl Client {
                 let path = u.path.clone();
                 let s = self.session_for(u, true).await?;
                 list_remote(&mut s.ctrl, &path, timeout).await
+            }
+        }
+    }
+
+    /// Creates the directories above `loc` that are missing (`mkdir -p`
+    /// of its parent), so `ferry cp -r tree ftp://host/new/place` works.
+    /// Errors surface when `loc` itself is made.
+    async fn make_parents(&mut self, loc: &Location) {
+        match loc {
+            Location::Local(p) => {
+                if let Some(parent) = p.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    let _ = std::fs::create_dir_all(parent);
+                }
+            }
+            Location::Remote(u) => {
+                let comps: Vec<&str> = u.path.split('/').filter(|c| !c.is_empty()).collect();
+                if comps.len() < 2 {
+                    return;
+                }
+                let parent = format!("/{}", comps[..comps.len() - 1].join("/"));
+                let Ok(c) = self.connection(u).await else { return };
+                if matches!(c.stat(&parent).await, Ok(Some(_))) {
+                    return;
+                }
+                let mut path = String::new();
+                for comp in &comps[..comps.len() - 1] {
+                    path.push('/');
+                    path.push_str(comp);
+                    let _ = c.command(&Command::Mkd(path.clone())).await;
+                }
             }
         }
     }

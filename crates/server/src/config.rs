@@ -146,6 +146,9 @@ pub struct ServerConfig {
     /// Maps client-certificate subjects to local users, one
     /// `"<subject DN>" user[,user...]` per line (a grid-mapfile).
     pub cert_map: Option<PathBuf>,
+    /// On SIGTERM: seconds that transfers in progress may take to finish
+    /// (no new connections meanwhile) before the server exits.
+    pub shutdown_grace_secs: u64,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -227,6 +230,7 @@ impl Default for ServerConfig {
             require_protected_data: false,
             tls_client_ca: None,
             cert_map: None,
+            shutdown_grace_secs: 60,
         }
     }
 }

@@ -120,6 +120,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     let reader = tokio::spawn(read_clear(rd, tx, control_closed.clone(), gate_rx));
     let session = Session::new(ctx.session_config.clone(), peer);
     let ctx_login_timeout = ctx.config.login_timeout();
+    let ctx_drain = ctx.draining.clone();
     let mut control = Control {
         ctx,
         session,
@@ -135,6 +136,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         control_closed,
         profiler: Profiler::default(),
         login_by: Instant::now() + ctx_login_timeout,
+        drain: ctx_drain,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -246,6 +248,8 @@ struct Control {
     profiler: Profiler,
     /// When a connection that has not logged in is closed.
     login_by: Instant,
+    /// True once the server stops accepting (SIGTERM): close when idle.
+    drain: tokio::sync::watch::Receiver<bool>,
 }
 
 /// When the running transfer's next markers are due.
@@ -275,6 +279,11 @@ fn perf_marker(bytes: u64) -> Reply {
 
 impl Control {
     async fn send(&mut self, reply: &Reply) -> std::io::Result<()> {
+        if tracing::enabled!(target: "ferry::dialogue", tracing::Level::DEBUG) {
+            for line in String::from_utf8_lossy(&reply.to_bytes()).lines() {
+                tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "< {line}");
+            }
+        }
         // A client that stops reading its replies blocks this write, and
         // with it the idle timeout: bound the write by that timeout.
         let limit = self.ctx.config.idle_timeout();
@@ -311,6 +320,13 @@ impl Control {
         let mut clock = MarkerClock::default();
         let mut deadline = self.deadline();
         loop {
+            if active.is_none() && *self.drain.borrow() {
+                // The server is shutting down: transfers finish, then go.
+                let r = Reply::new(ReplyCode::SERVICE_UNAVAILABLE, "Server shutting down; try again later.");
+                self.send(&r).await?;
+                let _ = self.writer.shutdown().await;
+                return Ok(());
+            }
             if active.is_none() {
                 if let Some(cmd) = queue.pop_front() {
                     match self.process(cmd, &mut active).await? {
@@ -394,6 +410,7 @@ impl Control {
                         }
                     }
                 }
+                _ = self.drain.changed(), if !*self.drain.borrow() => {}
                 _ = tokio::time::sleep_until(deadline), if active.is_none() => {
                     let text = if self.session.user().is_some() {
                         format!("Idle for {} s; closing the control connection.", self.ctx.config.idle_timeout_secs)
@@ -439,7 +456,11 @@ impl Control {
         };
         let status = match &outcome {
             TransferOutcome::Complete { .. } => "complete".to_string(),
-            TransferOutcome::Failed(e) => format!("{e:?}"),
+            TransferOutcome::Failed(e) => format!("failed: {}", transfer_words(e)),
+        };
+        let mode = match t.request.mode {
+            ferry_proto::command::TransferMode::Stream => "stream",
+            ferry_proto::command::TransferMode::ExtendedBlock => "extended block",
         };
         if let Some(direction) = direction {
             tracing::info!(
@@ -448,13 +469,14 @@ impl Control {
                 user = %self.user,
                 path = %t.request.path,
                 direction,
-                mode = ?t.request.mode,
+                mode,
                 restart = t.request.restart.is_some(),
                 reused = t.request.channel.reuse,
                 queued,
                 bytes,
-                seconds = format_args!("{secs:.3}"),
-                rate_mb_s = format_args!("{:.1}", bytes as f64 / secs.max(1e-9) / 1e6),
+                // Numbers, not strings, in JSON logs.
+                seconds = (secs * 1e3).round() / 1e3,
+                rate_mb_s = (bytes as f64 / secs.max(1e-9) / 1e5).round() / 10.0,
                 status = %status,
                 "transfer finished"
             );
@@ -478,6 +500,12 @@ impl Control {
     }
 
     async fn process(&mut self, cmd: Parsed, active: &mut Option<ActiveTransfer>) -> std::io::Result<Flow> {
+        match &cmd {
+            // The control dialogue at debug level, the password masked.
+            Ok(Command::Pass(_)) => tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> PASS ****"),
+            Ok(c) => tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {c}"),
+            Err(e) => tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> (unparsable: {e})"),
+        }
         if let Ok(Command::Site(ferry_proto::command::SiteCommand::ClientInfo(info))) = &cmd {
             tracing::debug!(peer = %self.peer, %info, "client info");
         }
@@ -525,6 +553,7 @@ impl Control {
                 return Box::pin(self.act(next, active)).await;
             }
             Action::File(op) => {
+                let change = change_of(&op);
                 let reply = match self.root.clone() {
                     Some(root) => {
                         let ctx = self.ctx.clone();
@@ -532,6 +561,23 @@ impl Control {
                         let result = tokio::task::spawn_blocking(move || file_op(&root, &ctx, op, &closed))
                             .await
                             .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
+                        if let Some((operation, path, to)) = change {
+                            // Changes to the tree are logged as transfers are.
+                            let status = match &result {
+                                Ok(_) => "complete".to_string(),
+                                Err(e) => format!("failed: {}", fs_words(e)),
+                            };
+                            tracing::info!(
+                                target: "ferry::change",
+                                peer = %self.peer,
+                                user = %self.user,
+                                operation,
+                                path = %path,
+                                to = to.as_deref().unwrap_or(""),
+                                status = %status,
+                                "file changed"
+                            );
+                        }
                         self.session.file_result(result)
                     }
                     None => self.session.file_result(Err(FsError::PermissionDenied)),
@@ -561,7 +607,7 @@ impl Control {
                 let Some(root) = self.root.clone() else {
                     return Ok(Flow::Continue);
                 };
-                let protection = match (&self.ctx.tls, req.protected) {
+                let protection = match (&self.ctx.tls(), req.protected) {
                     (Some(tls), true) => ferry_io::tls::DataProtection::Server(tls.data.clone()),
                     _ => ferry_io::tls::DataProtection::Clear,
                 };
@@ -582,7 +628,7 @@ impl Control {
             }
             Action::AbortTransfer => {}
             Action::Profile(req) => {
-                let may = self.ctx.users.may_profile(&self.user);
+                let may = self.ctx.users().may_profile(&self.user);
                 let reply = self.profiler.handle(req, may).await;
                 self.send(&reply).await?;
             }
@@ -593,7 +639,7 @@ impl Control {
     /// Runs the TLS handshake after the `234` (RFC 4217 §4). A failed
     /// handshake leaves nothing to talk over: the connection is closed.
     async fn start_tls(&mut self) -> std::io::Result<Flow> {
-        let Some(tls) = self.ctx.tls.as_ref() else { return Ok(Flow::Close) };
+        let Some(tls) = self.ctx.tls() else { return Ok(Flow::Close) };
         let Some(gate) = self.gate.take() else { return Ok(Flow::Close) };
         let (back_tx, back_rx) = oneshot::channel();
         if gate.send(Gate::Handover(back_tx)).await.is_err() {
@@ -651,7 +697,7 @@ impl Control {
                 // The certificate was verified in the handshake and the
                 // map says it speaks for `user`; the users file still
                 // decides the root and the access.
-                let Some(entry) = self.ctx.users.get(&user).cloned() else {
+                let Some(entry) = self.ctx.users().get(&user).cloned() else {
                     tracing::warn!(peer = %self.peer, %user, %subject, "certificate mapped to a user not in the users file");
                     return None;
                 };
@@ -664,9 +710,10 @@ impl Control {
                 // On the password threads (passwords.rs): each check takes
                 // 19 MiB, so they must not run once per client at a time.
                 let check = ctx.clone();
-                let entry = ctx.passwords.run(move || check.users.verify(&user, &password).cloned()).await.flatten();
+                let tried = user.clone();
+                let entry = ctx.passwords.run(move || check.users().verify(&user, &password).cloned()).await.flatten();
                 let Some(entry) = entry else {
-                    tracing::warn!(peer = %self.peer, "failed login");
+                    tracing::warn!(peer = %self.peer, user = %tried, "failed login");
                     return None;
                 };
                 let home = VirtualPath::root().resolve(&entry.root).ok()?;
@@ -679,12 +726,16 @@ impl Control {
             match self.ctx.root.subroot(&home) {
                 Ok(r) => Arc::new(r),
                 Err(e) => {
-                    tracing::error!(user = %grant.user, home = %home, error = ?e, "user's root is not usable");
+                    tracing::error!(user = %grant.user, home = %home, error = %fs_words(&e), "user's root is not usable");
                     return None;
                 }
             }
         };
-        tracing::info!(peer = %self.peer, user = %grant.user, access = ?grant.access, "login");
+        let access = match grant.access {
+            ferry_proto::session::Access::ReadOnly => "read-only",
+            ferry_proto::session::Access::ReadWrite => "read-write",
+        };
+        tracing::info!(peer = %self.peer, user = %grant.user, access, "login");
         self.user = grant.user.clone();
         self.root = Some(root);
         Some(grant)
@@ -773,5 +824,49 @@ fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, closed: &AtomicBool) ->
             }
             r.map(FileDone::Checksum)
         }
+    }
+}
+
+/// A file-system error in words, for logs.
+fn fs_words(e: &FsError) -> String {
+    match e {
+        FsError::NotFound => "no such file or directory".into(),
+        FsError::PermissionDenied => "permission denied".into(),
+        FsError::AlreadyExists => "already exists".into(),
+        FsError::NotADirectory => "not a directory".into(),
+        FsError::IsADirectory => "is a directory".into(),
+        FsError::DirectoryNotEmpty => "directory not empty".into(),
+        FsError::Escapes => "leads outside the served directory".into(),
+        FsError::InvalidName(why) => format!("invalid name ({why})"),
+        FsError::NoSpace => "no space left".into(),
+        FsError::HardLinked => "has other hard links; not changed in place".into(),
+        FsError::Other(why) => why.clone(),
+    }
+}
+
+/// Why a transfer failed, in words, for logs.
+fn transfer_words(e: &TransferError) -> String {
+    match e {
+        TransferError::File(f) => fs_words(f),
+        TransferError::DataConnection(why) => format!("no data connection ({why})"),
+        TransferError::ConnectionLost(why) => format!("connection lost ({why})"),
+        TransferError::Aborted => "aborted by the client".into(),
+        TransferError::NoSpace => "no space left".into(),
+        TransferError::Local(why) => why.clone(),
+        TransferError::BadRestart(why) => format!("bad restart ({why})"),
+    }
+}
+
+/// The operations that change the tree, for the log: (operation, path,
+/// new name).
+fn change_of(op: &FileOp) -> Option<(&'static str, String, Option<String>)> {
+    match op {
+        FileOp::MakeDir(p) => Some(("mkdir", p.to_string(), None)),
+        FileOp::RemoveDir(p) => Some(("rmdir", p.to_string(), None)),
+        FileOp::Delete(p) => Some(("delete", p.to_string(), None)),
+        FileOp::Rename { from, to } => Some(("rename", from.to_string(), Some(to.to_string()))),
+        FileOp::Chmod { path, .. } => Some(("chmod", path.to_string(), None)),
+        FileOp::SetModTime { path, .. } => Some(("set time", path.to_string(), None)),
+        _ => None,
     }
 }

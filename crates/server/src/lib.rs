@@ -15,4 +15,4 @@ mod transfer;
 pub mod users;
 
 pub use config::ServerConfig;
-pub use server::Server;
+pub use server::{Server, ServerHandle};

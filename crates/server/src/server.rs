@@ -9,10 +9,60 @@ use ferry_proto::session::{PortPolicy, SessionConfig};
 use ferry_proto::Reply;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+impl ServerContext {
+    /// The users file as last loaded.
+    pub fn users(&self) -> Arc<UserDb> {
+        self.users.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The TLS configuration as last loaded.
+    pub fn tls(&self) -> Option<Arc<crate::tls::ServerTls>> {
+        self.tls.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Controls a running server from outside its accept loop (signals).
+#[derive(Debug, Clone)]
+pub struct ServerHandle {
+    ctx: Arc<ServerContext>,
+}
+
+impl ServerHandle {
+    /// Re-reads the users file and the TLS certificate, key, client CA and
+    /// certificate map (SIGHUP). Sessions already logged in keep what they
+    /// were granted; new logins and handshakes use the new files. If a
+    /// file is unreadable or invalid, the old settings stay and the error
+    /// is returned. Says what was reloaded.
+    pub fn reload(&self) -> anyhow::Result<String> {
+        let c = &self.ctx.config;
+        let users = match &c.users {
+            Some(p) => Some(UserDb::load(p)?),
+            None => None,
+        };
+        let tls = crate::tls::ServerTls::from_config(c).context("TLS configuration")?;
+        let mut done = Vec::new();
+        if let Some(users) = users {
+            done.push(format!("{} users from {}", users.len(), c.users.as_ref().map(|p| p.display().to_string()).unwrap_or_default()));
+            *self.ctx.users.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(users);
+        }
+        match tls {
+            Some(t) if self.ctx.session_config.tls_available => {
+                done.push("the TLS certificate".to_string());
+                *self.ctx.tls.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(t));
+            }
+            // AUTH TLS is in FEAT from the start or not at all.
+            Some(_) => done.push("(TLS was not enabled at start: restart to enable it)".to_string()),
+            None => {}
+        }
+        Ok(if done.is_empty() { "nothing to reload".to_string() } else { done.join(", ") })
+    }
+}
 
 /// Shared by every session of one server.
 #[derive(Debug)]
@@ -20,11 +70,17 @@ pub(crate) struct ServerContext {
     pub config: ServerConfig,
     pub session_config: SessionConfig,
     pub root: Arc<Root>,
-    pub users: UserDb,
+    /// Replaced whole on SIGHUP ([`ServerHandle::reload`]); a session
+    /// takes the current one when it needs it.
+    users: RwLock<Arc<UserDb>>,
     pub ports: PortAllocator,
     pub checksums: crate::checksums::ChecksumCache,
-    /// Certificate, verifier and cert map when TLS is configured.
-    pub tls: Option<crate::tls::ServerTls>,
+    /// Certificate, verifier and cert map when TLS is configured;
+    /// replaced on SIGHUP (sessions keep the one they started with).
+    tls: RwLock<Option<Arc<crate::tls::ServerTls>>>,
+    /// Becomes true when the server stops accepting: idle sessions close
+    /// (421), busy ones after their transfer.
+    pub draining: watch::Receiver<bool>,
     pub lockout: crate::lockout::LoginLockout,
     pub passwords: crate::passwords::PasswordChecker,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
@@ -50,11 +106,18 @@ impl Drop for SessionSlot {
     }
 }
 
+struct Accepting {
+    listener: TcpListener,
+    ctx: Arc<ServerContext>,
+    sessions: Arc<Semaphore>,
+}
+
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
     ctx: Arc<ServerContext>,
     sessions: Arc<Semaphore>,
+    drain: watch::Sender<bool>,
 }
 
 impl Server {
@@ -105,10 +168,12 @@ impl Server {
         let listener =
             TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
         let sessions = Arc::new(Semaphore::new(config.max_sessions.max(1)));
+        let (drain, draining) = watch::channel(false);
         let ctx = Arc::new(ServerContext {
             ports: PortAllocator::new(config.passive_ports),
             checksums: crate::checksums::ChecksumCache::new(4096),
-            tls,
+            tls: RwLock::new(tls.map(Arc::new)),
+            draining,
             passwords: crate::passwords::PasswordChecker::new(),
             lockout: crate::lockout::LoginLockout::new(
                 config.login_lockout_failures,
@@ -117,10 +182,10 @@ impl Server {
             config,
             session_config,
             root: Arc::new(root),
-            users,
+            users: RwLock::new(Arc::new(users)),
             per_ip: Mutex::new(HashMap::new()),
         });
-        Ok(Self { listener, ctx, sessions })
+        Ok(Self { listener, ctx, sessions, drain })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -128,15 +193,50 @@ impl Server {
     }
 
     pub fn user_count(&self) -> usize {
-        self.ctx.users.len()
+        self.ctx.users().len()
     }
 
-    /// Accepts connections until `shutdown` resolves.
+    pub fn handle(&self) -> ServerHandle {
+        ServerHandle { ctx: self.ctx.clone() }
+    }
+
+    /// Accepts connections until `shutdown` resolves; then stops
+    /// accepting, lets transfers in progress finish (idle sessions are
+    /// told 421 at once) for up to `shutdown_grace_secs`, and returns.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+        let Server { listener, ctx, sessions, drain } = self;
+        let max = ctx.config.max_sessions.max(1);
+        let grace = Duration::from_secs(ctx.config.shutdown_grace_secs);
+        Self::accept(listener, ctx, sessions.clone(), shutdown).await?;
+        let _ = drain.send(true);
+        let busy = max - sessions.available_permits();
+        if busy > 0 {
+            tracing::info!(sessions = busy, grace_s = grace.as_secs(), "no longer accepting; waiting for transfers to finish");
+        }
+        let all_done = async {
+            while sessions.available_permits() < max {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        if tokio::time::timeout(grace, all_done).await.is_err() {
+            let left = max - sessions.available_permits();
+            tracing::warn!(sessions = left, "grace period over; exiting with transfers still running (they resume)");
+        }
+        Ok(())
+    }
+
+    async fn accept(
+        listener: TcpListener,
+        ctx: Arc<ServerContext>,
+        sessions: Arc<Semaphore>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        let this = Accepting { listener, ctx, sessions };
         tokio::pin!(shutdown);
+        let this = &this;
         loop {
             let (mut stream, peer) = tokio::select! {
-                r = self.listener.accept() => match r {
+                r = this.listener.accept() => match r {
                     Ok(x) => x,
                     Err(e) => {
                         // EMFILE and friends: back off instead of spinning.
@@ -148,7 +248,7 @@ impl Server {
                 _ = &mut shutdown => return Ok(()),
             };
             let refuse = |text: &str| Reply::new(ferry_proto::ReplyCode::SERVICE_UNAVAILABLE, text);
-            let Ok(permit) = self.sessions.clone().try_acquire_owned() else {
+            let Ok(permit) = this.sessions.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, "refused: too many sessions");
                 let r = refuse("Too many sessions on this server; try again later.");
                 tokio::spawn(async move {
@@ -157,7 +257,7 @@ impl Server {
                 continue;
             };
             let ip = peer.ip().to_canonical();
-            if let Some(left) = self.ctx.lockout.locked(ip) {
+            if let Some(left) = this.ctx.lockout.locked(ip) {
                 tracing::warn!(%peer, "refused: address locked out after failed logins");
                 let r = refuse(&crate::lockout::refusal(left));
                 drop(permit);
@@ -167,9 +267,9 @@ impl Server {
                 continue;
             }
             {
-                let mut map = self.ctx.per_ip.lock().unwrap_or_else(|e| e.into_inner());
+                let mut map = this.ctx.per_ip.lock().unwrap_or_else(|e| e.into_inner());
                 let n = map.entry(ip).or_insert(0);
-                if *n >= self.ctx.config.max_sessions_per_ip {
+                if *n >= this.ctx.config.max_sessions_per_ip {
                     drop(map);
                     tracing::warn!(%peer, "refused: too many sessions from this address");
                     let r = refuse("Too many sessions from your address; try again later.");
@@ -180,8 +280,8 @@ impl Server {
                 }
                 *n += 1;
             }
-            let slot = SessionSlot { ctx: self.ctx.clone(), ip, _permit: permit };
-            tokio::spawn(crate::control::serve(stream, peer, self.ctx.clone(), slot));
+            let slot = SessionSlot { ctx: this.ctx.clone(), ip, _permit: permit };
+            tokio::spawn(crate::control::serve(stream, peer, this.ctx.clone(), slot));
         }
     }
 }

@@ -81,7 +81,7 @@ fn up_to_date(src: &FileFacts, dst: Option<&FileFacts>) -> bool {
 impl Client {
     /// Records a failure; `Err(FailFast)` when the copy must stop.
     fn failed(&self, summary: &mut CopySummary, path: String, e: ClientError) -> Result<(), ClientError> {
-        tracing::error!(path = %path, error = %e, "failed");
+        tracing::debug!(path = %path, error = %e, "failed; going on");
         summary.failures.push(Problem { path, reason: e.to_string() });
         // Without a server there is nothing left to try.
         let fatal = matches!(e, ClientError::Connect { .. } | ClientError::Login { .. } | ClientError::Credentials(_));
@@ -92,7 +92,7 @@ impl Client {
     }
 
     fn passed_over(summary: &mut CopySummary, path: String, reason: &str) {
-        tracing::warn!(path = %path, "not copied: {reason}");
+        tracing::debug!(path = %path, "not copied: {reason}");
         summary.passed_over.push(Problem { path, reason: reason.to_string() });
     }
 
