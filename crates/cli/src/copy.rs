@@ -420,7 +420,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         let mut made = std::collections::HashSet::new();
         let mut ending = Ending::Done;
         for job in &jobs {
-            if many && args.files_from.is_some() && args.src.is_some() && !args.dry_run {
+            if args.files_from.is_some() && args.src.is_some() && !args.dry_run {
                 make_parents(&mut client, &job.dst, &mut made).await;
             }
             let result = tokio::select! {
@@ -504,14 +504,15 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 })).collect::<Vec<_>>(),
             })
         );
-    } else {
-        // Errors always; the rest unless -q.
-        for f in &summary.failures {
-            eprintln!("ferry: failed: {}: {}", f.path, f.reason);
-        }
-        if let Some(e) = &error {
-            eprintln!("ferry: {e}");
-        }
+    }
+    // Errors always, on standard error; the rest unless -q or --json.
+    for f in &summary.failures {
+        eprintln!("ferry: failed: {}: {}", f.path, f.reason);
+    }
+    if let Some(e) = &error {
+        eprintln!("ferry: {e}");
+    }
+    if !args.out.json {
         if !args.out.quiet {
             for p in &summary.passed_over {
                 eprintln!("ferry: not copied: {}: {}", p.path, p.reason);

@@ -243,8 +243,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         // The first line on stdout says where we listen; scripts and tests
         // that start the server with port 0 read it.
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "ferry: serving {} on ftp://{addr}/", root.display())?;
         // ftp:// without a port means 21; say the URL to use, port and all.
         let host = if addr.ip().is_unspecified() {
             std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or("HOST".into())
@@ -253,13 +251,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         } else {
             addr.ip().to_string()
         };
-        writeln!(
-            out,
-            "ferry: clients use ftp://USER@{host}:{}/ (the port is part of the URL), e.g. ferry ls ftp://USER@{host}:{}/",
-            addr.port(),
-            addr.port()
-        )?;
-        out.flush()?;
+        let port = addr.port();
+        let banner = format!(
+            "ferry: serving {} on ftp://{addr}/\n\
+             ferry: clients use ftp://USER@{host}:{port}/ (the port is part of the URL), e.g. ferry ls ftp://USER@{host}:{port}/\n",
+            root.display()
+        );
+        // One write: a reader that takes the first line and goes away
+        // must not make the second one fail (EPIPE would stop the server).
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|_| out.flush());
         drop(out);
         let handle = server.handle();
         server

@@ -55,16 +55,18 @@ fn recursive_tree_against_ferry_and_pure_ftpd() {
     random_file(&tree.join("sub dir/b.bin"), 70_000, 2);
     random_file(&tree.join("sub dir/deeper/ç.bin"), 0, 3);
     std::fs::create_dir_all(tree.join("empty")).unwrap();
+    // `tree/`: the contents (rsync's and globus-url-copy's rule).
+    let contents = format!("{}/", tree.display());
     for base in [server.url(ALICE, "/tree"), pure.url("/tree")] {
-        let (ok, _, err) = ferry(&["cp", "-q", "-r", tree.to_str().unwrap(), &base]);
+        let (ok, _, err) = ferry(&["cp", "-q", "-r", &contents, &base]);
         assert!(ok, "upload to {base}: {err}");
         let back = local.path().join(format!("back-{}", base.len()));
-        let (ok, _, err) = ferry(&["cp", "-q", "-r", &base, back.to_str().unwrap()]);
+        let (ok, _, err) = ferry(&["cp", "-q", "-r", &format!("{base}/"), back.to_str().unwrap()]);
         assert!(ok, "download from {base}: {err}");
         assert_eq!(tree_digest(&back), tree_digest(&tree));
     }
     // Server-to-server (stream mode, the destination listens).
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", &pure.url("/tree"), &server.url(ALICE, "/from-pure")]);
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", &pure.url("/tree/"), &server.url(ALICE, "/from-pure")]);
     assert!(ok, "third-party pure-ftpd -> ferry: {err}");
     assert_eq!(tree_digest(&server.path("from-pure")), tree_digest(&tree));
 }
@@ -122,11 +124,12 @@ fn directory_copies_are_pipelined_over_cached_channels() {
     for i in 0..40 {
         random_file(&tree.join(format!("f{i:02}")), 1000 + i * 5000, i);
     }
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", tree.to_str().unwrap(), &server.url(ALICE, "/many")]);
+    let contents = format!("{}/", tree.display());
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", &contents, &server.url(ALICE, "/many")]);
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&server.path("many")), tree_digest(&tree));
     let back = local.path().join("back");
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", &server.url(ALICE, "/many"), back.to_str().unwrap()]);
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", &server.url(ALICE, "/many/"), back.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&back), tree_digest(&tree));
     for dir in ["receive", "send"] {
@@ -134,8 +137,6 @@ fn directory_copies_are_pipelined_over_cached_channels() {
             .log_text()
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            // (A download of a directory first tries RETR on it, pipelined
-            // with the login, which fails.)
             .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["direction"] == dir)
             .filter(|v| v["fields"]["status"] == "complete")
             .map(|v| v["fields"].clone())
@@ -148,7 +149,7 @@ fn directory_copies_are_pipelined_over_cached_channels() {
     }
     // With pipelining off, nothing is queued.
     let (ok, _, err) =
-        ferry(&["cp", "-q", "-r", "--pipeline", "1", tree.to_str().unwrap(), &server.url(ALICE, "/single")]);
+        ferry(&["cp", "-q", "-r", "--pipeline", "1", &contents, &server.url(ALICE, "/single")]);
     assert!(ok, "{err}");
     let queued: u64 = server.transfers("/single/f05").iter().map(|l| l["queued"].as_u64().unwrap_or(0)).sum();
     assert_eq!(queued, 0);

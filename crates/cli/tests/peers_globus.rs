@@ -184,7 +184,8 @@ fn ferry_cp_against_the_globus_server() {
     let tree = local.path().join("tree");
     random_file(&tree.join("x/y/z.bin"), 12345, 9);
     random_file(&tree.join("top.bin"), 1 << 20, 10);
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", tree.to_str().unwrap(), &globus.url("tree")]);
+    let contents = format!("{}/", tree.display());
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", &contents, &globus.url("tree")]);
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&globus.path("tree")), tree_digest(&tree));
     let back = local.path().join("tree-back");
@@ -207,9 +208,10 @@ fn third_party_between_globus_and_ferry_driven_by_both_clients() {
     for i in 0..12 {
         random_file(&tree.join(format!("d{}/f{i}.bin", i % 3)), 10_000 * i + 1, 20 + i);
     }
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", tree.to_str().unwrap(), &ferry_srv.url(ALICE, "/tree")]);
+    let contents = format!("{}/", tree.display());
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", &contents, &ferry_srv.url(ALICE, "/tree")]);
     assert!(ok, "{err}");
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", tree.to_str().unwrap(), &globus.url("tree")]);
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", &contents, &globus.url("tree")]);
     assert!(ok, "{err}");
     chown_nobody(globus.dir.path());
 

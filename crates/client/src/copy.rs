@@ -263,6 +263,15 @@ impl Client {
         probe: Option<&str>,
     ) -> Result<&mut ServerSession, ClientError> {
         let k = format!("{}{}", key(url), if listing { "#list" } else { "" });
+        self.open_keyed(url, k, probe).await
+    }
+
+    async fn open_keyed(
+        &mut self,
+        url: &RemoteUrl,
+        k: String,
+        probe: Option<&str>,
+    ) -> Result<&mut ServerSession, ClientError> {
         if self.sessions.get(&k).is_some_and(ServerSession::is_broken) {
             self.sessions.remove(&k);
         }
@@ -277,6 +286,34 @@ impl Client {
 
     pub async fn session(&mut self, url: &RemoteUrl) -> Result<&mut ServerSession, ClientError> {
         self.session_for(url, false).await
+    }
+
+    /// The pool keys of a third-party pair: a copy within one server
+    /// needs two sessions to it.
+    fn pair_keys(src: &RemoteUrl, dst: &RemoteUrl) -> (String, String) {
+        let d = if src.same_endpoint(dst) { format!("{}#dst", key(dst)) } else { key(dst) };
+        (key(src), d)
+    }
+
+    /// Both sessions of a third-party copy, taken out of the pool (give
+    /// them back with [`put_pair`](Self::put_pair)).
+    pub(crate) async fn take_pair(
+        &mut self,
+        src: &RemoteUrl,
+        dst: &RemoteUrl,
+    ) -> Result<(ServerSession, ServerSession), ClientError> {
+        let (ks, kd) = Self::pair_keys(src, dst);
+        self.open_keyed(src, ks.clone(), None).await?;
+        self.open_keyed(dst, kd.clone(), None).await?;
+        let s = self.sessions.remove(&ks).expect("opened above");
+        let d = self.sessions.remove(&kd).expect("opened above");
+        Ok((s, d))
+    }
+
+    pub(crate) fn put_pair(&mut self, src: &RemoteUrl, dst: &RemoteUrl, s: ServerSession, d: ServerSession) {
+        let (ks, kd) = Self::pair_keys(src, dst);
+        self.sessions.insert(ks, s);
+        self.sessions.insert(kd, d);
     }
 
     /// The logged-in control connection for `url`'s server.
@@ -718,10 +755,7 @@ impl Client {
         resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
         // Both sessions are needed at once: take them out of the pool.
-        self.session(src).await?;
-        self.session(dst).await?;
-        let mut s = self.sessions.remove(&key(src)).expect("opened above");
-        let mut d = self.sessions.remove(&key(dst)).expect("opened above");
+        let (mut s, mut d) = self.take_pair(src, dst).await?;
         let done = resume.done().clone();
         let progress = self.stats.bytes.clone();
         let base = progress.load(Ordering::Relaxed);
@@ -737,8 +771,7 @@ impl Client {
         };
         let result = third_party_e(&mut s, &mut d, &src.path, &dst.path, Some(size), &done, &mut on_marker).await;
         forget_refuted_record(&result, resume);
-        self.sessions.insert(key(src), s);
-        self.sessions.insert(key(dst), d);
+        self.put_pair(src, dst, s, d);
         result?;
         let sent = size - done.covered().min(size);
         self.stats.bytes.store(base + sent, Ordering::Relaxed);

@@ -462,8 +462,7 @@ impl Client {
                         _ => None,
                     })
                     .collect();
-                let mut s = self.sessions.remove(&super::key(su)).expect("opened above");
-                let mut d = self.sessions.remove(&super::key(du)).expect("opened above");
+                let (mut s, mut d) = self.take_pair(su, du).await?;
                 let progress = self.stats.bytes.clone();
                 let base = progress.load(Ordering::Relaxed);
                 // Third-party data never passes here: the destination's 112
@@ -473,8 +472,7 @@ impl Client {
                 let mut on_done = |i: usize| record(i, &mut |r| r.clear());
                 let r = third_party_many(&mut s, &mut d, &items, window, &mut on_perf, &mut on_restart, &mut on_done)
                     .await;
-                self.sessions.insert(super::key(su), s);
-                self.sessions.insert(super::key(du), d);
+                self.put_pair(su, du, s, d);
                 r
             }
             (Location::Local(_), Location::Local(_)) => return Ok(0),
