@@ -221,9 +221,6 @@ impl CredentialLookup {
     /// `url` with its user and password filled in by the rules above.
     pub fn complete(&self, url: &RemoteUrl) -> Result<RemoteUrl, CredentialError> {
         let mut url = url.clone();
-        if url.password_given {
-            return Ok(url);
-        }
         if !url.user_given {
             // No user in the URL: a netrc entry for the host may name one
             // (curl does this); otherwise the login is anonymous.
@@ -236,6 +233,9 @@ impl CredentialLookup {
                     url.password_given = true;
                 }
             }
+            return Ok(url);
+        }
+        if url.password_given {
             return Ok(url);
         }
         if let Some(var) = &self.env_var {
