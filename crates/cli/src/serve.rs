@@ -434,4 +434,19 @@ mod tests {
         // Without a directory or a config file there is nothing to serve.
         assert!(config_from(&Wrapper::parse_from(["x"]).serve).is_err());
     }
+
+    #[test]
+    fn the_example_config_and_the_systemd_unit_fit_the_server() {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let example = repo.join("ferry.example.toml");
+        let args = Wrapper::parse_from(["x", "--config", example.to_str().unwrap()]).serve;
+        let c = config_from(&args).unwrap();
+        assert_eq!((c.listen.port(), c.shutdown_grace_secs), (2811, 60));
+        assert_eq!(c.passive_ports.map(|p| (p.low, p.high)), Some((50000, 50999)));
+        let unit = std::fs::read_to_string(repo.join("dist/ferry.service")).unwrap();
+        assert!(unit.contains("ExecReload=/bin/kill -HUP $MAINPID") && unit.contains("--config /etc/ferry/ferry.toml"));
+        // systemd must wait longer than the grace period before SIGKILL.
+        let stop: u64 = unit.lines().find_map(|l| l.strip_prefix("TimeoutStopSec=")).unwrap().parse().unwrap();
+        assert!(stop > c.shutdown_grace_secs);
+    }
 }

@@ -37,19 +37,19 @@ fn key_paths(v: &Value, prefix: &str, maps: &BTreeSet<String>, out: &mut BTreeSe
 /// group, any number of groups).
 fn expand(pattern: &str) -> Vec<String> {
     let Some(open) = pattern.find('{') else { return vec![pattern.to_string()] };
-    let close = open + pattern[open..].find('}').expect("unbalanced brace in README.md");
+    let close = open + pattern[open..].find('}').expect("unbalanced brace in docs/profiler.md");
     pattern[open + 1..close]
         .split(',')
         .flat_map(|alt| expand(&format!("{}{}{}", &pattern[..open], alt.trim(), &pattern[close + 1..])))
         .collect()
 }
 
-/// The field table of README.md's "report.json" section: rows
+/// The field table of docs/profiler.md's "report.json" section: rows
 /// `| `path` | type | meaning |`.
 fn documented_fields() -> (BTreeSet<String>, BTreeSet<String>) {
-    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiler.md");
     let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("cannot read {}: {e}", doc.display()));
-    let section = text.split("\n### report.json\n").nth(1).expect("README.md has no \"### report.json\" section");
+    let section = text.split("\n### report.json\n").nth(1).expect("docs/profiler.md has no \"### report.json\" section");
     let section = section.split("\n## ").next().unwrap_or(section);
     let section = section.split("\n### ").next().unwrap_or(section);
     let mut fields = BTreeSet::new();
@@ -65,7 +65,7 @@ fn documented_fields() -> (BTreeSet<String>, BTreeSet<String>) {
             fields.insert(p);
         }
     }
-    assert!(fields.len() > 100, "README.md lists only {} fields; is the table format intact?", fields.len());
+    assert!(fields.len() > 100, "docs/profiler.md lists only {} fields; is the table format intact?", fields.len());
     (fields, maps)
 }
 
@@ -81,7 +81,7 @@ fn json_fields_match_the_documentation() {
     let missing: Vec<_> = documented.difference(&actual).collect();
     assert!(
         undocumented.is_empty() && missing.is_empty(),
-        "README.md and report.json disagree.\nIn the JSON but not documented:\n  {}\nDocumented but not in the JSON:\n  {}",
+        "docs/profiler.md and report.json disagree.\nIn the JSON but not documented:\n  {}\nDocumented but not in the JSON:\n  {}",
         undocumented.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
         missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
     );
