@@ -260,8 +260,15 @@ impl Client {
                 summary.plan.push(PlanLine { action: "resume", path: shown(s), bytes: f.size });
             }
         } else {
+            // Interrupted files first: they are the closest to done, and a
+            // copy interrupted again soon still makes progress on them.
+            for (s, d, f) in &resume {
+                if let Err(e) = self.copy_file(s, d, f, summary).await {
+                    self.failed(summary, shown(s), e)?;
+                }
+            }
             let batched = self.copy_batch(&fresh, summary).await?;
-            for (s, d, f) in fresh[batched..].iter().chain(resume.iter()) {
+            for (s, d, f) in &fresh[batched..] {
                 if let Err(e) = self.copy_file(s, d, f, summary).await {
                     self.failed(summary, shown(s), e)?;
                 }
@@ -384,6 +391,12 @@ impl Client {
         let staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
         let control = move || TransferControl { staging, ..TransferControl::shared(progress.clone(), rate.clone()) };
         let window = self.opts.pipeline;
+        // Counted as each file completes, so an interrupted batch reports
+        // what it finished.
+        let counted = |summary: &mut CopySummary, i: usize| {
+            summary.files += 1;
+            summary.bytes += files[i].2.size;
+        };
         let (done, result) = match (&files[0].0, &files[0].1) {
             (Location::Remote(su), Location::Local(_)) => {
                 let mut sinks = Vec::new();
@@ -406,6 +419,7 @@ impl Client {
                         }
                     }
                     record(i, &mut |r| r.clear());
+                    counted(&mut *summary, i);
                 };
                 let batch = session.retrieve_many(&items, window, control, &states, &mut on_done);
                 tokio::pin!(batch);
@@ -451,7 +465,10 @@ impl Client {
                         record(i, &mut |r| r.add(&ranges));
                     }
                 };
-                let mut on_done = |i: usize| record(i, &mut |r| r.clear());
+                let mut on_done = |i: usize| {
+                    record(i, &mut |r| r.clear());
+                    counted(&mut *summary, i);
+                };
                 self.session(du).await?.store_many(&items, window, control, &mut on_marker, &mut on_done).await
             }
             (Location::Remote(su), Location::Remote(du)) => {
@@ -469,7 +486,10 @@ impl Client {
                 // markers are the only measure of progress.
                 let mut on_perf = |moved: u64| progress.store(base + moved, Ordering::Relaxed);
                 let mut on_restart = |i: usize, ranges: ferry_proto::RangeSet| record(i, &mut |r| r.add(&ranges));
-                let mut on_done = |i: usize| record(i, &mut |r| r.clear());
+                let mut on_done = |i: usize| {
+                    record(i, &mut |r| r.clear());
+                    counted(&mut *summary, i);
+                };
                 let r = third_party_many(&mut s, &mut d, &items, window, &mut on_perf, &mut on_restart, &mut on_done)
                     .await;
                 self.put_pair(su, du, s, d);
@@ -495,13 +515,13 @@ impl Client {
                         summary.checksum_algorithm = Some(alg);
                     }
                     Err(e) => {
+                        summary.files -= 1;
+                        summary.bytes -= f.size;
                         self.failed(summary, s.to_string(), e)?;
                         continue;
                     }
                 }
             }
-            summary.files += 1;
-            summary.bytes += f.size;
         }
         if let (Some((_, Location::Remote(u), _)), false) = (files.first(), meta.is_empty()) {
             self.set_remote_meta(u, &meta).await;
