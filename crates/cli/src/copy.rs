@@ -545,10 +545,8 @@ fn describe(s: &CopySummary, secs: f64, rate: f64, dry_run: bool) -> String {
         parts.push(format!("{} resumed from where an earlier copy stopped", s.resumed));
     }
     if s.skipped > 0 {
-        parts.push(format!(
-            "{} already complete at the destination and skipped ({} bytes)",
-            s.skipped, s.skipped_bytes
-        ));
+        parts
+            .push(format!("{} already complete at the destination and skipped ({} bytes)", s.skipped, s.skipped_bytes));
     }
     if s.links > 0 {
         parts.push(plural(s.links, "link recreated", "links recreated"));

@@ -61,7 +61,10 @@ const FOREIGN_FLAGS: &[(&[&str], &str)] = &[
     (&["-f"], "--files-from FILE"),
     (&["-quiet"], "-q"),
     (&["-list"], "ferry ls URL"),
-    (&["-cc", "-concurrency"], "not in ferry cp yet (several control connections are planned); -p N and --pipeline N are"),
+    (
+        &["-cc", "-concurrency"],
+        "not in ferry cp yet (several control connections are planned); -p N and --pipeline N are",
+    ),
     (&["-sync", "--sync", "-sync-level"], "not in ferry cp yet; a re-run of ferry cp -r skips files already complete"),
     (&["--bwlimit"], "--max-rate RATE (e.g. --max-rate 100M, bytes per second)"),
     (&["--transfers"], "--pipeline N (transfer commands in flight)"),
@@ -75,7 +78,10 @@ const FOREIGN_FLAGS: &[(&[&str], &str)] = &[
     (&["--filter", "--filter-from"], "--include PATTERN / --exclude PATTERN"),
     (&["--exclude-from", "--include-from"], "--include PATTERN / --exclude PATTERN, once per pattern"),
     (&["-v", "-vv", "--verbose"], "FERRY_LOG=info (or debug) ferry cp ..."),
-    (&["-u", "--user"], "the user in the URL (ftp://USER@HOST:PORT/) and the password in FERRY_PASSWORD, ~/.netrc or at the prompt"),
+    (
+        &["-u", "--user"],
+        "the user in the URL (ftp://USER@HOST:PORT/) and the password in FERRY_PASSWORD, ~/.netrc or at the prompt",
+    ),
     (&["--netrc", "--netrc-optional"], "nothing: ferry reads ~/.netrc by itself"),
 ];
 

@@ -345,7 +345,8 @@ pub fn passwd(args: PasswdArgs) -> anyhow::Result<ExitCode> {
         // Changing a password changes nothing else: root, access and the
         // profiling permission stay as they were unless a flag says.
         let existing = db.get(&args.name).cloned();
-        let root = args.root.clone().or_else(|| existing.as_ref().map(|e| e.root.clone())).unwrap_or_else(|| "/".into());
+        let root =
+            args.root.clone().or_else(|| existing.as_ref().map(|e| e.root.clone())).unwrap_or_else(|| "/".into());
         let access = if args.write {
             AccessSetting::Write
         } else if args.read_only {

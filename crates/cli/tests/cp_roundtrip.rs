@@ -148,8 +148,7 @@ fn directory_copies_are_pipelined_over_cached_channels() {
         assert_eq!(lines.iter().filter(|l| l["reused"] == true).count(), 39, "{dir}");
     }
     // With pipelining off, nothing is queued.
-    let (ok, _, err) =
-        ferry(&["cp", "-q", "-r", "--pipeline", "1", &contents, &server.url(ALICE, "/single")]);
+    let (ok, _, err) = ferry(&["cp", "-q", "-r", "--pipeline", "1", &contents, &server.url(ALICE, "/single")]);
     assert!(ok, "{err}");
     let queued: u64 = server.transfers("/single/f05").iter().map(|l| l["queued"].as_u64().unwrap_or(0)).sum();
     assert_eq!(queued, 0);

@@ -24,7 +24,8 @@ fn passwords_come_from_the_environment_netrc_or_nowhere_with_a_clear_error() {
     let src = home.path().join("f.bin");
     random_file(&src, 1000, 1);
     let url = format!("ftp://alice@{}/from-env.bin", server.addr);
-    let (ok, _, err) = ferry_env(&["cp", "-q", src.to_str().unwrap(), &url], home.path(), &[("FERRY_PASSWORD", ALICE.1)]);
+    let (ok, _, err) =
+        ferry_env(&["cp", "-q", src.to_str().unwrap(), &url], home.path(), &[("FERRY_PASSWORD", ALICE.1)]);
     assert!(ok, "{err}");
     assert!(server.path("from-env.bin").exists());
     // No password anywhere, no terminal: say where to put it.
@@ -34,7 +35,8 @@ fn passwords_come_from_the_environment_netrc_or_nowhere_with_a_clear_error() {
     // ~/.netrc, as curl reads it: for the user in the URL, and for a URL
     // without a user (the login comes from the file: alice may write,
     // anonymous may not).
-    std::fs::write(home.path().join(".netrc"), format!("machine 127.0.0.1 login alice password {}\n", ALICE.1)).unwrap();
+    std::fs::write(home.path().join(".netrc"), format!("machine 127.0.0.1 login alice password {}\n", ALICE.1))
+        .unwrap();
     let (ok, _, err) = ferry_env(&["cp", "-q", src.to_str().unwrap(), &url], home.path(), &[]);
     assert!(ok, "{err}");
     let no_user = format!("ftp://{}/from-netrc.bin", server.addr);
@@ -69,7 +71,10 @@ fn a_password_is_never_printed_nor_written_to_disk() {
     for args in &cases {
         let (ok, stdout, stderr) = ferry_env(args, home.path(), &[("FERRY_LOG", "trace")]);
         assert!(!ok, "{args:?}");
-        assert!(!stdout.contains(secret) && !stderr.contains(secret), "{args:?} printed the password:\n{stdout}{stderr}");
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{args:?} printed the password:\n{stdout}{stderr}"
+        );
     }
     let (_, _, err) = ferry_env(&["cp", &typo, out.to_str().unwrap()], home.path(), &[]);
     assert!(err.contains("slash missing"), "{err}");
@@ -133,7 +138,10 @@ fn passwd_asks_twice_without_echo_and_keeps_the_users_permissions() {
     // Changing only the password changes only the password.
     set(&["alice"], "second");
     let text = std::fs::read_to_string(&users).unwrap();
-    assert!(text.contains("access = \"write\"") && text.contains("root = \"/alice\"") && text.contains("profile = true"), "{text}");
+    assert!(
+        text.contains("access = \"write\"") && text.contains("root = \"/alice\"") && text.contains("profile = true"),
+        "{text}"
+    );
 
     // On a terminal: asked twice, nothing echoed.
     let (ok, screen) = passwd_on_a_terminal(&users, "alice", "third-pw\nthird-pw\n");

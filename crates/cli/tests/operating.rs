@@ -45,7 +45,8 @@ impl Served {
         let mut banner = String::new();
         out.read_line(&mut banner).unwrap();
         out.read_line(&mut banner).unwrap();
-        let addr = banner.lines().next().unwrap().rsplit_once("ftp://").unwrap().1.trim_end_matches('/').parse().unwrap();
+        let addr =
+            banner.lines().next().unwrap().rsplit_once("ftp://").unwrap().1.trim_end_matches('/').parse().unwrap();
         Self { child, addr, banner, log, users, root, _work: work }
     }
 

@@ -85,7 +85,9 @@ fn the_readme_probe_and_tune_examples_work_as_written() {
         .filter(|l| l.starts_with("ferry probe ") || l.starts_with("ferry tune ") || l.starts_with("ferry ls "))
         .map(|l| l.split(" #").next().unwrap().trim().to_string())
         .collect();
-    assert!(examples.iter().any(|e| e.starts_with("ferry probe")) && examples.iter().any(|e| e.starts_with("ferry tune")));
+    assert!(
+        examples.iter().any(|e| e.starts_with("ferry probe")) && examples.iter().any(|e| e.starts_with("ferry tune"))
+    );
     for example in examples {
         let line = example.replace("data.example.org:2811", &server.addr.to_string());
         let mut args: Vec<&str> = line.split_whitespace().skip(1).collect();
@@ -93,7 +95,18 @@ fn the_readme_probe_and_tune_examples_work_as_written() {
         match args[0] {
             "probe" => args.extend(["--bytes", "4M"]),
             "tune" => args.extend([
-                "--bytes", "2M", "--streams", "1,2", "--tcp-bs", "auto", "--max-trials", "3", "--repeats", "1", "--pause", "0",
+                "--bytes",
+                "2M",
+                "--streams",
+                "1,2",
+                "--tcp-bs",
+                "auto",
+                "--max-trials",
+                "3",
+                "--repeats",
+                "1",
+                "--pause",
+                "0",
             ]),
             _ => {}
         }

@@ -212,7 +212,11 @@ fn an_interrupted_tree_copy_resumes_file_by_file() {
         assert!(full <= 1, "{path} was sent in full {full} times");
     }
     // Nothing half-done is left behind, on either side.
-    let leftovers: Vec<_> = walkdir(local.path()).into_iter().chain(walkdir(server.root.path())).filter(|p| p.contains("ferry-part")).collect();
+    let leftovers: Vec<_> = walkdir(local.path())
+        .into_iter()
+        .chain(walkdir(server.root.path()))
+        .filter(|p| p.contains("ferry-part"))
+        .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
     assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0, "no restart records left");
 }
@@ -276,7 +280,11 @@ fn modification_times_and_modes_are_kept_never_widened() {
     let server = FerryServer::start();
     let local = tempfile::tempdir().unwrap();
     let tree = local.path().join("tree");
-    let files = [("private.bin", 0o600, 1_000_000_000i64), ("group.bin", 0o640, 1_200_000_000), ("run.sh", 0o755, 1_300_000_000)];
+    let files = [
+        ("private.bin", 0o600, 1_000_000_000i64),
+        ("group.bin", 0o640, 1_200_000_000),
+        ("run.sh", 0o755, 1_300_000_000),
+    ];
     for (i, (name, mode, t)) in files.iter().enumerate() {
         let p = tree.join(name);
         random_file(&p, 3000 + i as u64, 40 + i as u64);

@@ -528,10 +528,11 @@ pub fn parse_mlsx(line: &str) -> Option<FileFacts> {
             // RFC 3659 §7.5.2: an opaque identity; Ferry and Globus write
             // device-inode in hex. Tree copies use it to notice loops.
             "unique" => {
-                f.unique = match v.split_once('-').map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
-                    Some((Ok(a), Ok(b))) => (a, b),
-                    _ => (xxhash_rust::xxh3::xxh3_64(v.as_bytes()), 1),
-                }
+                f.unique =
+                    match v.split_once('-').map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
+                        Some((Ok(a), Ok(b))) => (a, b),
+                        _ => (xxhash_rust::xxh3::xxh3_64(v.as_bytes()), 1),
+                    }
             }
             _ => {}
         }

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 mod measure;
 mod tree;
-use tree::same_place;
 pub use measure::Measurement;
+use tree::same_place;
 
 /// Shared counters a progress display reads while a copy runs.
 #[derive(Debug, Default)]

@@ -281,7 +281,9 @@ pub fn redact(text: &str) -> String {
         out.push_str(head);
         let tail_start = tail.trim_start_matches('/');
         out.push_str(&tail[..tail.len() - tail_start.len()]);
-        let end = tail_start.find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'').unwrap_or(tail_start.len());
+        let end = tail_start
+            .find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'')
+            .unwrap_or(tail_start.len());
         let authority = &tail_start[..end];
         match authority.rfind('@') {
             Some(at) => {
@@ -342,7 +344,8 @@ mod tests {
     fn lookup_order_url_env_netrc_prompt() {
         let dir = tempfile::tempdir().unwrap();
         let netrc = dir.path().join("netrc");
-        std::fs::write(&netrc, "machine h login alice password from-netrc\nmachine n login nora password nn\n").unwrap();
+        std::fs::write(&netrc, "machine h login alice password from-netrc\nmachine n login nora password nn\n")
+            .unwrap();
         let prompt = Arc::new(Fixed(Some("typed"), Mutex::new(0)));
         let lookup = CredentialLookup {
             env_var: Some("FERRY_TEST_PASSWORD_UNSET_VAR".into()),

@@ -142,9 +142,7 @@ impl Location {
     pub fn child(&self, name: &str) -> Location {
         match self {
             Location::Local(p) => Location::Local(p.join(name)),
-            Location::Remote(u) => {
-                Location::Remote(u.with_path(format!("{}/{}", u.path.trim_end_matches('/'), name)))
-            }
+            Location::Remote(u) => Location::Remote(u.with_path(format!("{}/{}", u.path.trim_end_matches('/'), name))),
         }
     }
 

@@ -49,7 +49,8 @@ fn expand(pattern: &str) -> Vec<String> {
 fn documented_fields() -> (BTreeSet<String>, BTreeSet<String>) {
     let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/profiler.md");
     let text = std::fs::read_to_string(&doc).unwrap_or_else(|e| panic!("cannot read {}: {e}", doc.display()));
-    let section = text.split("\n### report.json\n").nth(1).expect("docs/profiler.md has no \"### report.json\" section");
+    let section =
+        text.split("\n### report.json\n").nth(1).expect("docs/profiler.md has no \"### report.json\" section");
     let section = section.split("\n## ").next().unwrap_or(section);
     let section = section.split("\n### ").next().unwrap_or(section);
     let mut fields = BTreeSet::new();

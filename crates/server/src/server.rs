@@ -48,7 +48,11 @@ impl ServerHandle {
         let tls = crate::tls::ServerTls::from_config(c).context("TLS configuration")?;
         let mut done = Vec::new();
         if let Some(users) = users {
-            done.push(format!("{} users from {}", users.len(), c.users.as_ref().map(|p| p.display().to_string()).unwrap_or_default()));
+            done.push(format!(
+                "{} users from {}",
+                users.len(),
+                c.users.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            ));
             *self.ctx.users.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(users);
         }
         match tls {
@@ -211,7 +215,11 @@ impl Server {
         let _ = drain.send(true);
         let busy = max - sessions.available_permits();
         if busy > 0 {
-            tracing::info!(sessions = busy, grace_s = grace.as_secs(), "no longer accepting; waiting for transfers to finish");
+            tracing::info!(
+                sessions = busy,
+                grace_s = grace.as_secs(),
+                "no longer accepting; waiting for transfers to finish"
+            );
         }
         let all_done = async {
             while sessions.available_permits() < max {

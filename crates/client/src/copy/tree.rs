@@ -75,7 +75,9 @@ fn join_rel(rel: &str, name: &str) -> String {
 /// (times unknown on either side count as not older).
 fn up_to_date(src: &FileFacts, dst: Option<&FileFacts>) -> bool {
     let Some(d) = dst else { return false };
-    d.kind == FileKind::File && d.size == src.size && (src.modified <= 0 || d.modified <= 0 || d.modified >= src.modified)
+    d.kind == FileKind::File
+        && d.size == src.size
+        && (src.modified <= 0 || d.modified <= 0 || d.modified >= src.modified)
 }
 
 impl Client {
@@ -209,7 +211,11 @@ impl Client {
                         continue;
                     }
                     if e.facts.unique != (0, 0) && ancestors.contains(&e.facts.unique) {
-                        Self::passed_over(summary, shown(&s), "a directory loop (a link back to a directory above it); not entered");
+                        Self::passed_over(
+                            summary,
+                            shown(&s),
+                            "a directory loop (a link back to a directory above it); not entered",
+                        );
                         continue;
                     }
                     if ancestors.len() >= MAX_DEPTH {
@@ -380,7 +386,10 @@ impl Client {
             self.stats.begin(&s.to_string(), Some(f.size));
         }
         let records: Mutex<Vec<ResumeState>> = Mutex::new(
-            files.iter().map(|(s, d, f)| ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified)).collect(),
+            files
+                .iter()
+                .map(|(s, d, f)| ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified))
+                .collect(),
         );
         let record = |i: usize, f: &mut dyn FnMut(&mut ResumeState)| {
             if let Some(r) = records.lock().unwrap_or_else(|e| e.into_inner()).get_mut(i) {
@@ -412,31 +421,31 @@ impl Client {
                 let mut commit_error = None;
                 let session = self.session(su).await?;
                 let r = {
-                let mut on_done = |i: usize| {
-                    if let Some(sink) = sinks.get_mut(i).and_then(Option::take) {
-                        if let Err(e) = sink.finish(files[i].2.size) {
-                            commit_error.get_or_insert(e);
+                    let mut on_done = |i: usize| {
+                        if let Some(sink) = sinks.get_mut(i).and_then(Option::take) {
+                            if let Err(e) = sink.finish(files[i].2.size) {
+                                commit_error.get_or_insert(e);
+                            }
                         }
-                    }
-                    record(i, &mut |r| r.clear());
-                    counted(&mut *summary, i);
-                };
-                let batch = session.retrieve_many(&items, window, control, &states, &mut on_done);
-                tokio::pin!(batch);
-                let r = loop {
-                    tokio::select! {
-                        r = &mut batch => break r,
-                        _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                            for (i, st) in states.iter().enumerate() {
-                                let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                                if !got.is_empty() && got.covered() < files[i].2.size {
-                                    record(i, &mut |r| r.add(&got));
+                        record(i, &mut |r| r.clear());
+                        counted(&mut *summary, i);
+                    };
+                    let batch = session.retrieve_many(&items, window, control, &states, &mut on_done);
+                    tokio::pin!(batch);
+                    let r = loop {
+                        tokio::select! {
+                            r = &mut batch => break r,
+                            _ = tokio::time::sleep(Duration::from_millis(250)) => {
+                                for (i, st) in states.iter().enumerate() {
+                                    let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                                    if !got.is_empty() && got.covered() < files[i].2.size {
+                                        record(i, &mut |r| r.add(&got));
+                                    }
                                 }
                             }
                         }
-                    }
-                };
-                r
+                    };
+                    r
                 };
                 // What arrived of the file that stopped the batch.
                 for (i, st) in states.iter().enumerate().skip(r.0) {
@@ -490,8 +499,8 @@ impl Client {
                     record(i, &mut |r| r.clear());
                     counted(&mut *summary, i);
                 };
-                let r = third_party_many(&mut s, &mut d, &items, window, &mut on_perf, &mut on_restart, &mut on_done)
-                    .await;
+                let r =
+                    third_party_many(&mut s, &mut d, &items, window, &mut on_perf, &mut on_restart, &mut on_done).await;
                 self.put_pair(su, du, s, d);
                 r
             }
