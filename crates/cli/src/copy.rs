@@ -512,13 +512,11 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = &error {
         eprintln!("ferry: {e}");
     }
-    if !args.out.json {
-        if !args.out.quiet {
-            for p in &summary.passed_over {
-                eprintln!("ferry: not copied: {}: {}", p.path, p.reason);
-            }
-            eprintln!("{}", describe(&summary, secs, rate, args.dry_run));
+    if !args.out.json && !args.out.quiet {
+        for p in &summary.passed_over {
+            eprintln!("ferry: not copied: {}: {}", p.path, p.reason);
         }
+        eprintln!("{}", describe(&summary, secs, rate, args.dry_run));
     }
     Ok(ExitCode::from(code))
 }

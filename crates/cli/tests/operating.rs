@@ -108,7 +108,7 @@ fn sighup_reloads_users_and_sigterm_lets_transfers_finish() {
     let local = tempfile::tempdir().unwrap();
     let src = local.path().join("big.bin");
     random_file(&src, 24 << 20, 9);
-    let mut upload = Command::new(ferry_bin())
+    let upload = Command::new(ferry_bin())
         .args(["cp", "-q", "--max-rate", "8M", src.to_str().unwrap(), &s.url("/big.bin")])
         .env("FERRY_STATE_DIR", state_dir())
         .stderr(Stdio::piped())

@@ -175,6 +175,9 @@ pub fn netrc_lookup<'a>(entries: &'a [NetrcEntry], host: &str, user: Option<&str
         .or_else(|| entries.iter().find(|e| e.machine.is_none() && login_fits(e)))
 }
 
+/// Passwords typed at the prompt, by (user, host, port).
+type Asked = Arc<Mutex<HashMap<(String, String, u16), Secret>>>;
+
 /// The rules above, with the places they read.
 #[derive(Debug, Clone)]
 pub struct CredentialLookup {
@@ -185,7 +188,7 @@ pub struct CredentialLookup {
     /// Who to ask when nothing else has the password.
     pub prompt: Option<Arc<dyn Prompt>>,
     /// Answers already given, so a reconnect does not ask again.
-    asked: Arc<Mutex<HashMap<(String, String, u16), Secret>>>,
+    asked: Asked,
 }
 
 impl Default for CredentialLookup {

@@ -59,7 +59,6 @@ fn set(patterns: &[&String]) -> Result<Option<GlobSet>, FilterError> {
 
 impl Filter {
     pub fn new(include: &[String], exclude: &[String]) -> Result<Self, FilterError> {
-        let dir_only: Vec<&String> = exclude.iter().filter(|p| p.ends_with('/')).collect();
         let files: Vec<&String> = exclude.iter().filter(|p| !p.ends_with('/')).collect();
         // A file pattern excludes directories of that name too (rclone).
         let all: Vec<&String> = exclude.iter().collect();
@@ -68,7 +67,6 @@ impl Filter {
             .map(|p| format!("--exclude {p}"))
             .chain(include.iter().map(|p| format!("--include {p}")))
             .collect();
-        let _ = dir_only;
         Ok(Self {
             exclude_files: set(&files)?,
             exclude_dirs: set(&all)?,

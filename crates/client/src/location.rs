@@ -123,7 +123,7 @@ impl Location {
         match self {
             Location::Local(p) => {
                 p.as_os_str().to_string_lossy().ends_with('/')
-                    || matches!(p.file_name(), None)
+                    || p.file_name().is_none()
                     || p.file_name().is_some_and(|n| n == "." || n == "..")
             }
             Location::Remote(u) => u.is_dir_url() || u.file_name().is_none(),
