@@ -97,10 +97,19 @@ fn a_password_is_never_printed_nor_written_to_disk() {
 
 /// Runs `ferry passwd` under a pseudo-terminal (script(1)), typing `input`.
 fn passwd_on_a_terminal(users: &Path, name: &str, input: &str) -> (bool, String) {
+    on_a_terminal(&format!("{} passwd --users {} {name}", ferry_bin(), users.display()), input, None)
+}
+
+/// Runs `cmd` under a pseudo-terminal (script(1)), typing `input` line by
+/// line; `home` replaces HOME (and drops FERRY_PASSWORD).
+fn on_a_terminal(cmd: &str, input: &str, home: Option<&Path>) -> (bool, String) {
     require("script");
-    let cmd = format!("{} passwd --users {} {name}", ferry_bin(), users.display());
-    let mut child = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
+    let mut script = Command::new("script");
+    if let Some(h) = home {
+        script.env("HOME", h).env_remove("FERRY_PASSWORD").env_remove("NETRC").env("FERRY_STATE_DIR", h.join("state"));
+    }
+    let mut child = script
+        .args(["-qec", cmd, "/dev/null"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -116,6 +125,19 @@ fn passwd_on_a_terminal(users: &Path, name: &str, input: &str) -> (bool, String)
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn on_a_terminal_ferry_asks_for_the_password_without_echo() {
+    let server = FerryServer::start();
+    random_file(&server.path("seen.bin"), 10, 1);
+    let home = tempfile::tempdir().unwrap();
+    let cmd = format!("{} ls ftp://alice@{}/", ferry_bin(), server.addr);
+    let (ok, screen) = on_a_terminal(&cmd, &format!("{}\n", ALICE.1), Some(home.path()));
+    assert!(ok, "{screen}");
+    assert!(screen.contains(&format!("Password for alice@127.0.0.1:{}", server.addr.port())), "{screen}");
+    assert!(screen.contains("seen.bin"), "{screen}");
+    assert!(!screen.contains(ALICE.1), "the password was echoed: {screen}");
 }
 
 #[test]

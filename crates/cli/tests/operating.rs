@@ -165,6 +165,10 @@ fn logs_an_administrator_can_use() {
     assert!(ok, "{err}");
     let (ok, _, _) = ferry(&["cp", "-q", &s.url("/missing.bin"), local.path().join("m").to_str().unwrap()]);
     assert!(!ok);
+    // A download of a missing file, deterministically on one connection.
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("PASV").starts_with("227"));
+    assert!(c.cmd("RETR /nope.bin").starts_with("550"));
     assert!(c.cmd("DELE /d/g.bin").starts_with("250"));
     assert!(c.cmd("RMD /d").starts_with("250"));
     let mut bad = RawControl::connect(s.addr);
@@ -191,15 +195,38 @@ fn logs_an_administrator_can_use() {
         assert!(t["seconds"].is_f64() && t["rate_mb_s"].is_f64() && t["bytes"].is_u64(), "numbers: {t}");
         let status = t["status"].as_str().unwrap();
         assert!(!status.contains('(') || status.contains(' '), "words, not Debug output: {status}");
-        if t["path"] != "/missing.bin" {
+        if t["path"] != "/missing.bin" && t["path"] != "/nope.bin" {
             assert_eq!(status, "complete", "a false failure: {t}");
         }
     }
-    let missing = transfers.iter().find(|t| t["path"] == "/missing.bin").expect("the failed download is logged");
+    let missing = transfers.iter().find(|t| t["path"] == "/nope.bin").expect("the failed download is logged");
     assert_eq!(missing["status"], "failed: no such file or directory");
     // The dialogue at debug level, the password masked.
     let text = std::fs::read_to_string(&s.log).unwrap();
     assert!(text.contains("> USER alice") && text.contains("> PASS ****"), "{text}");
     assert!(text.contains("< 230"), "replies too");
     assert!(!text.contains(ALICE.1) && !text.contains("guess"), "a password in the log");
+}
+
+#[test]
+fn sighup_reloads_the_tls_certificate() {
+    let (old, new) = (TestPki::new(), TestPki::new());
+    let work = tempfile::tempdir().unwrap();
+    let (cert, key) = (work.path().join("cert.pem"), work.path().join("key.pem"));
+    let install = |pki: &TestPki| {
+        std::fs::copy(pki.file("server.pem"), &cert).unwrap();
+        std::fs::copy(pki.file("server.key"), &key).unwrap();
+    };
+    install(&old);
+    let s = Served::start(&["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()], &[]);
+    let url = format!("ftps://alice:{}@localhost:{}/", ALICE.1, s.addr.port());
+    let ls = |pki: &TestPki| ferry(&["ls", "--ca", &pki.file("ca.pem"), &url]);
+    assert!(ls(&old).0, "{}", ls(&old).2);
+    assert!(!ls(&new).0, "the new CA does not vouch for the old certificate");
+    install(&new);
+    s.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    let (ok, _, err) = ls(&new);
+    assert!(ok, "after SIGHUP the new certificate is served: {err}");
+    assert!(!ls(&old).0);
 }

@@ -58,9 +58,9 @@ fn guc_downloads_and_uploads_every_size_and_stream_count() {
     // Parallel transfers really used parallel streams (the transfer log
     // says MODE E) and plain ones stream mode.
     let modes: Vec<String> = server.transfers("/up/2/m100").iter().map(|t| t["mode"].to_string()).collect();
-    assert_eq!(modes, ["\"ExtendedBlock\""]);
+    assert_eq!(modes, ["\"extended block\""]);
     let modes: Vec<String> = server.transfers("/up/0/m100").iter().map(|t| t["mode"].to_string()).collect();
-    assert_eq!(modes, ["\"Stream\""]);
+    assert_eq!(modes, ["\"stream\""]);
 }
 
 #[test]

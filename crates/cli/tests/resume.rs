@@ -135,7 +135,7 @@ fn a_wrong_restart_record_is_detected_and_the_copy_starts_over() {
     // and the client started over.
     let attempts = server.transfers("/f.bin");
     assert_eq!(attempts.len(), 2, "{attempts:?}");
-    assert!(attempts[0]["status"].as_str().unwrap().contains("BadRestart"), "{attempts:?}");
+    assert!(attempts[0]["status"].as_str().unwrap().contains("bad restart"), "{attempts:?}");
     assert_eq!(
         (&attempts[1]["status"], &attempts[1]["restart"]),
         (&serde_json::json!("complete"), &serde_json::json!(false))

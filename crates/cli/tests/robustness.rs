@@ -58,7 +58,7 @@ fn killed_stor_leaves_no_file_under_the_final_name() {
     serves_next_client(&server);
     // The log line records the failed transfer.
     let log = server.log_text();
-    assert!(log.contains("\"direction\":\"receive\"") && log.contains("ConnectionLost"), "{log}");
+    assert!(log.contains("\"direction\":\"receive\"") && log.contains("connection lost"), "{log}");
 }
 
 #[test]

@@ -248,6 +248,20 @@ impl Client {
         Ok(())
     }
 
+    /// `url` with its password from the credential sources. An `ftps://`
+    /// login with a client certificate (`--cert`) needs none: the server
+    /// maps the certificate to the user.
+    fn credentials_for(&self, url: &RemoteUrl) -> Result<RemoteUrl, ClientError> {
+        match self.opts.credentials.complete(url) {
+            Err(crate::credentials::CredentialError::Missing { .. })
+                if url.scheme == crate::location::Scheme::Ftps && self.opts.tls.cert.is_some() =>
+            {
+                Ok(url.clone())
+            }
+            r => Ok(r?),
+        }
+    }
+
     /// The logged-in session for `url`'s server (`listing` for the separate
     /// one that serves listings).
     async fn session_for(&mut self, url: &RemoteUrl, listing: bool) -> Result<&mut ServerSession, ClientError> {
@@ -277,7 +291,7 @@ impl Client {
         }
         if !self.sessions.contains_key(&k) {
             self.prepare_tls(url)?;
-            let url = &self.opts.credentials.complete(url)?;
+            let url = &self.credentials_for(url)?;
             let s = ServerSession::open(url, self.channel_options(), probe).await?;
             self.sessions.insert(k.clone(), s);
         }
@@ -433,7 +447,7 @@ impl Client {
             return Ok(());
         }
         self.prepare_tls(u)?;
-        let full = self.opts.credentials.complete(u)?;
+        let full = self.credentials_for(u)?;
         let s = ServerSession::open_retrieving(&full, self.channel_options(), &u.path).await?;
         self.sessions.insert(key(u), s);
         Ok(())

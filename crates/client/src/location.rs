@@ -150,7 +150,7 @@ impl Location {
         let Some((scheme, _)) = s.split_once("://") else {
             if let Some((scheme, _)) = s.split_once(":/") {
                 let lower = scheme.to_ascii_lowercase();
-                if ["ftp", "ftps", "gsiftp", "file", "sftp"].contains(&lower.as_str()) {
+                if ["ftp", "ftps", "gsiftp", "sftp"].contains(&lower.as_str()) {
                     return Err(LocationError::MissingSlash(s.into(), lower));
                 }
             }

@@ -435,11 +435,13 @@ impl Control {
                 outcome = Some(o);
             }
         }
+        // What the task found (a missing file) stays the reason; only a
+        // transfer cut short by the hang-up is "connection lost".
         let outcome = match outcome {
-            Some(TransferOutcome::Complete { bytes }) => TransferOutcome::Complete { bytes },
-            _ => TransferOutcome::Failed(TransferError::ConnectionLost(
-                "the client closed the control connection".into(),
-            )),
+            Some(TransferOutcome::Failed(TransferError::Aborted)) | None => TransferOutcome::Failed(
+                TransferError::ConnectionLost("the client closed the control connection".into()),
+            ),
+            Some(o) => o,
         };
         let _ = self.finish(t, outcome, 0).await;
     }
