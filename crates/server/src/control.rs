@@ -867,8 +867,9 @@ fn change_of(op: &FileOp) -> Option<(&'static str, String, Option<String>)> {
         FileOp::RemoveDir(p) => Some(("rmdir", p.to_string(), None)),
         FileOp::Delete(p) => Some(("delete", p.to_string(), None)),
         FileOp::Rename { from, to } => Some(("rename", from.to_string(), Some(to.to_string()))),
-        FileOp::Chmod { path, .. } => Some(("chmod", path.to_string(), None)),
-        FileOp::SetModTime { path, .. } => Some(("set time", path.to_string(), None)),
+        // Times and modes follow every uploaded file of a tree copy: at
+        // info level they would bury the changes an administrator looks
+        // for (they show in the dialogue at debug level).
         _ => None,
     }
 }
