@@ -385,10 +385,17 @@ impl Client {
         for (s, _, f) in files {
             self.stats.begin(&s.to_string(), Some(f.size));
         }
+        // Fresh files: any old record (`--no-resume`) describes nothing now.
         let records: Mutex<Vec<ResumeState>> = Mutex::new(
             files
                 .iter()
-                .map(|(s, d, f)| ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified))
+                .map(|(s, d, f)| {
+                    let mut r = ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified);
+                    if !r.is_empty() {
+                        r.clear();
+                    }
+                    r
+                })
                 .collect(),
         );
         let record = |i: usize, f: &mut dyn FnMut(&mut ResumeState)| {
