@@ -95,6 +95,10 @@ pub struct CopyOptions {
     pub direct_io: bool,
     /// Trust anchors and client certificate for `ftps://`.
     pub tls: crate::tls::TlsOptions,
+    /// Where a single file's restart ranges are kept instead of the state
+    /// directory (the transfer service's database; see
+    /// [`crate::resume::RestartStore`]).
+    pub restart_store: Option<Arc<dyn crate::resume::RestartStore>>,
     /// Where passwords come from when URLs carry none.
     pub credentials: crate::credentials::CredentialLookup,
     /// Trees: follow symbolic links (`-L`) instead of copying them as links.
@@ -125,6 +129,7 @@ impl Default for CopyOptions {
             streams: None,
             direct_io: false,
             tls: crate::tls::TlsOptions::default(),
+            restart_store: None,
             credentials: crate::credentials::CredentialLookup::standard(),
             follow_links: false,
             fail_fast: false,
@@ -227,6 +232,13 @@ impl Client {
 
     pub fn stats(&self) -> Arc<Stats> {
         self.stats.clone()
+    }
+
+    /// Where the next copies keep their restart ranges (see
+    /// [`CopyOptions::restart_store`]); lets one client, with its logged-in
+    /// sessions, copy file after file for the transfer service.
+    pub fn set_restart_store(&mut self, store: Option<Arc<dyn crate::resume::RestartStore>>) {
+        self.opts.restart_store = store;
     }
 
     fn channel_options(&self) -> ChannelOptions {
@@ -443,7 +455,10 @@ impl Client {
             return Ok(());
         }
         let target = if d.is_dir() { d.join(name) } else { d.clone() };
-        if self.opts.resume && ResumeState::exists(&src.to_string(), &Location::Local(target).to_string()) {
+        if self.opts.resume
+            && (self.opts.restart_store.is_some()
+                || ResumeState::exists(&src.to_string(), &Location::Local(target).to_string()))
+        {
             return Ok(());
         }
         self.prepare_tls(u)?;
@@ -578,7 +593,13 @@ impl Client {
         summary: &mut CopySummary,
     ) -> Result<(), ClientError> {
         self.stats.begin(&src.to_string(), Some(facts.size));
-        let mut resume = ResumeState::load(&src.to_string(), &dst.to_string(), facts.size, facts.modified);
+        let mut resume = ResumeState::load_from(
+            self.opts.restart_store.as_ref(),
+            &src.to_string(),
+            &dst.to_string(),
+            facts.size,
+            facts.modified,
+        );
         if !self.opts.resume {
             resume.clear();
         }

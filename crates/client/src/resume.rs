@@ -13,7 +13,23 @@
 use ferry_proto::RangeSet;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Somewhere other than the state directory to keep restart ranges: the
+/// transfer service stores them with the file's row in its database, so a
+/// node that takes a transfer over resumes it. Copies are keyed by their
+/// source and destination as displayed (without passwords).
+pub trait RestartStore: Send + Sync + std::fmt::Debug {
+    /// Ranges the destination already holds, or none when nothing is known
+    /// or the source changed (`size`, `modified`) since they were recorded.
+    fn load(&self, source: &str, destination: &str, size: u64, modified: i64) -> RangeSet;
+    /// Everything received so far: called as restart markers arrive (at
+    /// most four times a second) and at the end of each attempt.
+    fn save(&self, source: &str, destination: &str, ranges: &RangeSet);
+    /// The copy completed, or its ranges proved wrong.
+    fn clear(&self, source: &str, destination: &str);
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
@@ -31,6 +47,8 @@ pub struct ResumeState {
     record: Record,
     done: RangeSet,
     last_saved: Option<Instant>,
+    /// Where the ranges live instead of `path`, when given.
+    store: Option<Arc<dyn RestartStore>>,
 }
 
 /// Where restart records live: `$XDG_STATE_HOME/ferry/restart`, else
@@ -59,7 +77,17 @@ impl ResumeState {
     /// Loads the record for this copy, or starts an empty one. `source` and
     /// `destination` must not contain passwords.
     pub fn load(source: &str, destination: &str, size: u64, modified: i64) -> Self {
-        let path = state_dir().map(|d| d.join(key(source, destination)));
+        Self::load_from(None, source, destination, size, modified)
+    }
+
+    /// Like [`ResumeState::load`], from `store` when one is given.
+    pub fn load_from(
+        store: Option<&Arc<dyn RestartStore>>,
+        source: &str,
+        destination: &str,
+        size: u64,
+        modified: i64,
+    ) -> Self {
         let fresh = Record {
             source: source.to_string(),
             destination: destination.to_string(),
@@ -67,7 +95,12 @@ impl ResumeState {
             modified,
             ranges: String::new(),
         };
-        let mut state = Self { path, record: fresh.clone(), done: RangeSet::new(), last_saved: None };
+        if let Some(store) = store {
+            let done = store.load(source, destination, size, modified);
+            return Self { path: None, record: fresh, done, last_saved: None, store: Some(store.clone()) };
+        }
+        let path = state_dir().map(|d| d.join(key(source, destination)));
+        let mut state = Self { path, record: fresh.clone(), done: RangeSet::new(), last_saved: None, store: None };
         let Some(p) = &state.path else { return state };
         let Ok(text) = std::fs::read_to_string(p) else { return state };
         match serde_json::from_str::<Record>(&text) {
@@ -105,6 +138,10 @@ impl ResumeState {
 
     pub fn save(&mut self) {
         self.last_saved = Some(Instant::now());
+        if let Some(store) = &self.store {
+            store.save(&self.record.source, &self.record.destination, &self.done);
+            return;
+        }
         let Some(p) = &self.path else { return };
         self.record.ranges = self.done.to_string();
         if let Some(dir) = p.parent() {
@@ -121,6 +158,9 @@ impl ResumeState {
     /// Forgets everything: the copy completed, or its ranges proved wrong.
     pub fn clear(&mut self) {
         self.done = RangeSet::new();
+        if let Some(store) = &self.store {
+            store.clear(&self.record.source, &self.record.destination);
+        }
         if let Some(p) = &self.path {
             let _ = std::fs::remove_file(p);
         }
