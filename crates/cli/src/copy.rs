@@ -28,7 +28,7 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    fn options(&self) -> ferry_client::TlsOptions {
+    pub fn options(&self) -> ferry_client::TlsOptions {
         ferry_client::TlsOptions { ca: self.ca.clone(), cert: self.cert.clone(), key: self.key.clone() }
     }
 }

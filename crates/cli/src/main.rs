@@ -5,6 +5,8 @@ mod demo;
 mod probe;
 mod profile;
 mod serve;
+mod service;
+mod submit;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +42,16 @@ enum Cmd {
     Probe(probe::ProbeArgs),
     /// Find the fastest streams/buffer/block/staging settings for a server by measuring.
     Tune(tune::TuneArgs),
+    /// Run a transfer-service node (HTTP API, dashboard, queue); `service token add` makes API tokens.
+    Service(service::ServiceArgs),
+    /// Submit a copy (or a job JSON file) to a transfer service; prints the job id.
+    Submit(submit::SubmitArgs),
+    /// List your jobs on a transfer service.
+    Jobs(submit::JobsArgs),
+    /// Show (or --watch) one job on a transfer service.
+    Job(submit::JobArgs),
+    /// Cancel a job on a transfer service.
+    Cancel(submit::CancelArgs),
 }
 
 /// Flags that users of globus-url-copy, rclone, curl and lftp type, with
@@ -127,7 +139,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !matches!(cli.command, Cmd::Serve(_)) {
+    if !matches!(cli.command, Cmd::Serve(_) | Cmd::Service(_)) {
         // Client commands log warnings only (errors only with -q), unless
         // FERRY_LOG or RUST_LOG says more; no colour codes into a file or pipe.
         let quiet = matches!(&cli.command, Cmd::Cp(a) if a.quiet());
@@ -148,6 +160,11 @@ fn main() -> ExitCode {
         Cmd::Profile(args) => profile::run(args),
         Cmd::Probe(args) => tune::block_on(probe::run(args)),
         Cmd::Tune(args) => tune::block_on(tune::run(args)),
+        Cmd::Service(args) => service::run(args),
+        Cmd::Submit(args) => submit::submit(args),
+        Cmd::Jobs(args) => submit::jobs(args),
+        Cmd::Job(args) => submit::job(args),
+        Cmd::Cancel(args) => submit::cancel(args),
     };
     match result {
         Ok(code) => code,

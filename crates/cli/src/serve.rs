@@ -118,7 +118,7 @@ pub struct ServeArgs {
     log_format: LogFormat,
 }
 
-fn init_logging(format: LogFormat) {
+pub fn init_logging(format: LogFormat) {
     let filter = crate::log_filter("info");
     use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
