@@ -116,6 +116,10 @@ pub struct ServeArgs {
     /// Log format on standard error.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Serve Prometheus metrics (sessions, logins, transfers, bytes) at
+    /// http://ADDR/metrics, e.g. 127.0.0.1:9811.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
 }
 
 pub fn init_logging(format: LogFormat) {
@@ -238,6 +242,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let anonymous = config.anonymous;
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
+        if let Some(m) = args.metrics {
+            let at = ferry_server::metrics::serve(m, server.metrics()).await?;
+            tracing::info!(%at, "metrics at http://{at}/metrics");
+        }
         if server.user_count() == 0 && anonymous == AnonymousSetting::Off {
             tracing::warn!("no users and anonymous access is off: nobody can log in (see ferry passwd)");
         }

@@ -465,6 +465,7 @@ impl Control {
             ferry_proto::command::TransferMode::ExtendedBlock => "extended block",
         };
         if let Some(direction) = direction {
+            self.ctx.metrics.transfer(direction, matches!(outcome, TransferOutcome::Complete { .. }), bytes);
             tracing::info!(
                 target: "ferry::transfer",
                 peer = %self.peer,
@@ -715,6 +716,7 @@ impl Control {
                 let tried = user.clone();
                 let entry = ctx.passwords.run(move || check.users().verify(&user, &password).cloned()).await.flatten();
                 let Some(entry) = entry else {
+                    self.ctx.metrics.login(false);
                     tracing::warn!(peer = %self.peer, user = %tried, "failed login");
                     return None;
                 };
@@ -737,6 +739,7 @@ impl Control {
             ferry_proto::session::Access::ReadOnly => "read-only",
             ferry_proto::session::Access::ReadWrite => "read-write",
         };
+        self.ctx.metrics.login(true);
         tracing::info!(peer = %self.peer, user = %grant.user, access, "login");
         self.user = grant.user.clone();
         self.root = Some(root);

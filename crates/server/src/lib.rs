@@ -7,6 +7,7 @@ pub mod config;
 mod control;
 mod data;
 mod lockout;
+pub mod metrics;
 mod passwords;
 mod profiling;
 mod server;

@@ -87,6 +87,7 @@ pub(crate) struct ServerContext {
     pub draining: watch::Receiver<bool>,
     pub lockout: crate::lockout::LoginLockout,
     pub passwords: crate::passwords::PasswordChecker,
+    pub metrics: Arc<crate::metrics::ServerMetrics>,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
 }
 
@@ -100,6 +101,7 @@ pub(crate) struct SessionSlot {
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
+        self.ctx.metrics.sessions.dec();
         let mut map = self.ctx.per_ip.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = map.get_mut(&self.ip) {
             *n -= 1;
@@ -187,6 +189,7 @@ impl Server {
             session_config,
             root: Arc::new(root),
             users: RwLock::new(Arc::new(users)),
+            metrics: Arc::default(),
             per_ip: Mutex::new(HashMap::new()),
         });
         Ok(Self { listener, ctx, sessions, drain })
@@ -194,6 +197,11 @@ impl Server {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The counters `ferry serve --metrics` exposes.
+    pub fn metrics(&self) -> Arc<crate::metrics::ServerMetrics> {
+        self.ctx.metrics.clone()
     }
 
     pub fn user_count(&self) -> usize {
@@ -288,6 +296,7 @@ impl Server {
                 }
                 *n += 1;
             }
+            this.ctx.metrics.sessions.inc();
             let slot = SessionSlot { ctx: this.ctx.clone(), ip, _permit: permit };
             tokio::spawn(crate::control::serve(stream, peer, this.ctx.clone(), slot));
         }

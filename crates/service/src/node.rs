@@ -86,6 +86,8 @@ pub struct Node {
     /// Bytes moved by finished transfers, per link.
     finished_bytes: Mutex<HashMap<String, u64>>,
     pool: Mutex<Pool>,
+    /// Destination directories known to exist (`host:port/path`).
+    dirs: Mutex<std::collections::HashSet<String>>,
     pub metrics: Arc<ServiceMetrics>,
 }
 
@@ -102,6 +104,7 @@ impl Node {
             inflight: Mutex::new(HashMap::new()),
             finished_bytes: Mutex::new(HashMap::new()),
             pool: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(Default::default()),
             metrics,
         })
     }
@@ -371,7 +374,7 @@ impl Node {
         }
         let existing = client.connection(dst).await.map_err(Failure::client)?.stat(&dst.path).await.map_err(Failure::client)?;
         let mut copy = true;
-        if let Some(d) = existing {
+        if let Some(d) = &existing {
             let ours = c.takeovers > 0 || c.attempts > 1 || !c.ranges.is_empty();
             if d.kind != ferry_proto::facts::FileKind::File {
                 return Err(Failure::fatal(format!("{dst}: exists and is not a file")));
@@ -391,6 +394,9 @@ impl Node {
             }
         }
         let resumed = restart.resumed();
+        if copy && existing.is_none() {
+            self.ensure_parent(client, dst).await?;
+        }
         if copy {
             client
                 .copy(&Location::Remote(src.clone()), &Location::Remote(dst.clone()))
@@ -410,6 +416,42 @@ impl Node {
             }
         };
         Ok((facts.size as i64, verified, resumed))
+    }
+
+    /// Creates the destination's parent directories, as `mkdir -p` would
+    /// (FTS3 does the same); remembers the ones it saw, so a tree's files
+    /// cost one question per directory.
+    async fn ensure_parent(&self, client: &mut Client, dst: &RemoteUrl) -> Result<(), Failure> {
+        let Some((parent, _)) = dst.path.rsplit_once('/') else { return Ok(()) };
+        if parent.is_empty() {
+            return Ok(());
+        }
+        let key = format!("{}:{}{}", dst.host, dst.port, parent);
+        if lock(&self.dirs).contains(&key) {
+            return Ok(());
+        }
+        let c = client.connection(dst).await.map_err(Failure::client)?;
+        let is_dir = |f: &Option<ferry_proto::facts::FileFacts>| {
+            f.as_ref().is_some_and(|f| f.kind == ferry_proto::facts::FileKind::Dir)
+        };
+        if !is_dir(&c.stat(parent).await.map_err(Failure::client)?) {
+            let mut path = String::new();
+            for part in parent.split('/').filter(|p| !p.is_empty()) {
+                path.push('/');
+                path.push_str(part);
+                // 550 for one that exists is fine; the stat below decides.
+                c.command(&ferry_proto::command::Command::Mkd(path.clone())).await.map_err(Failure::client)?;
+            }
+            if !is_dir(&c.stat(parent).await.map_err(Failure::client)?) {
+                return Err(Failure::fatal(format!("{dst}: cannot create the directory {parent} at the destination")));
+            }
+        }
+        let mut dirs = lock(&self.dirs);
+        if dirs.len() > 100_000 {
+            dirs.clear();
+        }
+        dirs.insert(key);
+        Ok(())
     }
 
     /// Compares checksums: the destination's against the job's value and,

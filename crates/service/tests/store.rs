@@ -28,7 +28,7 @@ fn alice() -> Principal {
 
 async fn exercise(store: Store) {
     // SQL-significant characters everywhere are stored as given.
-    let evil = "x'; DROP TABLE files; --\"";
+    let evil = "x'; DROP TABLE files; --\\\"";
     let checked = job::parse(&job_json(3, evil), 10).unwrap();
     let id = store.insert_job("alice", &checked).await.unwrap();
     let j = store.job(&alice(), &id).await.unwrap().unwrap();
