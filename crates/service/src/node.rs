@@ -144,7 +144,8 @@ impl Node {
             // judged by its answer (a claim may land while it runs).
             let before: std::collections::HashSet<String> =
                 lock(&self.inflight).values().map(|f| f.lease_id.clone()).collect();
-            match self.store.heartbeat(&self.config.node_id, self.config.lease, &self.link_bytes()).await {
+            let running: Vec<String> = before.iter().cloned().collect();
+            match self.store.heartbeat(&self.config.node_id, self.config.lease, &running, &self.link_bytes()).await {
                 Ok(held) => {
                     let since = *connected_since.get_or_insert_with(Instant::now);
                     let held: HashMap<(String, i64), String> = held.into_iter().map(|(j, i, l)| ((j, i), l)).collect();
@@ -219,6 +220,10 @@ impl Node {
     }
 
     async fn transfer(self: Arc<Self>, c: Claimed, progress: Arc<AtomicU64>) {
+        tracing::info!(
+            job = %c.job_id, file = c.idx, source = %c.source, attempt = c.attempts, streams = c.streams,
+            ranges = %c.ranges, takeovers = c.takeovers, "transfer started"
+        );
         let started = Instant::now();
         self.metrics.started.get_or_create(&crate::metrics::link_label(&c.link)).inc();
         let timeout = Duration::from_secs(c.params.timeout_s as u64);
@@ -341,6 +346,14 @@ impl Node {
                 self.return_client(&c.link, c.streams, client);
                 Ok(Outcome::Done { bytes, seconds, verified, resumed })
             }
+            // The destination refused to continue from the stored ranges
+            // (its partial file is gone): the next attempt starts over.
+            Err(mut e) if restart.resumed() && !e.retry => {
+                restart.clear_now().await;
+                e.reason = format!("{} (resuming from the stored restart ranges failed; starting over)", e.reason);
+                e.retry = true;
+                Err(e)
+            }
             // The sessions' state is unknown after a failure: the client
             // (and its connections) is dropped, not pooled.
             Err(e) => Err(e),
@@ -393,7 +406,6 @@ impl Node {
                 return Err(Failure::fatal(format!("{dst}: exists and overwrite is off")));
             }
         }
-        let resumed = restart.resumed();
         if copy && existing.is_none() {
             self.ensure_parent(client, dst).await?;
         }
@@ -403,6 +415,8 @@ impl Node {
                 .await
                 .map_err(Failure::client)?;
         }
+        // Known once the copy has asked for the stored ranges.
+        let resumed = restart.resumed();
         let verified = if c.params.verify == Verify::None {
             None
         } else {

@@ -558,20 +558,32 @@ impl Store {
     /// per-link byte counters, and returns the files it still holds
     /// (job id, index, lease id): anything else it is running was canceled
     /// or taken over and must stop.
+    ///
+    /// Only the leases named in `running` are renewed: a claim whose
+    /// answer was lost (the connection died as it committed) names a file
+    /// this node never started, and that lease must run out so another
+    /// node takes the file.
     pub async fn heartbeat(
         &self,
         node: &str,
         lease: Duration,
+        running: &[String],
         link_bytes: &[(String, i64)],
     ) -> Result<Vec<(String, i64, String)>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE nodes SET heartbeat_ms = $2 WHERE id = $1").bind(node).bind(now).execute(&mut *tx).await?;
-        sqlx::query("UPDATE files SET lease_until_ms = $2 WHERE node = $1 AND state = 'active'")
-            .bind(node)
-            .bind(now + lease.as_millis() as i64)
-            .execute(&mut *tx)
-            .await?;
+        for chunk in running.chunks(500) {
+            let sql = format!(
+                "UPDATE files SET lease_until_ms = $2 WHERE node = $1 AND state = 'active' AND lease_id IN {}",
+                tuple(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(node).bind(now + lease.as_millis() as i64);
+            for l in chunk {
+                q = q.bind(l.clone());
+            }
+            q.execute(&mut *tx).await?;
+        }
         for (link, bytes) in link_bytes {
             sqlx::query(
                 "INSERT INTO link_nodes (link, node, bytes, updated_ms) VALUES ($1, $2, $3, $4) \

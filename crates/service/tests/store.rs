@@ -82,9 +82,10 @@ async fn exercise(store: Store) {
     // Cancel: waiting files at once; a running one when its node renews.
     let id3 = store.insert_job("alice", &job::parse(&job_json(3, "c"), 100).unwrap()).await.unwrap();
     let run = store.claim("A", &link, Duration::from_secs(30), lim).await.unwrap().unwrap();
-    assert_eq!(store.heartbeat("A", Duration::from_secs(30), &[(link.clone(), 5)]).await.unwrap().len(), 1);
+    let running = [run.lease_id.clone()];
+    assert_eq!(store.heartbeat("A", Duration::from_secs(30), &running, &[(link.clone(), 5)]).await.unwrap().len(), 1);
     assert_eq!(store.cancel_job(&id3).await.unwrap(), "canceled");
-    assert!(store.heartbeat("A", Duration::from_secs(30), &[]).await.unwrap().is_empty());
+    assert!(store.heartbeat("A", Duration::from_secs(30), &running, &[]).await.unwrap().is_empty());
     assert!(store.finish(&run, "A", &done).await.unwrap().is_none());
     assert_eq!(store.retry_job(&id3).await.unwrap(), 3);
 
