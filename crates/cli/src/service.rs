@@ -109,7 +109,8 @@ struct RunArgs {
     /// How long a claimed file stays this node's without renewal.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     lease: Duration,
-    /// How often leases are renewed (default: a sixth of --lease).
+    /// How often leases are renewed and byte counters reported (default: a
+    /// sixth of --lease, at most half the optimiser interval).
     #[arg(long, value_parser = parse_duration)]
     heartbeat: Option<Duration>,
     /// How often the optimiser re-decides each link.
@@ -184,7 +185,9 @@ fn run_node(a: RunArgs, rt: tokio::runtime::Runtime) -> anyhow::Result<ExitCode>
         .unwrap_or_else(|| format!("{}-{}", host.trim(), &ferry_service::auth::new_secret("")[..6]));
     let mut config = NodeConfig::new(node_id.clone());
     config.lease = a.lease;
-    config.heartbeat = a.heartbeat.unwrap_or(a.lease / 6);
+    // Heartbeats also carry the byte counters the optimiser measures
+    // throughput from: at least two per optimiser interval.
+    config.heartbeat = a.heartbeat.unwrap_or((a.lease / 6).min(a.optimiser_interval / 2));
     config.optimiser_interval = a.optimiser_interval;
     config.limits.min_active = a.min_active.max(1);
     config.limits.max_active = a.max_active_per_link.max(config.limits.min_active);

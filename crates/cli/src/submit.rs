@@ -146,10 +146,30 @@ async fn walk(client: &mut Client, root: &Location) -> anyhow::Result<Vec<(Strin
     Ok(out)
 }
 
+/// What must be escaped in a URL path segment (RFC 3986 §3.3), plus `%`
+/// itself; everything else stays readable in the job.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'[')
+    .add(b']')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}');
+
 /// Percent-encodes each path segment of `rel` for a URL.
 fn encode_rel(rel: &str) -> String {
     rel.split('/')
-        .map(|seg| percent_encoding::utf8_percent_encode(seg, percent_encoding::NON_ALPHANUMERIC).to_string())
+        .map(|seg| percent_encoding::utf8_percent_encode(seg, SEGMENT).to_string())
         .collect::<Vec<_>>()
         .join("/")
 }

@@ -86,7 +86,9 @@ fn harden(h: &mut HeaderMap) {
     );
     set(h, "x-frame-options", "DENY");
     set(h, "x-content-type-options", "nosniff");
-    set(h, "referrer-policy", "no-referrer");
+    // Not `no-referrer`: with it Chromium sends `Origin: null` on our own
+    // form posts, and the origin check below could not tell them apart.
+    set(h, "referrer-policy", "same-origin");
     set(h, "cache-control", "no-store");
 }
 
