@@ -143,6 +143,10 @@ struct RunArgs {
     /// How often the queue is looked at for files to start.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     tick: Duration,
+    /// Only claim files between these storage endpoints (host or
+    /// host:port, comma-separated): for nodes that reach only some sites.
+    #[arg(long, value_delimiter = ',')]
+    endpoints: Vec<String>,
     #[command(flatten)]
     tls: crate::copy::TlsArgs,
 }
@@ -198,6 +202,7 @@ fn run_node(a: RunArgs, rt: tokio::runtime::Runtime) -> anyhow::Result<ExitCode>
     config.timeout = a.timeout;
     config.tick = a.tick;
     config.tls = a.tls.options();
+    config.endpoints = (!a.endpoints.is_empty()).then(|| a.endpoints.clone());
     if config.heartbeat >= config.lease {
         anyhow::bail!("--heartbeat must be shorter than --lease");
     }

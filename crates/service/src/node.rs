@@ -43,6 +43,21 @@ pub struct NodeConfig {
     /// Longest first retry delay after which back-off stops doubling.
     pub max_retry_delay: Duration,
     pub tls: TlsOptions,
+    /// Storage endpoints (`host` or `host:port`) this node can reach; it
+    /// claims only files whose source and destination are both listed.
+    /// `None`: every link. For sites whose nodes each see only some
+    /// servers (and for the benchmark's two separate emulated links).
+    pub endpoints: Option<Vec<String>>,
+}
+
+/// Whether a link (`scheme://host:port -> scheme://host:port`) joins two of
+/// the given endpoints.
+pub fn link_within(link: &str, endpoints: &[String]) -> bool {
+    link.split(" -> ").all(|end| {
+        let hostport = end.split_once("://").map_or(end, |(_, r)| r);
+        let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h).trim_matches(['[', ']']);
+        endpoints.iter().any(|e| e == hostport || e == host)
+    })
 }
 
 impl NodeConfig {
@@ -60,6 +75,7 @@ impl NodeConfig {
             timeout: Duration::from_secs(60),
             max_retry_delay: Duration::from_secs(600),
             tls: TlsOptions::default(),
+            endpoints: None,
         }
     }
 }
@@ -197,6 +213,9 @@ impl Node {
             default_streams: 1,
         };
         for link in self.store.links_with_work().await? {
+            if self.config.endpoints.as_ref().is_some_and(|e| !link_within(&link, e)) {
+                continue;
+            }
             while lock(&self.inflight).len() < self.config.max_transfers {
                 let Some(c) = self.store.claim(&self.config.node_id, &link, self.config.lease, lim).await? else {
                     break;
@@ -563,6 +582,17 @@ impl Node {
             }
             tokio::time::sleep(every).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn endpoint_filter() {
+        let e = vec!["10.77.0.2:2811".to_string(), "10.77.0.1".to_string()];
+        assert!(super::link_within("ftp://10.77.0.2:2811 -> ftp://10.77.0.1:9000", &e));
+        assert!(!super::link_within("ftp://10.77.0.2:2812 -> ftp://10.77.0.1:9000", &e));
+        assert!(!super::link_within("ftp://10.77.0.3:2811 -> ftp://10.77.0.1:9000", &e));
     }
 }
 
