@@ -232,7 +232,7 @@ fn main() -> Result<()> {
         let src_ip = net.server_ip().to_string();
         let dst_ip = net.client_ip().to_string();
         let src = ferry_serve(&mut procs, &net, Side::Server, &ferry, &work.join("data"), &src_ip, &["--anonymous", "read", "--allow-third-party"], &logs.join(format!("src{i}.log")))?;
-        let dst = ferry_serve(&mut procs, &net, Side::Client, &ferry, &out, &dst_ip, &["--users", users.to_str().unwrap_or_default()], &logs.join(format!("dst{i}.log")))?;
+        let dst = ferry_serve(&mut procs, &net, Side::Client, &ferry, &out, &dst_ip, &["--users", users.to_str().unwrap_or_default(), "--allow-third-party"], &logs.join(format!("dst{i}.log")))?;
         links.push(Link { net, src, dst });
     }
     let guc_server = globus(&mut procs, &links[0].net, &logs.join("globus.log"))?;
@@ -263,7 +263,11 @@ fn main() -> Result<()> {
         let _ = fs::remove_dir_all(&out);
 
         // The service on one node (SQLite), link 1.
-        let db = format!("sqlite:{}", work.join(format!("service-{rep}.db")).display());
+        let db_file = work.join(format!("service-{rep}.db"));
+        for ext in ["", "-wal", "-shm"] {
+            let _ = fs::remove_file(format!("{}{ext}", db_file.display()));
+        }
+        let db = format!("sqlite:{}", db_file.display());
         let token = output({
             let mut c = Command::new(&ferry);
             c.args(["service", "token", "add", "bench", "--db", &db]);
@@ -312,7 +316,9 @@ fn run_service(
     let mut apis = Vec::new();
     for (i, l) in links.iter().enumerate() {
         let mut cmd = l.net.command(Side::Client, &ferry.to_string_lossy());
-        cmd.args(["service", "--db", db, "--listen", "127.0.0.1:0", "--node-id", &format!("bench-{i}")])
+        // The namespace's own address: its loopback interface is down.
+        let listen = format!("{}:0", l.net.client_ip());
+        cmd.args(["service", "--db", db, "--listen", &listen, "--node-id", &format!("bench-{i}")])
             .args(["--credentials", &creds.to_string_lossy(), "--optimiser-interval", &a.optimiser_interval])
             .args(["--endpoints", &format!("{},{}", l.src, l.dst)]);
         let line = start(&mut procs, cmd, &logs.join(format!("service-{}-{i}-{rep}.log", links.len())), "service node")?;

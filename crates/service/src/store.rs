@@ -545,7 +545,11 @@ impl Store {
 
     pub async fn register_node(&self, id: &str, host: &str) -> Result<()> {
         let now = now_ms();
-        sqlx::query("INSERT INTO nodes (id, host, started_ms, heartbeat_ms) VALUES ($1, $2, $3, $3)")
+        // A node restarted under the same name takes its row over.
+        sqlx::query(
+            "INSERT INTO nodes (id, host, started_ms, heartbeat_ms) VALUES ($1, $2, $3, $3) ON CONFLICT (id) DO UPDATE \
+             SET host = excluded.host, started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms",
+        )
             .bind(id)
             .bind(host)
             .bind(now)
