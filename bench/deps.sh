@@ -11,6 +11,8 @@ packages=(
   iperf3 fio
   # ip and tc (namespaces, tbf), setpriv/findmnt/lsblk, sync/df, getent
   iproute2 util-linux coreutils libc-bin
+  # ferry-bench-service: the two-node rows share a PostgreSQL queue
+  postgresql
 )
 
 "$(dirname "$0")/../scripts/apt-install.sh" bench/deps "${packages[@]}"

@@ -15,6 +15,8 @@ packages=(
   # the profiler: perf for CPU profiles, a headless browser (and the fonts
   # it is only recommended) for the report's screenshot test
   linux-perf chromium fonts-liberation
+  # the transfer service's shared queue: the tests start their own server
+  postgresql
 )
 
 "$(dirname "$0")/apt-install.sh" deps "${packages[@]}"
