@@ -92,7 +92,17 @@ fn start(procs: &mut Procs, mut cmd: Command, log: &Path, marker: &str) -> Resul
     Ok(line)
 }
 
-fn ferry_serve(procs: &mut Procs, net: &Net, side: Side, ferry: &Path, root: &Path, ip: &str, extra: &[&str], log: &Path) -> Result<String> {
+#[allow(clippy::too_many_arguments)]
+fn ferry_serve(
+    procs: &mut Procs,
+    net: &Net,
+    side: Side,
+    ferry: &Path,
+    root: &Path,
+    ip: &str,
+    extra: &[&str],
+    log: &Path,
+) -> Result<String> {
     let mut cmd = net.command(side, &ferry.to_string_lossy());
     cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0")]).args(extra);
     let line = start(procs, cmd, log, "serving")?;
@@ -170,7 +180,12 @@ fn postgres(procs: &mut Procs, dir: &Path) -> Result<String> {
     })?;
     let port = "5432";
     let mut c = as_nobody(&bin.join("postgres"));
-    c.arg("-D").arg(&data).args(["-p", port, "-k"]).arg(dir).args(["-c", "listen_addresses=", "-c", "max_connections=100"]);
+    c.arg("-D").arg(&data).args(["-p", port, "-k"]).arg(dir).args([
+        "-c",
+        "listen_addresses=",
+        "-c",
+        "max_connections=100",
+    ]);
     let log = fs::File::create(dir.join("postgres.log"))?;
     procs.0.push(c.stdout(Stdio::null()).stderr(log).spawn()?);
     for _ in 0..300 {
@@ -201,12 +216,14 @@ struct Row {
 
 fn main() -> Result<()> {
     let a = Args::parse();
-    let ferry = fs::canonicalize(&a.ferry).with_context(|| format!("{} (build with cargo build --release -p ferry)", a.ferry.display()))?;
+    let ferry = fs::canonicalize(&a.ferry)
+        .with_context(|| format!("{} (build with cargo build --release -p ferry)", a.ferry.display()))?;
     let work = a.work_dir.clone();
     fs::create_dir_all(&work)?;
     let logs = work.join("logs");
     fs::create_dir_all(&logs)?;
-    let tree = Tree { dir: work.join(format!("data/zipf-{}", a.files)), sizes: zipf_sizes(a.files, ZIPF_EXPONENT, a.mean) };
+    let tree =
+        Tree { dir: work.join(format!("data/zipf-{}", a.files)), sizes: zipf_sizes(a.files, ZIPF_EXPONENT, a.mean) };
     eprintln!("ferry-bench-service: {} files, {:.2} GB", a.files, tree.total_bytes() as f64 / 1e9);
     tree.ensure(5).map_err(|e| anyhow::anyhow!("{e}"))?;
     let bytes = tree.total_bytes();
@@ -219,7 +236,12 @@ fn main() -> Result<()> {
     };
     let mut procs = Procs::default();
     let users = work.join("users.toml");
-    let mut p = Command::new(&ferry).args(["passwd", "--users"]).arg(&users).args(["svc", "--write"]).stdin(Stdio::piped()).spawn()?;
+    let mut p = Command::new(&ferry)
+        .args(["passwd", "--users"])
+        .arg(&users)
+        .args(["svc", "--write"])
+        .stdin(Stdio::piped())
+        .spawn()?;
     p.stdin.take().context("stdin")?.write_all(b"svc-secret\n")?;
     if !p.wait()?.success() {
         bail!("ferry passwd failed");
@@ -231,8 +253,26 @@ fn main() -> Result<()> {
         fs::create_dir_all(&out)?;
         let src_ip = net.server_ip().to_string();
         let dst_ip = net.client_ip().to_string();
-        let src = ferry_serve(&mut procs, &net, Side::Server, &ferry, &work.join("data"), &src_ip, &["--anonymous", "read", "--allow-third-party"], &logs.join(format!("src{i}.log")))?;
-        let dst = ferry_serve(&mut procs, &net, Side::Client, &ferry, &out, &dst_ip, &["--users", users.to_str().unwrap_or_default(), "--allow-third-party"], &logs.join(format!("dst{i}.log")))?;
+        let src = ferry_serve(
+            &mut procs,
+            &net,
+            Side::Server,
+            &ferry,
+            &work.join("data"),
+            &src_ip,
+            &["--anonymous", "read", "--allow-third-party"],
+            &logs.join(format!("src{i}.log")),
+        )?;
+        let dst = ferry_serve(
+            &mut procs,
+            &net,
+            Side::Client,
+            &ferry,
+            &out,
+            &dst_ip,
+            &["--users", users.to_str().unwrap_or_default(), "--allow-third-party"],
+            &logs.join(format!("dst{i}.log")),
+        )?;
         links.push(Link { net, src, dst });
     }
     let guc_server = globus(&mut procs, &links[0].net, &logs.join("globus.log"))?;
@@ -240,11 +280,19 @@ fn main() -> Result<()> {
     fs::write(&creds, links.iter().map(|l| format!("ftp://svc:svc-secret@{}/\n", l.dst)).collect::<String>())?;
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(&creds, fs::Permissions::from_mode(0o600))?;
-    let limit = Duration::from_secs(60) + Duration::from_secs_f64(bytes as f64 * 8.0 / (a.rate_mbit as f64 * 1e6) * 4.0);
+    let limit =
+        Duration::from_secs(60) + Duration::from_secs_f64(bytes as f64 * 8.0 / (a.rate_mbit as f64 * 1e6) * 4.0);
     let rel = tree.dir.strip_prefix(work.join("data"))?.display().to_string();
     let mut rows = Vec::new();
     let mut record = |id: &str, label: &str, rep: u32, bytes: u64, t: Duration| {
-        let r = Row { id: id.into(), label: label.into(), rep, bytes, seconds: t.as_secs_f64(), mb_per_s: bytes as f64 / t.as_secs_f64() / 1e6 };
+        let r = Row {
+            id: id.into(),
+            label: label.into(),
+            rep,
+            bytes,
+            seconds: t.as_secs_f64(),
+            mb_per_s: bytes as f64 / t.as_secs_f64() / 1e6,
+        };
         eprintln!("  {label:<40} rep {rep}: {:.1} MB/s ({:.1} s)", r.mb_per_s, r.seconds);
         rows.push(r);
     };
@@ -258,7 +306,15 @@ fn main() -> Result<()> {
         cmd.args(["cp", "-r", "-q", &format!("ftp://{}/{rel}/", l.src)]).arg(out.join("ferry-cp"));
         record("ferry-cp-r", "ferry cp -r", rep, bytes, timed(cmd, limit, &logs.join("ferry-cp.log"))?);
         let mut cmd = l.net.command(Side::Client, "globus-url-copy");
-        cmd.args(["-r", "-cd", "-pp", "-cc", "4", &format!("ftp://{guc_server}{}/", tree.dir.display()), &format!("file://{}/guc/", out.display())]);
+        cmd.args([
+            "-r",
+            "-cd",
+            "-pp",
+            "-cc",
+            "4",
+            &format!("ftp://{guc_server}{}/", tree.dir.display()),
+            &format!("file://{}/guc/", out.display()),
+        ]);
         record("guc-r-pp-cc4", "globus-url-copy -r -pp -cc 4", rep, bytes, timed(cmd, limit, &logs.join("guc.log"))?);
         let _ = fs::remove_dir_all(&out);
 
@@ -321,7 +377,8 @@ fn run_service(
         cmd.args(["service", "--db", db, "--listen", &listen, "--node-id", &format!("bench-{i}")])
             .args(["--credentials", &creds.to_string_lossy(), "--optimiser-interval", &a.optimiser_interval])
             .args(["--endpoints", &format!("{},{}", l.src, l.dst)]);
-        let line = start(&mut procs, cmd, &logs.join(format!("service-{}-{i}-{rep}.log", links.len())), "service node")?;
+        let line =
+            start(&mut procs, cmd, &logs.join(format!("service-{}-{i}-{rep}.log", links.len())), "service node")?;
         let url = line.split(" on ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or_default();
         apis.push(url.trim_end_matches('/').to_string());
     }

@@ -161,7 +161,10 @@ pub fn run(args: ServiceArgs) -> anyhow::Result<ExitCode> {
             let url = db.url()?;
             let store = Store::connect(&url).await.with_context(|| format!("cannot open {url}"))?;
             let token = store.add_token(&user, admin).await?;
-            eprintln!("ferry: token for {user}{} (shown once; the database keeps only its hash):", if admin { " (admin)" } else { "" });
+            eprintln!(
+                "ferry: token for {user}{} (shown once; the database keeps only its hash):",
+                if admin { " (admin)" } else { "" }
+            );
             println!("{token}");
             Ok(ExitCode::SUCCESS)
         }),
@@ -183,10 +186,8 @@ fn run_node(a: RunArgs, rt: tokio::runtime::Runtime) -> anyhow::Result<ExitCode>
         None => Arc::new(NoCredentials),
     };
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "node".into());
-    let node_id = a
-        .node_id
-        .clone()
-        .unwrap_or_else(|| format!("{}-{}", host.trim(), &ferry_service::auth::new_secret("")[..6]));
+    let node_id =
+        a.node_id.clone().unwrap_or_else(|| format!("{}-{}", host.trim(), &ferry_service::auth::new_secret("")[..6]));
     let mut config = NodeConfig::new(node_id.clone());
     config.lease = a.lease;
     // Heartbeats also carry the byte counters the optimiser measures

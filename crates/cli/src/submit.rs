@@ -268,7 +268,10 @@ pub fn jobs(args: JobsArgs) -> anyhow::Result<ExitCode> {
 pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     let rt = crate::copy::runtime()?;
     rt.block_on(async {
-        let path = format!("/api/v1/jobs/{}", percent_encoding::utf8_percent_encode(&args.id, percent_encoding::NON_ALPHANUMERIC));
+        let path = format!(
+            "/api/v1/jobs/{}",
+            percent_encoding::utf8_percent_encode(&args.id, percent_encoding::NON_ALPHANUMERIC)
+        );
         loop {
             let files = if args.json { "" } else { "?files=0" };
             let v = args.conn.call(reqwest::Method::GET, &format!("{path}{files}"), None).await?;
@@ -301,7 +304,10 @@ pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
 pub fn cancel(args: CancelArgs) -> anyhow::Result<ExitCode> {
     let rt = crate::copy::runtime()?;
     rt.block_on(async {
-        let path = format!("/api/v1/jobs/{}", percent_encoding::utf8_percent_encode(&args.id, percent_encoding::NON_ALPHANUMERIC));
+        let path = format!(
+            "/api/v1/jobs/{}",
+            percent_encoding::utf8_percent_encode(&args.id, percent_encoding::NON_ALPHANUMERIC)
+        );
         let v = args.conn.call(reqwest::Method::DELETE, &path, None).await?;
         println!("{} {}", v["job_id"].as_str().unwrap_or(&args.id), v["state"].as_str().unwrap_or(""));
         Ok(ExitCode::SUCCESS)

@@ -4,9 +4,9 @@
 //! shared by two nodes, a node SIGKILLed and the database restarted
 //! mid-run, bad input of every kind, the metrics endpoints.
 
-mod support;
 #[path = "../../service/tests/pg/mod.rs"]
 mod pg;
+mod support;
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -112,7 +112,12 @@ fn wait_job(service: &Service, tok: &str, id: &str, limit: Duration) -> Value {
         if !matches!(v["state"].as_str(), Some("queued" | "active")) {
             return v;
         }
-        assert!(Instant::now() < deadline, "job {id} did not finish in {limit:?}: {}\n{}", v["counts"], service.log_text());
+        assert!(
+            Instant::now() < deadline,
+            "job {id} did not finish in {limit:?}: {}\n{}",
+            v["counts"],
+            service.log_text()
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -158,7 +163,12 @@ fn sqlite_node_copies_a_tree_verified_and_reports_failures() {
     let alice = token(&db, "alice", false);
     let bob = token(&db, "bob", false);
     let root = token(&db, "root", true);
-    let service = Service::start(&db, dir.path(), "n1", &["--credentials", creds.to_str().unwrap(), "--optimiser-interval", "2s"]);
+    let service = Service::start(
+        &db,
+        dir.path(),
+        "n1",
+        &["--credentials", creds.to_str().unwrap(), "--optimiser-interval", "2s"],
+    );
 
     // A tree: listed by `ferry submit -r` (anonymous source), one job.
     let id = submit(&service, &alice, &["-r", &src.anon_url("/tree/"), &alice_url(&dst, "/copy/")]);
@@ -184,7 +194,11 @@ fn sqlite_node_copies_a_tree_verified_and_reports_failures() {
     for i in 0..12 {
         random_file(&src.path(&format!("many/f{i:02}")), 1000, 100 + i);
     }
-    let id = submit(&service, &alice, &["-r", "--retry", "0", &src.anon_url("/many/"), &format!("ftp://bob@{}/nope/", dst.addr)]);
+    let id = submit(
+        &service,
+        &alice,
+        &["-r", "--retry", "0", &src.anon_url("/many/"), &format!("ftp://bob@{}/nope/", dst.addr)],
+    );
     let job = wait_job(&service, &alice, &id, Duration::from_secs(60));
     assert_eq!(job["state"], "failed", "{job:#}");
     assert!(job["reason"].as_str().unwrap().contains("stopped early"), "{job:#}");
@@ -217,7 +231,11 @@ fn bad_submissions_get_clear_4xx_and_store_nothing() {
     let cases: Vec<(String, u16, &str)> = vec![
         ("{\"files\": [".into(), 400, "not valid JSON"),
         (format!(r#"{{"files": [{ok_file}], "paramz": {{}}}}"#), 400, "unknown field `paramz`"),
-        (format!(r#"{{"files": [{ok_file}], "params": {{"verify_checksum": true, "retries": 3}}}}"#), 400, "unknown field `retries`"),
+        (
+            format!(r#"{{"files": [{ok_file}], "params": {{"verify_checksum": true, "retries": 3}}}}"#),
+            400,
+            "unknown field `retries`",
+        ),
         (format!(r#"{{"files": [{}]}}"#, file("gsiftp://h/a", "ftp://h/b")), 400, "unsupported URL scheme"),
         (format!(r#"{{"files": [{}]}}"#, file("http://h/a", "ftp://h/b")), 400, "unsupported URL scheme"),
         (format!(r#"{{"files": [{}]}}"#, file("file:///etc/shadow", "ftp://h/b")), 400, "file://"),
@@ -346,7 +364,7 @@ fn two_nodes_on_postgres_survive_a_killed_node_and_a_database_restart() {
     pg.restart();
 
     let job = wait_job(&b, &alice, &id, Duration::from_secs(150));
-    for f in job["files"].as_array().unwrap().iter().filter(|f| f["state"] != "done") {
+    if let Some(f) = job["files"].as_array().unwrap().iter().find(|f| f["state"] != "done") {
         let dest = f["destination"].as_str().unwrap();
         let path = &dest[dest.find("/copy/").unwrap()..];
         let name = path.trim_start_matches("/copy/");
@@ -371,7 +389,12 @@ fn two_nodes_on_postgres_survive_a_killed_node_and_a_database_restart() {
         assert!(
             received <= SIZE + BLOCK + RATE,
             "{path} received {received} bytes for {SIZE}: {lines:?}\n{}",
-            [a.log_text(), b.log_text()].concat().lines().filter(|l| l.contains(&format!("f{i:03}"))).collect::<Vec<_>>().join("\n")
+            [a.log_text(), b.log_text()]
+                .concat()
+                .lines()
+                .filter(|l| l.contains(&format!("f{i:03}")))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         if complete.first().is_some_and(|l| l["restart"] == true) {
             resumed_by_b += 1;
@@ -380,7 +403,10 @@ fn two_nodes_on_postgres_survive_a_killed_node_and_a_database_restart() {
     let files = job["files"].as_array().unwrap();
     let victims_done: Vec<&Value> =
         files.iter().filter(|f| victims.contains(&f["destination"].as_str().unwrap().to_string())).collect();
-    assert!(victims_done.iter().all(|f| f["node"] == "node-b" || f["takeovers"].as_i64() > Some(0)), "{victims_done:?}");
+    assert!(
+        victims_done.iter().all(|f| f["node"] == "node-b" || f["takeovers"].as_i64() > Some(0)),
+        "{victims_done:?}"
+    );
     assert!(
         resumed_by_b >= 1 && files.iter().any(|f| f["resumed"].as_i64() > Some(0) && f["takeovers"].as_i64() > Some(0)),
         "no transfer of the killed node was resumed from its ranges: {victims_done:?}"

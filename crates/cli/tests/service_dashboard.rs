@@ -162,7 +162,10 @@ fn open_browser() -> (Browser, Cdp) {
     cdp.session = attached["sessionId"].as_str().unwrap().to_string();
     cdp.call("Page.enable", json!({}));
     cdp.call("Network.enable", json!({}));
-    cdp.call("Emulation.setDeviceMetricsOverride", json!({ "width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false }));
+    cdp.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({ "width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
+    );
     (Browser { child, _profile: profile }, cdp)
 }
 
@@ -226,7 +229,10 @@ fn dashboard_signs_in_with_a_token_and_shows_jobs_links_and_decisions() {
     cdp.navigate(&format!("{url}/"));
     assert_eq!(cdp.eval("document.querySelector('h2').innerText"), "Sign in");
     // Sign in as a person would: type the token, press the button.
-    cdp.eval(&format!("document.getElementById('token').value = {}; document.querySelector('form button').click(); 1", json!(tok)));
+    cdp.eval(&format!(
+        "document.getElementById('token').value = {}; document.querySelector('form button').click(); 1",
+        json!(tok)
+    ));
     cdp.wait_event("Page.loadEventFired", Duration::from_secs(30));
     let text = cdp.eval("document.body.innerText").as_str().unwrap_or_default().to_string();
     assert!(text.contains("Signed in as alice"), "{text}");
@@ -259,7 +265,11 @@ fn dashboard_signs_in_with_a_token_and_shows_jobs_links_and_decisions() {
     assert!(text.contains("part-000.nc") && text.contains("ADLER32:"), "{text}");
     let cookie = format!("ferry_session={}", session["value"].as_str().unwrap());
     let curl = |args: &[&str]| {
-        let out = Command::new(require("curl")).args(["-s", "-o", "/dev/null", "-w", "%{http_code}"]).args(args).output().unwrap();
+        let out = Command::new(require("curl"))
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(args)
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let cancel = format!("{url}/jobs/{}/cancel", _refused);

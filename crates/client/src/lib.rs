@@ -17,6 +17,6 @@ pub use control::ControlChannel;
 pub use copy::{Client, CopyOptions, CopySummary, Measurement, ModeChoice, PlanLine, Problem, Stats};
 pub use credentials::{CredentialLookup, Prompt, Secret};
 pub use error::ClientError;
-pub use resume::RestartStore;
 pub use location::{Location, RemoteUrl};
+pub use resume::RestartStore;
 pub use tls::TlsOptions;

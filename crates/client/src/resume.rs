@@ -171,6 +171,37 @@ impl ResumeState {
 mod tests {
     use super::*;
 
+    /// Records what the copy tells it, as the transfer service's store does.
+    #[derive(Debug, Default)]
+    struct Memory(std::sync::Mutex<Vec<String>>);
+
+    impl RestartStore for Memory {
+        fn load(&self, source: &str, destination: &str, size: u64, _modified: i64) -> RangeSet {
+            self.0.lock().unwrap().push(format!("load {source} {destination} {size}"));
+            RangeSet::parse("0-10").unwrap()
+        }
+        fn save(&self, _: &str, _: &str, ranges: &RangeSet) {
+            self.0.lock().unwrap().push(format!("save {ranges}"));
+        }
+        fn clear(&self, _: &str, _: &str) {
+            self.0.lock().unwrap().push("clear".into());
+        }
+    }
+
+    #[test]
+    fn a_restart_store_replaces_the_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("FERRY_STATE_DIR", dir.path());
+        let mem = Arc::new(Memory::default());
+        let store: Arc<dyn RestartStore> = mem.clone();
+        let mut s = ResumeState::load_from(Some(&store), "ftp://h/a", "ftp://d/a", 100, 7);
+        assert_eq!(s.done().to_string(), "0-10", "ranges come from the store");
+        s.add(&RangeSet::parse("10-20").unwrap());
+        s.clear();
+        assert_eq!(*mem.0.lock().unwrap(), ["load ftp://h/a ftp://d/a 100", "save 0-20", "clear"]);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written to the state directory");
+    }
+
     #[test]
     fn survives_a_restart_and_notices_changes() {
         let dir = tempfile::tempdir().unwrap();

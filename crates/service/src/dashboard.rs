@@ -173,10 +173,7 @@ async fn login(State(st): State<Shared>, headers: HeaderMap, Form(f): Form<Login
     redirect(
         "/",
         &[
-            format!(
-                "{SESSION}={id}; Path=/; Max-Age={}; Secure; HttpOnly; SameSite=Strict",
-                st.session_ttl.as_secs()
-            ),
+            format!("{SESSION}={id}; Path=/; Max-Age={}; Secure; HttpOnly; SameSite=Strict", st.session_ttl.as_secs()),
             format!("{LOGIN_CSRF}=; Path=/login; Max-Age=0; Secure; HttpOnly; SameSite=Strict"),
         ],
     )
@@ -208,7 +205,12 @@ async fn logout(State(st): State<Shared>, headers: HeaderMap, Form(f): Form<Acti
     redirect("/", &[format!("{SESSION}=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Strict")])
 }
 
-async fn cancel(State(st): State<Shared>, headers: HeaderMap, Path(id): Path<String>, Form(f): Form<ActionForm>) -> Response {
+async fn cancel(
+    State(st): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(f): Form<ActionForm>,
+) -> Response {
     let p = match action(&st, &headers, &f).await {
         Ok(p) => p,
         Err(r) => return r,
@@ -223,7 +225,12 @@ async fn cancel(State(st): State<Shared>, headers: HeaderMap, Path(id): Path<Str
     }
 }
 
-async fn retry(State(st): State<Shared>, headers: HeaderMap, Path(id): Path<String>, Form(f): Form<ActionForm>) -> Response {
+async fn retry(
+    State(st): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(f): Form<ActionForm>,
+) -> Response {
     let p = match action(&st, &headers, &f).await {
         Ok(p) => p,
         Err(r) => return r,
@@ -305,8 +312,10 @@ async fn overview(st: &Shared, p: &Principal, csrf: &str) -> Result<String, crat
     }
     b.push_str("</tbody></table>");
     let links = st.store.links().await?;
-    b.push_str("<h2>Links</h2><table><thead><tr><th>link</th><th>active allowed</th><th>streams</th>\
-                <th>throughput (EMA, MB/s)</th><th>last decision</th></tr></thead><tbody>");
+    b.push_str(
+        "<h2>Links</h2><table><thead><tr><th>link</th><th>active allowed</th><th>streams</th>\
+                <th>throughput (EMA, MB/s)</th><th>last decision</th></tr></thead><tbody>",
+    );
     for l in &links {
         let _ = write!(
             b,
@@ -323,7 +332,8 @@ async fn overview(st: &Shared, p: &Principal, csrf: &str) -> Result<String, crat
     for l in &links {
         let mine: Vec<&DecisionRow> = decisions.iter().filter(|d| d.link == l.link).collect();
         if mine.len() >= 2 {
-            let _ = write!(b, "<h3>Throughput over time: {}</h3><div class=\"plot\">{}</div>", esc(&l.link), plot(&mine));
+            let _ =
+                write!(b, "<h3>Throughput over time: {}</h3><div class=\"plot\">{}</div>", esc(&l.link), plot(&mine));
         }
     }
     b.push_str("<h2>Optimiser decisions</h2><table><thead><tr><th>when</th><th>link</th><th>node</th><th>active</th>\
@@ -379,9 +389,9 @@ fn plot(rows: &[&DecisionRow]) -> String {
             return String::new();
         };
         let _ = chart.configure_mesh().x_desc("seconds").y_desc("MB/s").draw();
-        let _ = chart
-            .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), &RGBColor(150, 150, 150)))
-            .map(|s| s.label("per interval").legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], RGBColor(150, 150, 150))));
+        let _ = chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), &RGBColor(150, 150, 150))).map(|s| {
+            s.label("per interval").legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], RGBColor(150, 150, 150)))
+        });
         let _ = chart
             .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.2)), BLUE.stroke_width(2)))
             .map(|s| s.label("EMA").legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], BLUE.stroke_width(2))));
@@ -426,8 +436,10 @@ async fn job_page(State(st): State<Shared>, headers: HeaderMap, Path(id): Path<S
     } else if j.counts.failed + j.counts.canceled > 0 {
         b.push_str(&button(&format!("/jobs/{}/retry", j.job_id), "Retry failed files", &csrf));
     }
-    b.push_str("<table><thead><tr><th>#</th><th>source</th><th>destination</th><th>state</th><th>attempts</th>\
-                <th>MB</th><th>s</th><th>checksum</th><th>reason</th></tr></thead><tbody>");
+    b.push_str(
+        "<table><thead><tr><th>#</th><th>source</th><th>destination</th><th>state</th><th>attempts</th>\
+                <th>MB</th><th>s</th><th>checksum</th><th>reason</th></tr></thead><tbody>",
+    );
     for f in &files {
         let _ = write!(
             b,

@@ -283,7 +283,10 @@ fn check_params(p: &Params) -> Result<JobParams, JobError> {
     }
     let transport = p.transport.clone().unwrap_or_else(|| "tcp".into()).to_ascii_lowercase();
     if !TRANSPORTS.contains(&transport.as_str()) {
-        return Err(err(format!("transport {transport:?} is not supported here (supported: {})", TRANSPORTS.join(", "))));
+        return Err(err(format!(
+            "transport {transport:?} is not supported here (supported: {})",
+            TRANSPORTS.join(", ")
+        )));
     }
     let priority = p.priority.unwrap_or(3);
     if !(1..=5).contains(&priority) {
@@ -293,7 +296,16 @@ fn check_params(p: &Params) -> Result<JobParams, JobError> {
     if !(1..=7 * 86400).contains(&timeout_s) {
         return Err(err("timeout must be between 1 s and 7 days".into()));
     }
-    Ok(JobParams { verify, overwrite: p.overwrite.unwrap_or(false), retry, retry_delay_s, streams, transport, priority, timeout_s })
+    Ok(JobParams {
+        verify,
+        overwrite: p.overwrite.unwrap_or(false),
+        retry,
+        retry_delay_s,
+        streams,
+        transport,
+        priority,
+        timeout_s,
+    })
 }
 
 /// Applies defaults and checks every field.

@@ -41,10 +41,22 @@ impl Default for ServiceMetrics {
         let takeovers = Counter::default();
         let db_errors = Counter::default();
         registry.register("transfers_started", "Transfers this node started, by link", started.clone());
-        registry.register("attempts", "Attempts this node finished, by link and result (done, retry, failed)", attempts.clone());
+        registry.register(
+            "attempts",
+            "Attempts this node finished, by link and result (done, retry, failed)",
+            attempts.clone(),
+        );
         registry.register("node_bytes", "Bytes this node moved, by link", bytes.clone());
-        registry.register("optimiser_decisions", "Optimiser decisions this node made, by link and kind", decisions.clone());
-        registry.register("takeovers", "Files this node returned to the queue after their node's lease expired", takeovers.clone());
+        registry.register(
+            "optimiser_decisions",
+            "Optimiser decisions this node made, by link and kind",
+            decisions.clone(),
+        );
+        registry.register(
+            "takeovers",
+            "Files this node returned to the queue after their node's lease expired",
+            takeovers.clone(),
+        );
         registry.register("database_errors", "Database calls that failed and were retried", db_errors.clone());
         ServiceMetrics { registry, started, attempts, bytes, decisions, takeovers, db_errors }
     }

@@ -112,7 +112,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Node {
-    pub fn new(store: Store, config: NodeConfig, creds: Arc<dyn Credentials>, metrics: Arc<ServiceMetrics>) -> Arc<Self> {
+    pub fn new(
+        store: Store,
+        config: NodeConfig,
+        creds: Arc<dyn Credentials>,
+        metrics: Arc<ServiceMetrics>,
+    ) -> Arc<Self> {
         Arc::new(Node {
             store,
             config,
@@ -254,7 +259,10 @@ impl Node {
             Ok(Err(failure)) => self.classify(&c, failure, moved as i64, seconds),
             Err(_) => self.classify(
                 &c,
-                Failure { reason: format!("the attempt took longer than the job's timeout of {} s", timeout.as_secs()), retry: true },
+                Failure {
+                    reason: format!("the attempt took longer than the job's timeout of {} s", timeout.as_secs()),
+                    retry: true,
+                },
                 moved as i64,
                 seconds,
             ),
@@ -272,9 +280,15 @@ impl Node {
                 }
                 Ok(Some(end)) => {
                     match &outcome {
-                        Outcome::Done { .. } => tracing::info!(job = %c.job_id, file = c.idx, source = %c.source, "file done"),
-                        Outcome::Retry { reason, delay, .. } => tracing::warn!(job = %c.job_id, file = c.idx, %reason, retry_in_s = delay.as_secs_f64(), "attempt failed; will retry"),
-                        Outcome::Failed { reason, .. } => tracing::warn!(job = %c.job_id, file = c.idx, %reason, "file failed"),
+                        Outcome::Done { .. } => {
+                            tracing::info!(job = %c.job_id, file = c.idx, source = %c.source, "file done")
+                        }
+                        Outcome::Retry { reason, delay, .. } => {
+                            tracing::warn!(job = %c.job_id, file = c.idx, %reason, retry_in_s = delay.as_secs_f64(), "attempt failed; will retry")
+                        }
+                        Outcome::Failed { reason, .. } => {
+                            tracing::warn!(job = %c.job_id, file = c.idx, %reason, "file failed")
+                        }
                     }
                     match end {
                         JobEnd::Finished(state) => tracing::info!(job = %c.job_id, %state, "job finished"),
@@ -298,7 +312,8 @@ impl Node {
     fn classify(&self, c: &Claimed, f: Failure, bytes: i64, seconds: f64) -> Outcome {
         if f.retry && (c.attempts as u32) <= c.params.retry {
             let base = Duration::from_secs(c.params.retry_delay_s as u64);
-            let delay = (base * 2u32.saturating_pow((c.attempts as u32).saturating_sub(1).min(16))).min(self.config.max_retry_delay);
+            let delay = (base * 2u32.saturating_pow((c.attempts as u32).saturating_sub(1).min(16)))
+                .min(self.config.max_retry_delay);
             Outcome::Retry { reason: f.reason, delay, bytes, seconds }
         } else if f.retry {
             Outcome::Failed { reason: format!("{} (after {} attempts)", f.reason, c.attempts), bytes, seconds }
@@ -401,10 +416,14 @@ impl Node {
         }
         if let Some(want) = c.filesize {
             if want as u64 != facts.size {
-                return Err(Failure::fatal(format!("{src}: the job says {want} bytes but the source has {}", facts.size)));
+                return Err(Failure::fatal(format!(
+                    "{src}: the job says {want} bytes but the source has {}",
+                    facts.size
+                )));
             }
         }
-        let existing = client.connection(dst).await.map_err(Failure::client)?.stat(&dst.path).await.map_err(Failure::client)?;
+        let existing =
+            client.connection(dst).await.map_err(Failure::client)?.stat(&dst.path).await.map_err(Failure::client)?;
         let mut copy = true;
         if let Some(d) = &existing {
             let ours = c.takeovers > 0 || c.attempts > 1 || !c.ranges.is_empty();
@@ -489,8 +508,15 @@ impl Node {
 
     /// Compares checksums: the destination's against the job's value and,
     /// unless only the target is to be checked, against the source's.
-    async fn verify(&self, client: &mut Client, c: &Claimed, src: &RemoteUrl, dst: &RemoteUrl) -> Result<String, Failure> {
-        let given = c.checksum.as_deref().and_then(|s| s.split_once(':')).map(|(a, v)| (a.to_ascii_uppercase(), v.to_string()));
+    async fn verify(
+        &self,
+        client: &mut Client,
+        c: &Claimed,
+        src: &RemoteUrl,
+        dst: &RemoteUrl,
+    ) -> Result<String, Failure> {
+        let given =
+            c.checksum.as_deref().and_then(|s| s.split_once(':')).map(|(a, v)| (a.to_ascii_uppercase(), v.to_string()));
         let alg = match &given {
             Some((a, _)) => a.clone(),
             None => {
@@ -499,21 +525,37 @@ impl Node {
                 ["ADLER32", "MD5", "XXH128", "CRC32C", "SHA256", "SHA1", "SHA512"]
                     .into_iter()
                     .find(|x| a.iter().any(|y| y == x) && b.iter().any(|y| y == x))
-                    .ok_or_else(|| Failure::fatal("cannot verify: the servers have no checksum algorithm in common".into()))?
+                    .ok_or_else(|| {
+                        Failure::fatal("cannot verify: the servers have no checksum algorithm in common".into())
+                    })?
                     .to_string()
             }
         };
         let norm = |s: &str| s.trim_start_matches('0').to_ascii_lowercase();
-        let d = client.session(dst).await.map_err(Failure::client)?.checksum(&alg, &dst.path).await.map_err(Failure::client)?;
+        let d = client
+            .session(dst)
+            .await
+            .map_err(Failure::client)?
+            .checksum(&alg, &dst.path)
+            .await
+            .map_err(Failure::client)?;
         if let Some((_, v)) = &given {
             if norm(v) != norm(&d) {
                 return Err(Failure::retry(format!("checksum mismatch: {alg} of {dst} is {d}, the job says {v}")));
             }
         }
         if c.params.verify == Verify::Both {
-            let s = client.session(src).await.map_err(Failure::client)?.checksum(&alg, &src.path).await.map_err(Failure::client)?;
+            let s = client
+                .session(src)
+                .await
+                .map_err(Failure::client)?
+                .checksum(&alg, &src.path)
+                .await
+                .map_err(Failure::client)?;
             if norm(&s) != norm(&d) {
-                return Err(Failure::retry(format!("checksum mismatch: {alg} is {s} at the source, {d} at the destination")));
+                return Err(Failure::retry(format!(
+                    "checksum mismatch: {alg} is {s} at the source, {d} at the destination"
+                )));
             }
         }
         Ok(format!("{alg}:{d}"))
@@ -536,22 +578,42 @@ impl Node {
                 continue;
             };
             let now = crate::store::now_ms();
-            let since = if state.decided_ms > 0 { state.decided_ms } else { now - self.config.optimiser_interval.as_millis() as i64 };
+            let since = if state.decided_ms > 0 {
+                state.decided_ms
+            } else {
+                now - self.config.optimiser_interval.as_millis() as i64
+            };
             let (bytes, attempts, ok, queued, running) = self.store.link_sample(&l.link, since).await?;
             let secs = ((now - since) as f64 / 1e3).max(0.001);
             let throughput = (bytes - state.bytes_seen).max(0) as f64 / secs;
             let prev = Setting {
-                active: if state.active_target > 0 { state.active_target as u32 } else { self.config.limits.min_active },
+                active: if state.active_target > 0 {
+                    state.active_target as u32
+                } else {
+                    self.config.limits.min_active
+                },
                 streams: state.streams.max(1) as u32,
                 ema: state.ema,
             };
-            let sample = Sample { throughput, attempts: attempts as u32, succeeded: ok as u32, queued: queued as u64, running: running as u64 };
+            let sample = Sample {
+                throughput,
+                attempts: attempts as u32,
+                succeeded: ok as u32,
+                queued: queued as u64,
+                running: running as u64,
+            };
             let d = optimiser::decide(prev, sample, self.config.limits);
             if queued == 0 && running == 0 && state.decided_ms > 0 {
                 // Idle links keep their setting without filling the table.
                 continue;
             }
-            self.metrics.decision(&l.link, optimiser::kind(&d.reason), d.setting.active, d.setting.streams, d.setting.ema);
+            self.metrics.decision(
+                &l.link,
+                optimiser::kind(&d.reason),
+                d.setting.active,
+                d.setting.streams,
+                d.setting.ema,
+            );
             tracing::info!(link = %l.link, active = d.setting.active, streams = d.setting.streams, reason = %d.reason, "optimiser decision");
             self.store
                 .store_decision(

@@ -88,9 +88,11 @@ pub fn kind(reason: &str) -> &'static str {
 
 /// Decides the link's next setting.
 pub fn decide(prev: Setting, s: Sample, limits: Limits) -> Decision {
-    let ema = if prev.ema == 0.0 { s.throughput } else { limits.alpha * s.throughput + (1.0 - limits.alpha) * prev.ema };
+    let ema =
+        if prev.ema == 0.0 { s.throughput } else { limits.alpha * s.throughput + (1.0 - limits.alpha) * prev.ema };
     let clamp = |a: i64| a.clamp(limits.min_active as i64, limits.max_active as i64) as u32;
-    let mut next = Setting { active: clamp(prev.active as i64), streams: prev.streams.clamp(1, limits.max_streams), ema };
+    let mut next =
+        Setting { active: clamp(prev.active as i64), streams: prev.streams.clamp(1, limits.max_streams), ema };
     let rate = (s.attempts > 0).then(|| s.succeeded as f64 / s.attempts as f64);
     let reason;
     if s.queued == 0 && s.running == 0 {
@@ -126,12 +128,7 @@ pub fn decide(prev: Setting, s: Sample, limits: Limits) -> Decision {
         reason = format!("nothing waiting: active {} kept (EMA {})", next.active, mbps(ema));
     } else if (s.running as u32) < prev.active {
         // The link did not even use what it had: more would not be measured.
-        reason = format!(
-            "only {} of {} allowed transfers running: kept (EMA {})",
-            s.running,
-            prev.active,
-            mbps(ema)
-        );
+        reason = format!("only {} of {} allowed transfers running: kept (EMA {})", s.running, prev.active, mbps(ema));
     } else if prev.active < limits.max_active {
         next.active = clamp(prev.active as i64 + 1);
         reason = format!(

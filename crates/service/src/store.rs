@@ -166,10 +166,24 @@ pub struct DecisionRow {
 /// How an attempt ended, as the node reports it.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Done { bytes: i64, seconds: f64, verified: Option<String>, resumed: bool },
+    Done {
+        bytes: i64,
+        seconds: f64,
+        verified: Option<String>,
+        resumed: bool,
+    },
     /// Try again after `delay` (the ranges stay).
-    Retry { reason: String, delay: Duration, bytes: i64, seconds: f64 },
-    Failed { reason: String, bytes: i64, seconds: f64 },
+    Retry {
+        reason: String,
+        delay: Duration,
+        bytes: i64,
+        seconds: f64,
+    },
+    Failed {
+        reason: String,
+        bytes: i64,
+        seconds: f64,
+    },
 }
 
 /// Limits a claim respects.
@@ -307,25 +321,26 @@ impl Store {
     pub async fn new_session(&self, p: &Principal, ttl: Duration) -> Result<(String, String)> {
         let (id, csrf) = (auth::new_secret("fs_"), auth::new_secret(""));
         sqlx::query("DELETE FROM web_sessions WHERE expires_ms < $1").bind(now_ms()).execute(&self.pool).await?;
-        sqlx::query("INSERT INTO web_sessions (id_hash, username, admin, csrf, expires_ms) VALUES ($1, $2, $3, $4, $5)")
-            .bind(auth::hash(&id))
-            .bind(&p.user)
-            .bind(p.admin as i64)
-            .bind(&csrf)
-            .bind(now_ms() + ttl.as_millis() as i64)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO web_sessions (id_hash, username, admin, csrf, expires_ms) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(auth::hash(&id))
+        .bind(&p.user)
+        .bind(p.admin as i64)
+        .bind(&csrf)
+        .bind(now_ms() + ttl.as_millis() as i64)
+        .execute(&self.pool)
+        .await?;
         Ok((id, csrf))
     }
 
     /// The session's user and CSRF token, if it is live.
     pub async fn session(&self, id: &str) -> Result<Option<(Principal, String)>> {
-        let row =
-            sqlx::query("SELECT username, admin, csrf FROM web_sessions WHERE id_hash = $1 AND expires_ms > $2")
-                .bind(auth::hash(id))
-                .bind(now_ms())
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = sqlx::query("SELECT username, admin, csrf FROM web_sessions WHERE id_hash = $1 AND expires_ms > $2")
+            .bind(auth::hash(id))
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(match row {
             Some(r) => Some((
                 Principal { user: r.try_get("username")?, admin: r.try_get::<i64, _>("admin")? != 0 },
@@ -433,7 +448,10 @@ impl Store {
     /// Jobs visible to `p`, newest first.
     pub async fn list_jobs(&self, p: &Principal, limit: i64) -> Result<Vec<JobSummary>> {
         let rows = if p.admin {
-            sqlx::query("SELECT * FROM jobs ORDER BY created_ms DESC LIMIT $1").bind(limit).fetch_all(&self.pool).await?
+            sqlx::query("SELECT * FROM jobs ORDER BY created_ms DESC LIMIT $1")
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?
         } else {
             sqlx::query("SELECT * FROM jobs WHERE owner = $1 ORDER BY created_ms DESC LIMIT $2")
                 .bind(&p.user)
@@ -641,10 +659,7 @@ impl Store {
     pub async fn claim(&self, node: &str, link: &str, lease: Duration, lim: ClaimLimits) -> Result<Option<Claimed>> {
         let now = now_ms();
         let mut tx = self.pool.begin().await?;
-        let sql = format!(
-            "SELECT active_target, streams FROM links WHERE link = $1{}",
-            self.for_update()
-        );
+        let sql = format!("SELECT active_target, streams FROM links WHERE link = $1{}", self.for_update());
         let Some(l) = sqlx::query(&sql).bind(link).fetch_optional(&mut *tx).await? else {
             return Ok(None);
         };
@@ -664,21 +679,18 @@ impl Store {
         if active >= target {
             return Ok(None);
         }
-        let ends = sqlx::query(
-            "SELECT src_se, dst_se FROM files WHERE link = $1 LIMIT 1",
-        )
-        .bind(link)
-        .fetch_one(&mut *tx)
-        .await?;
+        let ends = sqlx::query("SELECT src_se, dst_se FROM files WHERE link = $1 LIMIT 1")
+            .bind(link)
+            .fetch_one(&mut *tx)
+            .await?;
         let (src_se, dst_se): (String, String) = (ends.try_get("src_se")?, ends.try_get("dst_se")?);
         for se in [&src_se, &dst_se] {
-            let n: i64 = sqlx::query(
-                "SELECT COUNT(*) AS n FROM files WHERE state = 'active' AND (src_se = $1 OR dst_se = $1)",
-            )
-            .bind(se)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
+            let n: i64 =
+                sqlx::query("SELECT COUNT(*) AS n FROM files WHERE state = 'active' AND (src_se = $1 OR dst_se = $1)")
+                    .bind(se)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("n")?;
             if n >= lim.max_active_per_endpoint {
                 return Ok(None);
             }
@@ -692,12 +704,11 @@ impl Store {
         .bind(now)
         .fetch_all(&mut *tx)
         .await?;
-        let running = sqlx::query(
-            "SELECT owner, COUNT(*) AS n FROM files WHERE link = $1 AND state = 'active' GROUP BY owner",
-        )
-        .bind(link)
-        .fetch_all(&mut *tx)
-        .await?;
+        let running =
+            sqlx::query("SELECT owner, COUNT(*) AS n FROM files WHERE link = $1 AND state = 'active' GROUP BY owner")
+                .bind(link)
+                .fetch_all(&mut *tx)
+                .await?;
         let mut owners: Vec<(i64, String)> = Vec::new();
         for w in &waiting {
             let o: String = w.try_get("owner")?;
@@ -771,7 +782,15 @@ impl Store {
 
     /// Records the restart ranges of a running transfer (only while the
     /// lease is still this node's).
-    pub async fn save_ranges(&self, job_id: &str, idx: i64, lease_id: &str, ranges: &str, size: i64, mtime: i64) -> Result<bool> {
+    pub async fn save_ranges(
+        &self,
+        job_id: &str,
+        idx: i64,
+        lease_id: &str,
+        ranges: &str,
+        size: i64,
+        mtime: i64,
+    ) -> Result<bool> {
         let n = sqlx::query(
             "UPDATE files SET ranges = $4, ranges_size = $5, ranges_mtime = $6 \
              WHERE job_id = $1 AND idx = $2 AND lease_id = $3 AND state = 'active'",
@@ -923,14 +942,12 @@ impl Store {
         } else {
             "partial"
         };
-        sqlx::query(
-            "UPDATE jobs SET state = $2, finished_ms = $3 WHERE id = $1 AND state IN ('queued', 'active')",
-        )
-        .bind(job_id)
-        .bind(state)
-        .bind(now)
-        .execute(&mut **tx)
-        .await?;
+        sqlx::query("UPDATE jobs SET state = $2, finished_ms = $3 WHERE id = $1 AND state IN ('queued', 'active')")
+            .bind(job_id)
+            .bind(state)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
         Ok(JobEnd::Finished(state.to_string()))
     }
 
@@ -966,11 +983,12 @@ impl Store {
     /// bytes all nodes have moved on it in total, attempts ended and
     /// succeeded since then, files queued and running.
     pub async fn link_sample(&self, link: &str, since_ms: i64) -> Result<(i64, i64, i64, i64, i64)> {
-        let bytes: i64 = sqlx::query("SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS b FROM link_nodes WHERE link = $1")
-            .bind(link)
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("b")?;
+        let bytes: i64 =
+            sqlx::query("SELECT CAST(COALESCE(SUM(bytes), 0) AS BIGINT) AS b FROM link_nodes WHERE link = $1")
+                .bind(link)
+                .fetch_one(&self.pool)
+                .await?
+                .try_get("b")?;
         let a = sqlx::query(
             "SELECT COUNT(*) AS n, CAST(COALESCE(SUM(ok), 0) AS BIGINT) AS ok FROM attempts WHERE link = $1 AND finished_ms > $2",
         )
@@ -1050,7 +1068,10 @@ impl Store {
                     .await?
             }
             None => {
-                sqlx::query("SELECT * FROM decisions ORDER BY at_ms DESC LIMIT $1").bind(limit).fetch_all(&self.pool).await?
+                sqlx::query("SELECT * FROM decisions ORDER BY at_ms DESC LIMIT $1")
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
             }
         };
         rows.iter()
@@ -1108,9 +1129,11 @@ impl Store {
         for r in ids {
             let id: String = r.try_get("id")?;
             let mut tx = self.pool.begin().await?;
-            for sql in
-                ["DELETE FROM attempts WHERE job_id = $1", "DELETE FROM files WHERE job_id = $1", "DELETE FROM jobs WHERE id = $1"]
-            {
+            for sql in [
+                "DELETE FROM attempts WHERE job_id = $1",
+                "DELETE FROM files WHERE job_id = $1",
+                "DELETE FROM jobs WHERE id = $1",
+            ] {
                 sqlx::query(sql).bind(&id).execute(&mut *tx).await?;
             }
             tx.commit().await?;

@@ -69,7 +69,8 @@ impl Postgres {
 
     fn spawn(&mut self) {
         let data = self.dir.path().join("data");
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("postgres.log")).unwrap();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("postgres.log")).unwrap();
         let child = unprivileged(&self.bin.join("postgres"))
             .arg("-D")
             .arg(&data)
