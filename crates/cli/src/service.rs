@@ -103,7 +103,8 @@ struct RunArgs {
     #[arg(long)]
     node_id: Option<String>,
     /// A file of ftp://user:password@host:port URLs (mode 600): the
-    /// passwords this node logs in with. Job URLs never carry passwords.
+    /// passwords this node logs in with (then ~/.netrc). Job URLs never
+    /// carry passwords.
     #[arg(long, value_name = "FILE")]
     credentials: Option<PathBuf>,
     /// How long a claimed file stays this node's without renewal.

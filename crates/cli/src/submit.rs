@@ -54,7 +54,7 @@ pub struct SubmitArgs {
     /// Destination URL; with -r, the directory the tree's files go under.
     dst: Option<String>,
     /// Submit every file under SRC (listed now, by this command, with the
-    /// credentials in SRC if any; the job itself carries no password).
+    /// credentials `ferry cp` would use; the job itself carries no password).
     #[arg(short = 'r', long)]
     recursive: bool,
     /// Replace destination files that exist.
@@ -204,7 +204,11 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                     if !matches!(src, Location::Remote(_)) {
                         bail!("{}: the service copies between servers; give an ftp:// or ftps:// URL", args.src);
                     }
-                    let mut client = Client::new(CopyOptions { tls: args.tls.options(), ..CopyOptions::default() });
+                    let mut client = Client::new(CopyOptions {
+                        tls: args.tls.options(),
+                        credentials: crate::copy::credentials(),
+                        ..CopyOptions::default()
+                    });
                     let list = walk(&mut client, &src).await?;
                     client.close().await;
                     if list.is_empty() {

@@ -1,12 +1,16 @@
 //! Where a node finds the passwords for the servers a job names.
 //!
 //! Job URLs never carry secrets (the database would keep them); a node
-//! completes them from its own credentials, the way `ferry cp` would. This
-//! is the seam for that lookup: today a file of `ftp://user:password@host:port`
-//! URLs (what `ferry cp` understands, kept off the command line and out of
-//! the database, readable only by its owner). When the client library's
-//! netrc / environment lookup lands, it becomes one more [`Credentials`]
-//! implementation here, tried in order.
+//! completes them from its own credentials, the way `ferry cp` would:
+//!
+//! 1. `--credentials FILE`: lines of `ftp://user:password@host:port/`
+//!    (mode 600), matched by scheme, host, port and user ([`UrlFile`]);
+//! 2. then the client library's own lookup (`ferry_client::credentials`):
+//!    the node user's `~/.netrc` (or `$NETRC`). Not `FERRY_PASSWORD`: one
+//!    password for every server of every job is not what a service means,
+//!    and there is no terminal to prompt on.
+//!
+//! Certificates (`--cert`/`--key` for `ftps://`) need no password at all.
 
 use ferry_client::location::{Location, RemoteUrl};
 use std::path::Path;
@@ -78,9 +82,10 @@ impl Credentials for UrlFile {
 pub fn complete(url: &str, creds: &dyn Credentials) -> Result<RemoteUrl, String> {
     match Location::parse(url) {
         Ok(Location::Remote(mut u)) => {
-            if u.user != "anonymous" && u.password.is_empty() {
+            if u.user_given && !u.password_given {
                 if let Some(p) = creds.password(&u) {
                     u.password = p;
+                    u.password_given = true;
                 }
             }
             Ok(u)

@@ -338,6 +338,7 @@ impl Node {
             verify: None,
             tls: self.config.tls.clone(),
             restart_store: Some(restart),
+            credentials: netrc_only(),
             ..CopyOptions::default()
         })
     }
@@ -656,6 +657,16 @@ mod tests {
         assert!(!super::link_within("ftp://10.77.0.2:2812 -> ftp://10.77.0.1:9000", &e));
         assert!(!super::link_within("ftp://10.77.0.3:2811 -> ftp://10.77.0.1:9000", &e));
     }
+}
+
+/// The client library's credential lookup as a node uses it: `~/.netrc`
+/// (or `$NETRC`) after `--credentials`; no shared environment password, no
+/// prompt.
+fn netrc_only() -> ferry_client::CredentialLookup {
+    let mut l = ferry_client::CredentialLookup::standard();
+    l.env_var = None;
+    l.prompt = None;
+    l
 }
 
 /// Why an attempt failed, and whether another might succeed.
