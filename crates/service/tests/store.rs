@@ -111,6 +111,25 @@ async fn big_job(store: Store) {
     assert_eq!((j1 - j0, f1 - f0), (1, job::DEFAULT_MAX_FILES as i64));
 }
 
+/// Users share a link by how much each runs now; endpoints cap the total.
+#[tokio::test]
+async fn fair_share_and_endpoint_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&format!("sqlite:{}", dir.path().join("f.db").display())).await.unwrap();
+    store.insert_job("alice", &job::parse(&job_json(10, "a"), 100).unwrap()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    store.insert_job("bob", &job::parse(&job_json(2, "b"), 100).unwrap()).await.unwrap();
+    let link = store.links_with_work().await.unwrap().pop().unwrap();
+    let lim = ClaimLimits { max_active_per_endpoint: 4, default_active: 10, default_streams: 1 };
+    let mut owners = Vec::new();
+    while let Some(c) = store.claim("A", &link, Duration::from_secs(30), lim).await.unwrap() {
+        owners.push(c.owner);
+    }
+    // Bob's later job is not starved behind alice's ten files, and the
+    // endpoints' limit of four stops the claims although the link allows ten.
+    assert_eq!(owners, ["alice", "bob", "alice", "bob"]);
+}
+
 #[tokio::test]
 async fn sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
