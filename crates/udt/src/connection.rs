@@ -125,6 +125,16 @@ pub struct Stats {
     pub congestion: &'static str,
 }
 
+/// Sizes of the connection's variable state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Footprint {
+    pub send_buffered: usize,
+    pub send_loss_ranges: usize,
+    pub send_loss_packets: u64,
+    pub recv_loss_ranges: usize,
+    pub control_queue: usize,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
     Caller,
@@ -366,6 +376,17 @@ impl Connection {
 
     pub fn payload_size(&self) -> usize {
         self.payload_size
+    }
+
+    /// How much state the connection holds now (tests check it stays bounded).
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            send_buffered: self.snd.as_ref().map_or(0, |s| s.buf.len()),
+            send_loss_ranges: self.snd.as_ref().map_or(0, |s| s.loss.range_count()),
+            send_loss_packets: self.snd.as_ref().map_or(0, |s| s.loss.len()),
+            recv_loss_ranges: self.rcv.as_ref().map_or(0, |r| r.loss.range_count()),
+            control_queue: self.control.len(),
+        }
     }
 
     pub fn congestion(&self) -> &dyn CongestionControl {

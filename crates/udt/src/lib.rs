@@ -35,7 +35,7 @@ pub mod window;
 
 pub use cc::{Blast, CongestionControl, CongestionKind, Daimd, FerryRate};
 pub use config::Config;
-pub use connection::{Connection, ConnectionError, Event, State, Stats, Transmit};
+pub use connection::{Connection, ConnectionError, Event, Footprint, State, Stats, Transmit};
 pub use listener::{Listener, ListenerOutput};
 pub use packet::{Packet, PacketError};
 pub use seq::SeqNo;
