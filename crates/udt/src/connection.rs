@@ -167,6 +167,7 @@ struct Sender {
     next_send: Time,
     /// Send the next packet without waiting (second of a probing pair).
     pair_pending: bool,
+    pair_charge: bool,
     msg_no: u32,
     delivered: u64,
     delivered_time: Time,
@@ -522,6 +523,7 @@ impl Connection {
             flow_window: flow,
             next_send: now,
             pair_pending: false,
+            pair_charge: false,
             msg_no: 0,
             delivered: 0,
             delivered_time: now,
@@ -1255,7 +1257,13 @@ impl Connection {
         }
         if !s.pair_pending {
             let floor = now - self.config.max_burst;
-            s.next_send = s.next_send.max(floor) + interval;
+            // The pair's second packet is charged for both, so that the
+            // average rate is the controller's (libudt's pairs add 1/16).
+            let charge = if s.pair_charge { interval * 2 } else { interval };
+            s.pair_charge = false;
+            s.next_send = s.next_send.max(floor) + charge;
+        } else {
+            s.pair_charge = true;
         }
         let in_flight = s.buf.in_flight() * mss;
         let len = buf.len();

@@ -242,6 +242,19 @@ impl CongestionControl for FerryRate {
         }
     }
 
+    fn describe(&self) -> String {
+        format!(
+            "ferry {:?} btl_bw {:.0} B/s min_rtt {:?} gain {} rate {:.0} window {} round {}",
+            self.phase,
+            self.btl_bw,
+            self.min_rtt,
+            self.gain(),
+            self.pacing_rate(),
+            self.window(),
+            self.round
+        )
+    }
+
     fn window(&self) -> u64 {
         let floor = 16.0 * self.mss;
         let w = if self.btl_bw > 0.0 {

@@ -100,6 +100,10 @@ pub trait CongestionControl: std::fmt::Debug + Send {
     fn pacing_rate(&self) -> f64;
     /// Bytes allowed in flight.
     fn window(&self) -> u64;
+    /// The controller's state in a line, for logs and traces.
+    fn describe(&self) -> String {
+        format!("{} rate {:.0} B/s window {} B", self.name(), self.pacing_rate(), self.window())
+    }
 }
 
 /// The controllers by name, as `--congestion NAME` spells them.

@@ -1,0 +1,159 @@
+//! The congestion controllers on simulated long paths. These are
+//! behaviour checks in simulated time (deterministic, seeded), not
+//! performance measurements: real-time figures live in `bench/`.
+
+mod sim;
+
+use ferry_udt::cc::FerryRate;
+use ferry_udt::{CongestionKind, Config, Time};
+use sim::{LinkConfig, Sim};
+use std::time::Duration;
+
+const MBIT: f64 = 1e6 / 8.0;
+
+fn path_config(kind: CongestionKind, rate: f64, one_way_ms: u64) -> Config {
+    Config { congestion: kind, ..Config::default() }.for_path(rate, Duration::from_millis(2 * one_way_ms))
+}
+
+/// Uploads for `secs` of simulated time over a `mbit` link with `loss` and
+/// returns the receiver's goodput from `from_s` to the end as a fraction of
+/// the link's payload capacity.
+fn utilisation(kind: CongestionKind, mbit: f64, one_way_ms: u64, loss: f64, secs: u64, from_s: u64) -> (f64, Sim) {
+    let c = path_config(kind, mbit * MBIT, one_way_ms);
+    let up = LinkConfig::new(one_way_ms).rate_mbit(mbit).loss(loss);
+    let down = LinkConfig::new(one_way_ms);
+    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345, 99);
+    s.sample_every = Duration::from_millis(100);
+    let start = s.now;
+    s.run_until(Duration::from_secs(secs), |_| false);
+    assert!(!s.server.corrupt);
+    let g = s.goodput_between(start + Duration::from_secs(from_s), s.now);
+    // payload share of a 1500-byte packet on the wire (IP+UDP+UDT headers)
+    let capacity = mbit * MBIT * (1500.0 - 44.0) / 1500.0;
+    (g / capacity, s)
+}
+
+#[test]
+fn ferry_default_fills_a_long_path_despite_one_percent_random_loss() {
+    let (u, s) = utilisation(CongestionKind::Ferry { initial_rate: None, max_rate: None }, 200.0, 80, 0.01, 30, 10);
+    let st = s.client().stats();
+    assert!(u >= 0.85, "ferry at 80 ms, 1 % loss: {u:.3} of the link; {st:?}");
+    assert!(st.retransmitted > 1000);
+}
+
+#[test]
+fn daimd_backs_off_on_random_loss_as_udt_does() {
+    let ferry = CongestionKind::Ferry { initial_rate: None, max_rate: None };
+    let (uf, _) = utilisation(ferry, 200.0, 80, 0.01, 30, 10);
+    let (ud, s) = utilisation(CongestionKind::Udt, 200.0, 80, 0.01, 30, 10);
+    // UDT reads every NAK as congestion (×8/9 per episode), so random loss
+    // holds it well below the link, where the rate model is not fooled.
+    assert!(ud < uf * 0.9, "udt {ud:.3} vs ferry {uf:.3}");
+    assert!(ud > 0.02, "but it does move data: {ud:.3} ({:?})", s.client().stats());
+}
+
+#[test]
+fn daimd_on_a_clean_path_leaves_slow_start_and_approaches_the_link() {
+    let (u, s) = utilisation(CongestionKind::Udt, 100.0, 10, 0.0, 30, 15);
+    let st = s.client().stats();
+    assert!(u >= 0.7, "udt on a clean 100 Mbit/s 20 ms path: {u:.3}; {st:?}");
+    // the pacing rate came from the receiver's measured rate and the
+    // packet-pair capacity, both reported in ACKs
+    assert!(st.peer_receive_rate > 0 && st.peer_bandwidth > 0);
+}
+
+#[test]
+fn ferry_settles_at_a_shallow_bottleneck_without_persistent_drops() {
+    // Clean path with a shallow queue (30 packets, a policer-like
+    // bottleneck): after start-up the controller runs near the bottleneck
+    // rate and its probes cost only a few drops.
+    let c = path_config(CongestionKind::Ferry { initial_rate: None, max_rate: None }, 50.0 * MBIT, 40);
+    let up = LinkConfig::new(40).rate_mbit(50.0).queue(30 * 1500);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(40), u64::MAX / 2, 1, 5);
+    s.sample_every = Duration::from_millis(100);
+    let t0 = s.now;
+    s.run_until(Duration::from_secs(10), |_| false);
+    let (sent0, drops0) = (s.up.sent, s.up.dropped_queue);
+    s.run_until(Duration::from_secs(20), |_| false);
+    let g = s.goodput_between(t0 + Duration::from_secs(10), s.now) / (50.0 * MBIT * 1456.0 / 1500.0);
+    let drop_share = (s.up.dropped_queue - drops0) as f64 / (s.up.sent - sent0) as f64;
+    assert!(g >= 0.8, "utilisation {g:.3}");
+    assert!(drop_share < 0.03, "queue drops in steady state {drop_share:.4}");
+}
+
+#[test]
+fn ferry_with_a_probed_rate_is_at_line_rate_in_the_first_round_trips() {
+    // A 256 MiB file at 80 ms: started at the probed rate, the first
+    // second already runs near the link; ramping up from nothing does not.
+    let rate = 200.0 * MBIT;
+    let run = |kind| {
+        let c = path_config(kind, rate, 80);
+        let up = LinkConfig::new(80).rate_mbit(200.0);
+        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(80), u64::MAX / 2, 3, 3);
+        s.sample_every = Duration::from_millis(50);
+        s.run_until(Duration::from_millis(1300), |_| false);
+        // goodput over the first second after the first byte arrived
+        let first = s.first_byte_at.expect("data arrived");
+        s.goodput_between(first, first + Duration::from_millis(1000)) / rate
+    };
+    let probed = run(CongestionKind::Ferry { initial_rate: Some(rate), max_rate: None });
+    let cold = run(CongestionKind::Ferry { initial_rate: None, max_rate: None });
+    assert!(probed >= 0.85, "probed start: {probed:.3}");
+    assert!(probed > cold, "probed {probed:.3} vs cold {cold:.3}");
+}
+
+#[test]
+fn max_rate_caps_the_default() {
+    let cap = 5.0 * MBIT;
+    let (u, s) = utilisation(CongestionKind::Ferry { initial_rate: None, max_rate: Some(cap) }, 100.0, 10, 0.0, 10, 3);
+    let mbit = u * 100.0;
+    assert!(mbit <= 5.2, "capped at 5 Mbit/s: {mbit:.2}");
+    assert!(mbit >= 4.0, "{mbit:.2} ({:?})", s.client().stats());
+}
+
+#[test]
+fn blast_holds_its_rate_whatever_the_loss() {
+    // 80 Mbit/s over a 100 Mbit/s link with 5 % loss: blast neither backs
+    // off nor speeds up; goodput ≈ 80 Mbit/s minus the retransmissions.
+    let (u, s) = utilisation(CongestionKind::Blast { rate: 80.0 * MBIT }, 100.0, 20, 0.05, 10, 3);
+    let st = s.client().stats();
+    assert!((st.pacing_rate - 80.0 * MBIT).abs() < 1.0);
+    assert!(u > 0.65 && u < 0.82, "{u:.3}");
+}
+
+#[test]
+fn the_controller_interface_sees_rate_and_rtt_samples() {
+    // min RTT converges to the path's (plus at most the 10 ms ACK delay)
+    let c = path_config(CongestionKind::Ferry { initial_rate: None, max_rate: None }, 100.0 * MBIT, 30);
+    let up = LinkConfig::new(30).rate_mbit(100.0);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(30), u64::MAX / 2, 3, 3);
+    s.run_until(Duration::from_secs(5), |_| false);
+    let st = s.client().stats();
+    assert!(st.rtt >= Duration::from_millis(60) && st.rtt < Duration::from_millis(200), "{st:?}");
+    let _ = Time::ZERO;
+    let _: Option<&FerryRate> = None;
+}
+
+/// Prints the controller's state every half second (for tuning; run with
+/// `--ignored --nocapture`).
+#[test]
+#[ignore = "diagnostic trace, asserts nothing"]
+fn trace_ferry_long_path() {
+    let kind = CongestionKind::Ferry { initial_rate: None, max_rate: None };
+    let c = path_config(kind, 200.0 * MBIT, 80);
+    let up = LinkConfig::new(80).rate_mbit(200.0).loss(0.01);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(80), u64::MAX / 2, 12345, 99);
+    for i in 0..40 {
+        s.run_until(Duration::from_millis(500), |_| false);
+        let st = s.client().stats();
+        println!(
+            "{:5.1}s read {:7.1} MB retx {} qdrop {} fw {} | {}",
+            i as f64 * 0.5,
+            s.server.read as f64 / 1e6,
+            st.retransmitted,
+            s.up.dropped_queue,
+            st.flow_window,
+            s.client().congestion().describe()
+        );
+    }
+}
