@@ -13,3 +13,4 @@ pub mod staging;
 pub mod stream;
 pub mod tcpinfo;
 pub mod tls;
+pub mod udt;

@@ -1,0 +1,324 @@
+//! One UDP socket and the thread that drives every UDT connection on it.
+//!
+//! The thread owns the socket; the connections live in [`State`] behind one
+//! mutex shared with the application threads, which copy bytes in and out
+//! and wait on a condition variable. The loop, per wake-up:
+//!
+//! 1. under the lock: run due timers, collect every datagram the
+//!    connections want to send now (control first, data as pacing allows);
+//! 2. outside the lock: send them in one batch (GSO or `sendmmsg`);
+//! 3. sleep in `ppoll` on the socket and an eventfd (which application
+//!    threads signal after a write or a close) until the earliest deadline;
+//! 4. receive a batch (`recvmmsg`, GRO) and, under the lock, route each
+//!    datagram by destination socket id — id 0 to the listener — checking
+//!    the source address as libudt does (`CRcvQueue::worker`).
+//!
+//! Time for the sans-IO core is nanoseconds since the endpoint started.
+
+use super::socket::{Received, UdpEndpointSocket};
+use super::UdtConfig;
+use ferry_udt::packet::destination_socket_id;
+use ferry_udt::{Connection, Listener, ListenerOutput, Time};
+use nix::poll::{ppoll, PollFd, PollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A connection and what its application handle needs to know.
+#[derive(Debug)]
+pub struct Entry {
+    pub conn: Connection,
+    /// The application dropped its handle: remove once drained.
+    pub orphaned: bool,
+}
+
+#[derive(Debug)]
+pub struct State {
+    pub conns: HashMap<u32, Entry>,
+    pub listener: Option<Listener>,
+    pub accept_queue: VecDeque<u32>,
+    pub backlog: usize,
+    /// The I/O thread stopped (socket error or shutdown).
+    pub dead: Option<String>,
+    pub next_id: u32,
+}
+
+#[derive(Debug)]
+pub struct Shared {
+    pub state: Mutex<State>,
+    /// Signalled when data arrived, send space freed, a state changed.
+    pub changed: Condvar,
+    pub wake: EventFd,
+    pub start: Instant,
+    pub stop: AtomicBool,
+    pub config: UdtConfig,
+    pub local: SocketAddr,
+    pub socket_info: super::socket::SocketInfo,
+}
+
+impl Shared {
+    pub fn now(&self) -> Time {
+        Time::from_nanos(self.start.elapsed().as_nanos() as u64)
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the I/O thread (after a write, a read that opened the window,
+    /// a close).
+    pub fn kick(&self) {
+        let _ = self.wake.write(1);
+    }
+
+    /// Waits on the condition variable for at most `limit`.
+    pub fn wait<'a>(&self, g: MutexGuard<'a, State>, limit: Duration) -> MutexGuard<'a, State> {
+        match self.changed.wait_timeout(g, limit) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+}
+
+/// Random 32 bits from the kernel's generator (socket ids, ISNs, the
+/// cookie secret); falls back to time and address if it is unavailable.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| io::Read::read_exact(&mut f, &mut b)).is_ok() {
+        return u64::from_ne_bytes(b);
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (t.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32)
+}
+
+/// Starts an endpoint on `bind`; `listen` makes it accept connections.
+pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Arc<Shared>> {
+    let socket = UdpEndpointSocket::bind(bind, config.socket_buffer, config.gso, config.gro)?;
+    let local = socket.local_addr()?;
+    let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_NONBLOCK | EfdFlags::EFD_CLOEXEC)?;
+    let start = Instant::now();
+    let mut secret = [0u8; 32];
+    for chunk in secret.chunks_mut(8) {
+        chunk.copy_from_slice(&random_u64().to_ne_bytes());
+    }
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            conns: HashMap::new(),
+            listener: listen.then(|| Listener::new(secret, Time::ZERO)),
+            accept_queue: VecDeque::new(),
+            backlog: config.backlog,
+            dead: None,
+            // libudt: a random start in [1, 2^30], decreasing
+            next_id: 1 + (random_u64() % (1 << 30)) as u32,
+        }),
+        changed: Condvar::new(),
+        wake,
+        start,
+        stop: AtomicBool::new(false),
+        socket_info: socket.info(),
+        config,
+        local,
+    });
+    let s = Arc::clone(&shared);
+    std::thread::Builder::new().name(format!("udt-{}", local.port())).spawn(move || {
+        let err = run(&s, socket).err();
+        let mut st = s.lock();
+        st.dead = Some(err.map_or_else(|| "endpoint closed".to_string(), |e| e.to_string()));
+        drop(st);
+        s.changed.notify_all();
+    })?;
+    Ok(shared)
+}
+
+impl State {
+    pub fn new_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = if self.next_id <= 1 { 1 << 30 } else { self.next_id - 1 };
+            if !self.conns.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+/// Pending datagrams: their bytes back to back, with (address, start, len).
+#[derive(Debug, Default)]
+struct OutBatch {
+    bytes: Vec<u8>,
+    items: Vec<(SocketAddr, usize, usize)>,
+}
+
+impl OutBatch {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.items.clear();
+    }
+}
+
+fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
+    let mut out = OutBatch::default();
+    let mut scratch = Vec::with_capacity(65_536);
+    let mut received: Vec<Received> = Vec::with_capacity(super::socket::RECV_BATCH * 44);
+    let max_batch = shared.config.batch.max(1);
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            let st = shared.lock();
+            if st.conns.values().all(|e| e.conn.is_drained()) {
+                return Ok(());
+            }
+        }
+        // 1. timers and transmissions
+        let now = shared.now();
+        let mut deadline: Option<Time> = None;
+        let mut more = false;
+        {
+            let mut st = shared.lock();
+            out.clear();
+            let mut notify = false;
+            for e in st.conns.values_mut() {
+                let c = &mut e.conn;
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    c.handle_timeout(now);
+                    notify = true;
+                }
+                let to = c.peer_addr();
+                while out.items.len() < max_batch {
+                    let Some(t) = c.poll_transmit(now, &mut scratch) else { break };
+                    let start = out.bytes.len();
+                    out.bytes.extend_from_slice(&scratch[..t.len]);
+                    out.items.push((to, start, t.len));
+                }
+                if out.items.len() >= max_batch {
+                    more = true;
+                }
+                while c.poll_event().is_some() {
+                    notify = true;
+                }
+                if let Some(t) = c.poll_timeout() {
+                    deadline = Some(deadline.map_or(t, |d: Time| d.min(t)));
+                }
+            }
+            st.conns.retain(|_, e| !(e.orphaned && e.conn.is_drained()));
+            drop(st);
+            if notify {
+                shared.changed.notify_all();
+            }
+        }
+        // 2. send
+        if !out.items.is_empty() {
+            let list: Vec<(SocketAddr, &[u8])> =
+                out.items.iter().map(|&(a, s, l)| (a, &out.bytes[s..s + l])).collect();
+            let mut done = 0;
+            while done < list.len() {
+                match socket.send_batch(&list[done..]) {
+                    Ok(0) => {
+                        // socket buffer full: wait until writable (bounded)
+                        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
+                        let _ = ppoll(&mut fds, Some(nix::sys::time::TimeSpec::from_duration(Duration::from_millis(5))), None);
+                    }
+                    Ok(n) => done += n,
+                    // ICMP errors from a vanished peer and the like: the
+                    // protocol's timers deal with loss.
+                    Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
+                        done += 1;
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        // 3. wait
+        let now = shared.now();
+        let wait = if more {
+            Duration::ZERO
+        } else {
+            match deadline {
+                Some(d) => d.saturating_since(now),
+                None => Duration::from_millis(100),
+            }
+        }
+        .min(Duration::from_millis(100));
+        {
+            let mut fds = [
+                PollFd::new(socket.as_fd(), PollFlags::POLLIN),
+                PollFd::new(shared.wake.as_fd(), PollFlags::POLLIN),
+            ];
+            let ts = nix::sys::time::TimeSpec::from_duration(wait);
+            match ppoll(&mut fds, Some(ts), None) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+                let _ = shared.wake.read();
+            }
+        }
+        // 4. receive everything waiting (bounded rounds, then send again)
+        for _ in 0..8 {
+            let n = socket.recv_batch(&mut received)?;
+            if n == 0 {
+                break;
+            }
+            let now = shared.now();
+            let mut st = shared.lock();
+            for r in &received {
+                let d = &socket.recv_buf(r.buf)[r.offset..r.offset + r.len];
+                dispatch(shared, &mut st, now, r.from, d, &mut out);
+            }
+            drop(st);
+            shared.changed.notify_all();
+            // replies from the listener (cookies, refusals)
+            if !out.items.is_empty() {
+                let list: Vec<(SocketAddr, &[u8])> =
+                    out.items.iter().map(|&(a, s, l)| (a, &out.bytes[s..s + l])).collect();
+                let _ = socket.send_batch(&list);
+                out.clear();
+            }
+            if n < super::socket::RECV_BATCH {
+                break;
+            }
+        }
+    }
+}
+
+fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u8], out: &mut OutBatch) {
+    let Some(dest) = destination_socket_id(d) else { return };
+    if dest != 0 {
+        if let Some(e) = st.conns.get_mut(&dest) {
+            e.conn.handle_datagram(now, from, d);
+        }
+        return;
+    }
+    // Connection requests go to the listener.
+    let Some(l) = &st.listener else { return };
+    match l.handle(now, from, d) {
+        ListenerOutput::Drop => {}
+        ListenerOutput::Reply(r) => {
+            let start = out.bytes.len();
+            out.bytes.extend_from_slice(&r);
+            out.items.push((from, start, r.len()));
+        }
+        ListenerOutput::Accept(hs) => {
+            let key = (hs.socket_id as u32, hs.isn as u32 & 0x7FFF_FFFF);
+            if let Some(e) = st.conns.values_mut().find(|e| e.conn.peer_addr() == from && e.conn.peer_key() == key) {
+                e.conn.handle_repeated_request();
+                return;
+            }
+            if st.accept_queue.len() >= st.backlog {
+                let r = Listener::reject(&hs);
+                let start = out.bytes.len();
+                out.bytes.extend_from_slice(&r);
+                out.items.push((from, start, r.len()));
+                return;
+            }
+            let id = st.new_id();
+            let conn = Connection::accept(shared.config.protocol.clone(), id, from, &hs, now);
+            st.conns.insert(id, Entry { conn, orphaned: false });
+            st.accept_queue.push_back(id);
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! UDT over real UDP sockets: a blocking, threaded byte stream around the
+//! sans-IO protocol core in `ferry-udt` (see `docs/udt.md`).
+//!
+//! * [`UdtStream::connect`] opens its own UDP socket (and I/O thread);
+//! * [`UdtListener::bind`] multiplexes every accepted connection on one
+//!   socket, routed by UDT socket id as libudt does;
+//! * reads and writes block like a `TcpStream`'s; [`UdtStream::shutdown`]
+//!   waits until the peer acknowledged every byte, then closes;
+//! * [`UdtStream::stats`] gives bytes, RTT, rate, losses and
+//!   retransmissions for the profiler.
+//!
+//! This module is the driver the transport redesign (a `Transport` trait in
+//! this crate) will wrap; it does not depend on it.
+
+mod endpoint;
+mod socket;
+
+pub use socket::SocketInfo;
+
+use endpoint::{Entry, Shared};
+use ferry_udt::{CongestionKind, Config, Connection, ConnectionError, State};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Settings of a UDT endpoint: the protocol's, and the socket's.
+#[derive(Debug, Clone)]
+pub struct UdtConfig {
+    pub protocol: Config,
+    /// `SO_SNDBUF`/`SO_RCVBUF`, bytes.
+    pub socket_buffer: usize,
+    /// Use UDP GSO / GRO when the kernel has them.
+    pub gso: bool,
+    pub gro: bool,
+    /// Datagrams per send batch.
+    pub batch: usize,
+    /// Connections waiting in `accept` beyond this are refused (libudt's backlog).
+    pub backlog: usize,
+}
+
+impl Default for UdtConfig {
+    fn default() -> UdtConfig {
+        UdtConfig {
+            protocol: Config::default(),
+            socket_buffer: 8 << 20,
+            gso: true,
+            gro: true,
+            batch: 256,
+            backlog: 64,
+        }
+    }
+}
+
+impl UdtConfig {
+    /// Sized for a path of `rate` bytes/s and round trip `rtt`: protocol
+    /// buffers of four bandwidth-delay products ([`Config::for_path`]) and
+    /// socket buffers of one (at least 8 MiB, at most 256 MiB), so a burst
+    /// of a pacing interval never overflows the kernel's queue.
+    pub fn for_path(rate: f64, rtt: Duration) -> UdtConfig {
+        let mut c = UdtConfig::default();
+        c.protocol = c.protocol.for_path(rate, rtt);
+        let bdp = (rate * rtt.as_secs_f64()) as usize;
+        c.socket_buffer = bdp.clamp(8 << 20, 256 << 20);
+        c
+    }
+
+    pub fn with_congestion(mut self, kind: CongestionKind) -> UdtConfig {
+        self.protocol.congestion = kind;
+        self
+    }
+
+    pub fn with_mss(mut self, mss: u32) -> UdtConfig {
+        self.protocol.mss = mss;
+        self
+    }
+}
+
+/// What the profiler and `--json` show of a UDT connection.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct UdtStats {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub retransmitted: u64,
+    /// Packets the peer reported lost, and gaps we detected.
+    pub lost_reported: u64,
+    pub lost_detected: u64,
+    pub rtt_us: u64,
+    pub rtt_var_us: u64,
+    /// Pacing rate, bytes/s.
+    pub pacing_rate: f64,
+    pub cwnd_packets: u64,
+    pub flow_window: i64,
+    pub mss: u32,
+    pub congestion: String,
+    pub dropped: u64,
+    pub gso: bool,
+    pub gro: bool,
+    pub socket_buffer: usize,
+}
+
+fn closed_error(e: &ConnectionError) -> io::Error {
+    let kind = match e {
+        ConnectionError::ConnectTimeout | ConnectionError::PeerDead | ConnectionError::LingerExpired => {
+            io::ErrorKind::TimedOut
+        }
+        ConnectionError::Rejected => io::ErrorKind::ConnectionRefused,
+        ConnectionError::Closed => io::ErrorKind::NotConnected,
+        ConnectionError::PeerShutdown => io::ErrorKind::BrokenPipe,
+        _ => io::ErrorKind::ConnectionAborted,
+    };
+    io::Error::new(kind, e.to_string())
+}
+
+/// A UDT connection as a byte stream.
+#[derive(Debug)]
+pub struct UdtStream {
+    shared: Arc<Shared>,
+    id: u32,
+    /// This stream owns its endpoint (connect) rather than sharing a listener's.
+    owns_endpoint: bool,
+}
+
+impl UdtStream {
+    /// Connects to `peer` from a new UDP socket, waiting for the handshake
+    /// (libudt's 3 s connect timeout unless configured otherwise).
+    pub fn connect(peer: SocketAddr, config: UdtConfig) -> io::Result<UdtStream> {
+        let bind: SocketAddr = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("literal");
+        let shared = endpoint::start(bind, config, false)?;
+        let now = shared.now();
+        let id = {
+            let mut st = shared.lock();
+            let id = st.new_id();
+            let isn = (endpoint::random_u64() & 0x7FFF_FFFF) as u32;
+            let conn = Connection::connect(shared.config.protocol.clone(), id, peer, isn, now);
+            st.conns.insert(id, Entry { conn, orphaned: false });
+            id
+        };
+        shared.kick();
+        let stream = UdtStream { shared, id, owns_endpoint: true };
+        stream.wait_until(|c| !matches!(c.state(), State::Connecting))?;
+        let st = stream.shared.lock();
+        match st.conns.get(&id).map(|e| e.conn.state().clone()) {
+            Some(State::Established) => Ok(()),
+            Some(State::Closed(e)) => Err(closed_error(&e)),
+            _ => Err(io::Error::other("connection vanished")),
+        }?;
+        drop(st);
+        Ok(stream)
+    }
+
+    fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> R) -> io::Result<R> {
+        let mut st = self.shared.lock();
+        match st.conns.get_mut(&self.id) {
+            Some(e) => Ok(f(&mut e.conn)),
+            None => Err(io::Error::new(io::ErrorKind::NotConnected, "connection gone")),
+        }
+    }
+
+    /// Blocks until `done(conn)` or the endpoint dies.
+    fn wait_until(&self, mut done: impl FnMut(&Connection) -> bool) -> io::Result<()> {
+        let mut st = self.shared.lock();
+        loop {
+            match st.conns.get(&self.id) {
+                Some(e) if done(&e.conn) => return Ok(()),
+                Some(_) => {}
+                None => return Err(io::Error::new(io::ErrorKind::NotConnected, "connection gone")),
+            }
+            if let Some(d) = &st.dead {
+                return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
+            }
+            st = self.shared.wait(st, Duration::from_millis(50));
+        }
+    }
+
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.with_conn(|c| c.peer_addr())
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local
+    }
+
+    /// Writes some of `buf` (blocking until there is room); the count.
+    pub fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let mut st = self.shared.lock();
+        loop {
+            let now = self.shared.now();
+            let e = st.conns.get_mut(&self.id).ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
+            match e.conn.state() {
+                State::Established => {}
+                State::Closed(err) => return Err(closed_error(err)),
+                _ => return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stream shut down")),
+            }
+            let n = e.conn.write(now, buf);
+            if n > 0 {
+                drop(st);
+                self.shared.kick();
+                return Ok(n);
+            }
+            if let Some(d) = &st.dead {
+                return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
+            }
+            st = self.shared.wait(st, Duration::from_millis(50));
+        }
+    }
+
+    pub fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = self.write(buf)?;
+            buf = &buf[n..];
+        }
+        Ok(())
+    }
+
+    /// Reads into `buf`, blocking until something arrives; `Ok(0)` once
+    /// the peer shut down and every byte was read.
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let mut st = self.shared.lock();
+        loop {
+            let e = st.conns.get_mut(&self.id).ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
+            let n = e.conn.read(buf);
+            if n > 0 {
+                drop(st);
+                // a read may have opened the flow window: let the thread send the update
+                self.shared.kick();
+                return Ok(n);
+            }
+            if e.conn.at_eof() {
+                return match e.conn.state() {
+                    State::Closed(ConnectionError::PeerShutdown) | State::Closed(ConnectionError::Closed) => Ok(0),
+                    State::Closed(err) => Err(closed_error(err)),
+                    _ => Ok(0),
+                };
+            }
+            if let Some(d) = &st.dead {
+                return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
+            }
+            st = self.shared.wait(st, Duration::from_millis(50));
+        }
+    }
+
+    /// Closes gracefully: waits (up to the linger time) until the peer has
+    /// acknowledged every written byte, then sends UDT's shutdown.
+    pub fn shutdown(&self) -> io::Result<()> {
+        let now = self.shared.now();
+        self.with_conn(|c| c.close(now))?;
+        self.shared.kick();
+        self.wait_until(|c| c.is_closed())?;
+        let state = self.with_conn(|c| c.state().clone())?;
+        match state {
+            State::Closed(ConnectionError::Closed) | State::Closed(ConnectionError::PeerShutdown) => Ok(()),
+            State::Closed(e) => Err(closed_error(&e)),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn stats(&self) -> UdtStats {
+        let info = self.shared.socket_info;
+        self.with_conn(|c| {
+            let s = c.stats();
+            UdtStats {
+                bytes_sent: s.bytes_sent,
+                bytes_received: s.bytes_received,
+                packets_sent: s.packets_sent,
+                packets_received: s.packets_received,
+                retransmitted: s.retransmitted,
+                lost_reported: s.lost_reported,
+                lost_detected: s.lost_detected,
+                rtt_us: s.rtt.as_micros() as u64,
+                rtt_var_us: s.rtt_var.as_micros() as u64,
+                pacing_rate: s.pacing_rate,
+                cwnd_packets: s.cwnd_packets,
+                flow_window: s.flow_window,
+                mss: c.mss(),
+                congestion: c.congestion().describe(),
+                dropped: s.dropped,
+                gso: info.gso,
+                gro: info.gro,
+                socket_buffer: info.send_buffer,
+            }
+        })
+        .unwrap_or_default()
+    }
+
+    /// The socket's GSO/GRO and buffer sizes.
+    pub fn socket_info(&self) -> SocketInfo {
+        self.shared.socket_info
+    }
+}
+
+impl Drop for UdtStream {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.lock();
+            if let Some(e) = st.conns.get_mut(&self.id) {
+                if !e.conn.is_closed() {
+                    e.conn.abort();
+                }
+                e.orphaned = true;
+            }
+        }
+        if self.owns_endpoint {
+            self.shared.stop.store(true, Ordering::Release);
+        }
+        self.shared.kick();
+    }
+}
+
+impl Read for &UdtStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        UdtStream::read(self, buf)
+    }
+}
+
+impl Write for &UdtStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        UdtStream::write(self, buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A listening UDT socket; accepted connections share its UDP port.
+#[derive(Debug)]
+pub struct UdtListener {
+    shared: Arc<Shared>,
+}
+
+impl UdtListener {
+    pub fn bind(addr: SocketAddr, config: UdtConfig) -> io::Result<UdtListener> {
+        Ok(UdtListener { shared: endpoint::start(addr, config, true)? })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local
+    }
+
+    pub fn socket_info(&self) -> SocketInfo {
+        self.shared.socket_info
+    }
+
+    /// Waits for the next connection.
+    pub fn accept(&self) -> io::Result<UdtStream> {
+        self.accept_timeout(None)?.ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
+    }
+
+    /// Waits at most `timeout` (forever if `None`); `Ok(None)` on timeout.
+    pub fn accept_timeout(&self, timeout: Option<Duration>) -> io::Result<Option<UdtStream>> {
+        let end = timeout.map(|t| Instant::now() + t);
+        let mut st = self.shared.lock();
+        loop {
+            if let Some(id) = st.accept_queue.pop_front() {
+                return Ok(Some(UdtStream { shared: Arc::clone(&self.shared), id, owns_endpoint: false }));
+            }
+            if let Some(d) = &st.dead {
+                return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
+            }
+            let wait = match end {
+                Some(e) => {
+                    let now = Instant::now();
+                    if now >= e {
+                        return Ok(None);
+                    }
+                    (e - now).min(Duration::from_millis(50))
+                }
+                None => Duration::from_millis(50),
+            };
+            st = self.shared.wait(st, wait);
+        }
+    }
+}
+
+impl Drop for UdtListener {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.lock();
+            st.listener = None;
+            // connections never accepted are dropped with the listener
+            let queued: Vec<u32> = st.accept_queue.drain(..).collect();
+            for id in queued {
+                if let Some(e) = st.conns.get_mut(&id) {
+                    e.conn.abort();
+                    e.orphaned = true;
+                }
+            }
+        }
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.kick();
+    }
+}

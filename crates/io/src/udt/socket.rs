@@ -1,0 +1,241 @@
+//! The UDP socket under a UDT endpoint: buffer sizing, and batched sends
+//! and receives.
+//!
+//! * **Send**: consecutive datagrams to one address of one size (the last
+//!   may be shorter) go out as one UDP GSO "super-datagram" (`sendmsg` with a
+//!   `UDP_SEGMENT` control message, Linux ≥ 4.18): the kernel cuts it into
+//!   datagrams, so 40 packets cost one system call. Without GSO (or after
+//!   the kernel refuses it once) a batch goes out with one `sendmmsg`.
+//! * **Receive**: `recvmmsg` fills up to [`RECV_BATCH`] buffers per call;
+//!   with `UDP_GRO` (Linux ≥ 5.0) each buffer may hold several datagrams of
+//!   the size the `UDP_GRO` control message names.
+//! * **Buffers**: `SO_SNDBUF`/`SO_RCVBUF` are sized from the path's
+//!   bandwidth-delay product; as root the `…FORCE` variants pass
+//!   `net.core.[rw]mem_max`, otherwise the kernel's cap applies (reported in
+//!   [`SocketInfo`]).
+//!
+//! No unsafe code: nix wraps every call used here.
+
+use nix::sys::socket::{
+    recvmmsg, sendmmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders,
+    SockaddrStorage,
+};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+
+/// Receive buffers per `recvmmsg`.
+pub const RECV_BATCH: usize = 16;
+/// Largest datagram (or GRO aggregate) a receive buffer holds.
+const RECV_BUF: usize = 65_536;
+/// At most this many segments in one GSO send (the kernel's limit is 64
+/// on older kernels, 128 on newer) and 64 KiB in all.
+const GSO_MAX_SEGMENTS: usize = 64;
+const GSO_MAX_BYTES: usize = 65_000;
+
+/// What the socket ended up with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SocketInfo {
+    pub send_buffer: usize,
+    pub recv_buffer: usize,
+    pub gso: bool,
+    pub gro: bool,
+}
+
+#[derive(Debug)]
+pub struct UdpEndpointSocket {
+    socket: UdpSocket,
+    info: SocketInfo,
+    recv_bufs: Vec<Vec<u8>>,
+}
+
+/// One received datagram: its place in the receive buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    pub buf: usize,
+    pub offset: usize,
+    pub len: usize,
+    pub from: SocketAddr,
+}
+
+fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = a.as_sockaddr_in() {
+        Some(SocketAddr::V4((*v4).into()))
+    } else {
+        a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
+    }
+}
+
+impl UdpEndpointSocket {
+    /// Binds a UDP socket with buffers of `buffer` bytes each way and
+    /// turns on GSO/GRO if asked and available.
+    pub fn bind(addr: SocketAddr, buffer: usize, want_gso: bool, want_gro: bool) -> io::Result<UdpEndpointSocket> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        let socket: UdpSocket = socket.into();
+        let b = buffer.min(i32::MAX as usize / 2);
+        // As root the FORCE options ignore net.core.[rw]mem_max; otherwise
+        // the plain ones give what the cap allows.
+        if setsockopt(&socket, sockopt::SndBufForce, &b).is_err() {
+            let _ = setsockopt(&socket, sockopt::SndBuf, &b);
+        }
+        if setsockopt(&socket, sockopt::RcvBufForce, &b).is_err() {
+            let _ = setsockopt(&socket, sockopt::RcvBuf, &b);
+        }
+        let s2 = socket2::SockRef::from(&socket);
+        let gso = want_gso && nix::sys::socket::getsockopt(&socket, sockopt::UdpGsoSegment).is_ok();
+        let gro = want_gro && setsockopt(&socket, sockopt::UdpGroSegment, &true).is_ok();
+        let info = SocketInfo {
+            // the kernel reports twice what it was asked for (bookkeeping overhead)
+            send_buffer: s2.send_buffer_size().unwrap_or(0) / 2,
+            recv_buffer: s2.recv_buffer_size().unwrap_or(0) / 2,
+            gso,
+            gro,
+        };
+        let per = if gro { RECV_BUF } else { RECV_BUF.min(65_536) };
+        Ok(UdpEndpointSocket { socket, info, recv_bufs: (0..RECV_BATCH).map(|_| vec![0u8; per]).collect() })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    pub fn info(&self) -> SocketInfo {
+        self.info
+    }
+
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.socket.as_fd()
+    }
+
+    pub fn recv_buf(&self, i: usize) -> &[u8] {
+        &self.recv_bufs[i]
+    }
+
+    /// Receives what is waiting (without blocking) into `out`; returns how
+    /// many datagrams. `WouldBlock` becomes `Ok(0)`.
+    pub fn recv_batch(&mut self, out: &mut Vec<Received>) -> io::Result<usize> {
+        out.clear();
+        let gro = self.info.gro;
+        let fd = self.socket.as_raw_fd();
+        let cmsg = if gro { Some(nix::cmsg_space!(i32)) } else { None };
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECV_BATCH, cmsg);
+        let mut meta: Vec<(usize, Option<SocketAddr>, usize)> = Vec::with_capacity(RECV_BATCH);
+        {
+            let mut slices: Vec<[IoSliceMut<'_>; 1]> =
+                self.recv_bufs.iter_mut().map(|b| [IoSliceMut::new(&mut b[..])]).collect();
+            let res = match recvmmsg(fd, &mut headers, slices.iter_mut(), MsgFlags::MSG_DONTWAIT, None) {
+                Ok(r) => r,
+                Err(nix::errno::Errno::EAGAIN) => return Ok(0),
+                Err(e) => return Err(e.into()),
+            };
+            for msg in res {
+                let mut seg = 0usize;
+                if gro {
+                    if let Ok(cmsgs) = msg.cmsgs() {
+                        for c in cmsgs {
+                            if let ControlMessageOwned::UdpGroSegments(s) = c {
+                                seg = s.max(0) as usize;
+                            }
+                        }
+                    }
+                }
+                meta.push((msg.bytes, msg.address.as_ref().and_then(to_std), seg));
+            }
+        }
+        for (i, (len, from, seg)) in meta.into_iter().enumerate() {
+            let Some(from) = from else { continue };
+            let seg = if seg == 0 || seg >= len { len } else { seg };
+            let mut offset = 0;
+            while offset < len {
+                let l = seg.min(len - offset);
+                out.push(Received { buf: i, offset, len: l, from });
+                offset += l;
+            }
+        }
+        Ok(out.len())
+    }
+
+    /// Sends `datagrams` (in order) to their addresses; returns how many
+    /// left. `WouldBlock` stops early (the caller keeps the rest).
+    pub fn send_batch(&mut self, datagrams: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+        let mut sent = 0;
+        while sent < datagrams.len() {
+            let n = if self.info.gso {
+                match self.send_gso_group(&datagrams[sent..]) {
+                    Ok(n) => n,
+                    Err(e) if e.raw_os_error() == Some(libc::EIO) || e.raw_os_error() == Some(libc::EINVAL) => {
+                        // The device cannot segment (no checksum offload):
+                        // stop trying, as the kernel's own docs advise.
+                        self.info.gso = false;
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(sent),
+                    Err(e) => return Err(e),
+                }
+            } else {
+                match self.send_mmsg(&datagrams[sent..]) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(sent),
+                    Err(e) => return Err(e),
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            sent += n;
+        }
+        Ok(sent)
+    }
+
+    /// One GSO send of the longest run at the head of `d` that shares an
+    /// address and a segment size (only the last may be shorter).
+    fn send_gso_group(&self, d: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+        let (addr, first) = d[0];
+        let seg = first.len();
+        let mut n = 1;
+        let mut total = seg;
+        while n < d.len() && n < GSO_MAX_SEGMENTS {
+            let (a, p) = d[n];
+            if a != addr || p.len() > seg || total + p.len() > GSO_MAX_BYTES {
+                break;
+            }
+            n += 1;
+            total += p.len();
+            if p.len() < seg {
+                break;
+            }
+        }
+        let iov: Vec<IoSlice<'_>> = d[..n].iter().map(|(_, p)| IoSlice::new(p)).collect();
+        let to = SockaddrStorage::from(addr);
+        let res = if n == 1 {
+            sendmsg(self.socket.as_raw_fd(), &iov, &[], MsgFlags::MSG_DONTWAIT, Some(&to))
+        } else {
+            let seg16 = seg as u16;
+            sendmsg(
+                self.socket.as_raw_fd(),
+                &iov,
+                &[ControlMessage::UdpGsoSegments(&seg16)],
+                MsgFlags::MSG_DONTWAIT,
+                Some(&to),
+            )
+        };
+        match res {
+            Ok(_) => Ok(n),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn send_mmsg(&self, d: &[(SocketAddr, &[u8])]) -> io::Result<usize> {
+        let n = d.len().min(64);
+        let iovs: Vec<[IoSlice<'_>; 1]> = d[..n].iter().map(|(_, p)| [IoSlice::new(p)]).collect();
+        let addrs: Vec<Option<SockaddrStorage>> = d[..n].iter().map(|(a, _)| Some(SockaddrStorage::from(*a))).collect();
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, None);
+        let res = sendmmsg(self.socket.as_raw_fd(), &mut headers, &iovs, addrs, [], MsgFlags::MSG_DONTWAIT)
+            .map_err(io::Error::from)?;
+        Ok(res.count())
+    }
+}
