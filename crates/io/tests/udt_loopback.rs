@@ -24,12 +24,16 @@ fn send_pattern(s: &UdtStream, n: u64) {
     }
 }
 
-/// Reads to EOF, checking every byte; returns the count.
-fn recv_pattern(s: &UdtStream) -> u64 {
+/// Reads to EOF (or `limit` bytes), checking every byte; returns the count.
+fn recv_pattern_upto(s: &UdtStream, limit: u64) -> u64 {
     let mut off = 0u64;
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = s.read(&mut buf).unwrap();
+        let want = (limit - off).min(buf.len() as u64) as usize;
+        if want == 0 {
+            return off;
+        }
+        let n = s.read(&mut buf[..want]).unwrap();
         if n == 0 {
             return off;
         }
@@ -38,6 +42,10 @@ fn recv_pattern(s: &UdtStream) -> u64 {
         }
         off += n as u64;
     }
+}
+
+fn recv_pattern(s: &UdtStream) -> u64 {
+    recv_pattern_upto(s, u64::MAX)
 }
 
 fn loopback() -> SocketAddr {
@@ -51,7 +59,7 @@ fn upload_and_download_are_byte_exact() {
     let n = 64 << 20;
     let server = thread::spawn(move || {
         let s = l.accept().unwrap();
-        assert_eq!(recv_pattern(&s), n);
+        assert_eq!(recv_pattern_upto(&s, n), n);
         // and back the other way on the same connection
         send_pattern(&s, n / 2);
         s.shutdown().unwrap();
