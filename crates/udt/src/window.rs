@@ -63,14 +63,23 @@ fn median_filtered_mean(values: &[u64], include_median: bool) -> Option<f64> {
     Some(sum as f64 / count as f64)
 }
 
-/// Packet arrival intervals and packet-pair probe intervals (`CPktTimeWindow`).
+/// Packet arrival times and packet-pair probe intervals (`CPktTimeWindow`).
+///
+/// libudt's receiving speed is the median-filtered mean of the last 16
+/// arrival intervals, measured one packet at a time in microseconds. A
+/// driver that receives in batches (`recvmmsg`, GRO) sees several packets
+/// at one instant, so single intervals are often zero; here the speed is
+/// the packet count over the time spanned by the last 64 arrivals instead,
+/// which batching does not distort. Packet pairs keep libudt's median
+/// filter, over pairs whose interval could be measured (non-zero).
 #[derive(Debug)]
 pub struct ArrivalWindow {
-    intervals: Vec<u64>,
-    next_interval: usize,
+    arrivals: Vec<u64>,
+    next_arrival: usize,
+    count: u64,
     probes: Vec<u64>,
     next_probe: usize,
-    last_arrival: Option<Time>,
+    probe_count: usize,
     probe1: Option<Time>,
 }
 
@@ -80,61 +89,66 @@ impl Default for ArrivalWindow {
     }
 }
 
+const ARRIVALS: usize = 64;
+const PROBES: usize = 64;
+
 impl ArrivalWindow {
-    /// libudt's receiver uses 16 arrival intervals and 64 probe intervals,
-    /// initialised to 1 s and 1 ms (in µs); we keep nanoseconds.
     pub fn new() -> ArrivalWindow {
         ArrivalWindow {
-            intervals: vec![1_000_000_000; 16],
-            next_interval: 0,
-            probes: vec![1_000_000; 64],
+            arrivals: vec![0; ARRIVALS],
+            next_arrival: 0,
+            count: 0,
+            probes: vec![0; PROBES],
             next_probe: 0,
-            last_arrival: None,
+            probe_count: 0,
             probe1: None,
         }
     }
 
     pub fn on_arrival(&mut self, now: Time, seq_low_bits: u32) {
-        if let Some(last) = self.last_arrival {
-            self.intervals[self.next_interval] = now.as_nanos().saturating_sub(last.as_nanos());
-            self.next_interval = (self.next_interval + 1) % self.intervals.len();
-        }
-        self.last_arrival = Some(now);
+        self.arrivals[self.next_arrival] = now.as_nanos();
+        self.next_arrival = (self.next_arrival + 1) % ARRIVALS;
+        self.count += 1;
         // Every 16th packet starts a pair sent back to back (`packData`:
         // `0 == (seq & 0xF)`); the interval to its successor is the probe.
         match seq_low_bits & 0xF {
             0 => self.probe1 = Some(now),
             1 => {
                 if let Some(p) = self.probe1.take() {
-                    self.probes[self.next_probe] = now.as_nanos().saturating_sub(p.as_nanos());
-                    self.next_probe = (self.next_probe + 1) % self.probes.len();
+                    let d = now.as_nanos().saturating_sub(p.as_nanos());
+                    if d > 0 {
+                        self.probes[self.next_probe] = d;
+                        self.next_probe = (self.next_probe + 1) % PROBES;
+                        self.probe_count = (self.probe_count + 1).min(PROBES);
+                    }
                 }
             }
             _ => {}
         }
     }
 
-    /// Packets per second arriving, 0 when fewer than half the intervals
-    /// agree with the median (`getPktRcvSpeed`).
+    /// Packets per second over the last 64 arrivals (0 until there are 16).
     pub fn receive_speed(&self) -> u32 {
-        let mut sorted = self.intervals.clone();
-        sorted.sort_unstable();
-        let median = sorted[sorted.len() / 2];
-        let (upper, lower) = (median.saturating_mul(8), median / 8);
-        let good: Vec<u64> = self.intervals.iter().copied().filter(|&v| v < upper && v > lower).collect();
-        if good.len() <= self.intervals.len() / 2 {
+        let n = (self.count as usize).min(ARRIVALS);
+        if n < 16 {
             return 0;
         }
-        let mean = good.iter().sum::<u64>() as f64 / good.len() as f64;
-        if mean <= 0.0 {
+        let newest = self.arrivals[(self.next_arrival + ARRIVALS - 1) % ARRIVALS];
+        let oldest = self.arrivals[(self.next_arrival + ARRIVALS - n) % ARRIVALS];
+        let span = newest.saturating_sub(oldest);
+        if span == 0 {
             return 0;
         }
-        (1e9 / mean).ceil().min(i32::MAX as f64) as u32
+        ((n - 1) as f64 * 1e9 / span as f64).ceil().min(i32::MAX as f64) as u32
     }
 
-    /// Link capacity in packets per second from the packet pairs (`getBandwidth`).
+    /// Link capacity in packets per second from the packet pairs
+    /// (`getBandwidth`), 0 until four pairs were measured.
     pub fn bandwidth(&self) -> u32 {
-        match median_filtered_mean(&self.probes, true) {
+        if self.probe_count < 4 {
+            return 0;
+        }
+        match median_filtered_mean(&self.probes[..self.probe_count], true) {
             Some(mean) if mean > 0.0 => (1e9 / mean).ceil().min(i32::MAX as f64) as u32,
             _ => 0,
         }
@@ -163,11 +177,17 @@ mod tests {
     fn speed_and_pairs() {
         let mut w = ArrivalWindow::new();
         for i in 0..64u64 {
-            // packets every 10 µs, pairs 1 µs apart
-            let t = Time(i * 10_000 + if i % 16 == 1 { 0 } else { 0 });
+            // packets every 10 µs; each pair's second packet 1 µs after the first
+            let t = Time(i * 10_000 - if i % 16 == 1 { 9_000 } else { 0 });
             w.on_arrival(t, i as u32);
         }
-        assert_eq!(w.receive_speed(), 100_000);
-        assert!(w.bandwidth() > 0);
+        assert!((99_000..=101_000).contains(&w.receive_speed()), "{}", w.receive_speed());
+        assert_eq!(w.bandwidth(), 1_000_000);
+        // a batch delivered at one instant does not make the speed infinite or zero
+        let mut b = ArrivalWindow::new();
+        for i in 0..64u64 {
+            b.on_arrival(Time((i / 16) * 160_000), i as u32);
+        }
+        assert!(b.receive_speed() > 0);
     }
 }

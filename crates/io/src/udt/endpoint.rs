@@ -231,6 +231,7 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
                     Err(_) => {}
                 }
             }
+            out.clear();
         }
         // 3. wait
         let now = shared.now();
@@ -263,11 +264,12 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             if n == 0 {
                 break;
             }
-            let now = shared.now();
             let mut st = shared.lock();
             for r in &received {
                 let d = &socket.recv_buf(r.buf)[r.offset..r.offset + r.len];
-                dispatch(shared, &mut st, now, r.from, d, &mut out);
+                // the clock per datagram: arrival spacing feeds the
+                // receiver's speed and packet-pair estimates
+                dispatch(shared, &mut st, shared.now(), r.from, d, &mut out);
             }
             drop(st);
             shared.changed.notify_all();

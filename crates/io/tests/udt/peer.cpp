@@ -42,8 +42,21 @@ static int fail(const char* what) {
     return 1;
 }
 
+// With UDT_PEER_TRACE set, libudt's own view of the connection once a second.
+static void trace(UDTSOCKET s, double& next) {
+    if (!getenv("UDT_PEER_TRACE") || now_s() < next) return;
+    next = now_s() + 1;
+    UDT::TRACEINFO p;
+    if (UDT::perfmon(s, &p, true) == UDT::ERROR) return;
+    fprintf(stderr, "peer: send %.1f Mb/s recv %.1f Mb/s rtt %.3f ms cwnd %d flow %d period %.2f us loss %d/%d retx %d ack %d/%d nak %d/%d bw %.1f Mb/s\n",
+            p.mbpsSendRate, p.mbpsRecvRate, p.msRTT, p.pktCongestionWindow, p.pktFlowWindow, p.usPktSndPeriod,
+            p.pktSndLoss, p.pktRcvLoss, p.pktRetrans, p.pktSentACK, p.pktRecvACK, p.pktSentNAK, p.pktRecvNAK,
+            p.mbpsBandwidth);
+}
+
 static int run(UDTSOCKET s, const std::string& mode, uint64_t bytes) {
     std::vector<char> buf(1 << 20);
+    double next = 0;
     double t0 = now_s(), c0 = cpu_s();
     uint64_t done = 0;
     if (mode == "send") {
@@ -52,6 +65,7 @@ static int run(UDTSOCKET s, const std::string& mode, uint64_t bytes) {
             for (int i = 0; i < k; ++i) buf[i] = (char)pattern(done + i);
             int off = 0;
             while (off < k) {
+                trace(s, next);
                 int n = UDT::send(s, &buf[off], k - off, 0);
                 if (n == UDT::ERROR) return fail("send");
                 off += n;
@@ -62,6 +76,7 @@ static int run(UDTSOCKET s, const std::string& mode, uint64_t bytes) {
         bool check = mode == "recv";
         while (done < bytes) {
             int want = (int)std::min<uint64_t>(buf.size(), bytes - done);
+            trace(s, next);
             int n = UDT::recv(s, &buf[0], want, 0);
             if (n == UDT::ERROR) {
                 if (mode == "sink") break;
