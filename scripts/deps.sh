@@ -12,6 +12,8 @@ packages=(
   util-linux coreutils
   # network namespaces and the link emulator's self-test
   iproute2 iperf3
+  # the UDT interoperability peer, built at test time against libudt 4.11
+  g++ libudt-dev
   # the profiler: perf for CPU profiles, a headless browser (and the fonts
   # it is only recommended) for the report's screenshot test
   linux-perf chromium fonts-liberation

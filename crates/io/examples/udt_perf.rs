@@ -3,6 +3,7 @@
 //!
 //!   udt_perf server ADDR:PORT recv|send BYTES [--cc udt|ferry|blast:RATE] [--mss N] [--rtt-ms N --rate-mbit N]
 //!   udt_perf client ADDR:PORT recv|send BYTES [same options]
+//!   (--seconds N: a sender stops after N s; --start-mbit N: ferry starts at N Mbit/s)
 //!
 //! Prints one line: `OK bytes seconds cpu_seconds MB/s` (CPU of this process,
 //! user + system, from getrusage via /proc/self/stat).
@@ -29,6 +30,7 @@ fn main() {
     let mut cfg = UdtConfig::default();
     let mut i = 5;
     let (mut rtt_ms, mut rate_mbit) = (None, None);
+    let (mut seconds, mut start_mbit): (Option<f64>, Option<f64>) = (None, None);
     while i < args.len() {
         match args[i].as_str() {
             "--no-gso" => {
@@ -41,6 +43,8 @@ fn main() {
                 i += 1;
                 continue;
             }
+            "--seconds" => seconds = Some(args[i + 1].parse::<f64>().expect("seconds")),
+            "--start-mbit" => start_mbit = Some(args[i + 1].parse::<f64>().expect("rate")),
             "--cc" => cfg.protocol.congestion = CongestionKind::parse(&args[i + 1]).expect("congestion control"),
             "--mss" => cfg.protocol.mss = args[i + 1].parse().expect("mss"),
             "--rtt-ms" => rtt_ms = Some(args[i + 1].parse::<f64>().expect("rtt")),
@@ -54,6 +58,9 @@ fn main() {
         cfg.socket_buffer = sized.socket_buffer;
         cfg.protocol = ferry_udt::Config { mss: cfg.protocol.mss, congestion: cfg.protocol.congestion, ..sized.protocol };
     }
+    if let (Some(r), CongestionKind::Ferry { max_rate, .. }) = (start_mbit, cfg.protocol.congestion) {
+        cfg.protocol.congestion = CongestionKind::Ferry { initial_rate: Some(r * 1e6 / 8.0), max_rate };
+    }
     let stream = if role == "server" {
         let l = UdtListener::bind(addr, cfg).expect("bind");
         println!("PORT {}", l.local_addr().port());
@@ -66,7 +73,7 @@ fn main() {
     let mut buf = vec![0u8; 4 << 20];
     let mut done = 0u64;
     if mode == "send" {
-        while done < bytes {
+        while done < bytes && seconds.is_none_or(|s| t0.elapsed().as_secs_f64() < s) {
             let k = (bytes - done).min(buf.len() as u64) as usize;
             stream.write_all(&buf[..k]).expect("write");
             done += k as u64;

@@ -25,7 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,9 @@ pub struct Shared {
     pub wake: EventFd,
     pub start: Instant,
     pub stop: AtomicBool,
+    /// Counts the thread's send phases: a datagram polled before epoch `e`
+    /// was handed to the kernel once the epoch passes `e`.
+    pub send_epoch: AtomicU64,
     pub config: UdtConfig,
     pub local: SocketAddr,
     pub socket_info: super::socket::SocketInfo,
@@ -120,6 +123,7 @@ pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Ar
         wake,
         start,
         stop: AtomicBool::new(false),
+        send_epoch: AtomicU64::new(0),
         socket_info: socket.info(),
         config,
         local,
@@ -233,6 +237,7 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             }
             out.clear();
         }
+        shared.send_epoch.fetch_add(1, Ordering::AcqRel);
         // 3. wait
         let now = shared.now();
         let wait = if more {

@@ -255,7 +255,17 @@ impl UdtStream {
         let now = self.shared.now();
         self.with_conn(|c| c.close(now))?;
         self.shared.kick();
-        self.wait_until(|c| c.is_closed())?;
+        // Closed, and the shutdown packets polled by the I/O thread...
+        self.wait_until(|c| c.is_drained())?;
+        // ...and handed to the kernel (the next send phase), so that a
+        // process that exits right after `shutdown` does not leave its peer
+        // waiting ~40 s for the EXP timer.
+        let epoch = self.shared.send_epoch.load(Ordering::Acquire);
+        self.shared.kick();
+        let end = Instant::now() + Duration::from_secs(1);
+        while self.shared.send_epoch.load(Ordering::Acquire) <= epoch + 1 && Instant::now() < end {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         let state = self.with_conn(|c| c.state().clone())?;
         match state {
             State::Closed(ConnectionError::Closed) | State::Closed(ConnectionError::PeerShutdown) => Ok(()),

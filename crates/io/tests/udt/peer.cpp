@@ -1,7 +1,8 @@
 // A minimal UDT4 peer for Ferry's interoperability tests, built at test
 // time against Debian's libudt (g++ peer.cpp -ludt -lpthread).
 //
-//   peer server PORT MODE BYTES [MSS]     listen on 127.0.0.1:PORT (0: any), one connection
+//   peer server PORT MODE BYTES [MSS]     listen on 127.0.0.1:PORT (0: any; UDT_PEER_BIND=IP to
+//                                         listen elsewhere), one connection
 //   peer client HOST PORT MODE BYTES [MSS]
 //
 // MODE is "send" (write BYTES of the test pattern, then close, which waits
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
     addr.sin_family = AF_INET;
     if (server) {
         addr.sin_port = htons(atoi(argv[2]));
-        inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+        const char* bind_ip = getenv("UDT_PEER_BIND");  // default: loopback only
+        inet_pton(AF_INET, bind_ip ? bind_ip : "127.0.0.1", &addr.sin_addr);
         if (UDT::bind(s, (sockaddr*)&addr, sizeof addr) == UDT::ERROR) return fail("bind");
         if (UDT::listen(s, 4) == UDT::ERROR) return fail("listen");
         int len = sizeof addr;
