@@ -16,17 +16,21 @@ fn cpu_seconds() -> f64 {
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after = s.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let ticks: f64 =
+        f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
     ticks / 100.0
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
-        eprintln!("usage: udt_perf server|client ADDR:PORT recv|send BYTES [--cc NAME] [--mss N] [--rtt-ms N --rate-mbit N]");
+        eprintln!(
+            "usage: udt_perf server|client ADDR:PORT recv|send BYTES [--cc NAME] [--mss N] [--rtt-ms N --rate-mbit N]"
+        );
         std::process::exit(2);
     }
-    let (role, addr, mode, bytes) = (&args[1], args[2].parse().expect("address"), &args[3], args[4].parse::<u64>().expect("bytes"));
+    let (role, addr, mode, bytes) =
+        (&args[1], args[2].parse().expect("address"), &args[3], args[4].parse::<u64>().expect("bytes"));
     let mut cfg = UdtConfig::default();
     let mut i = 5;
     let (mut rtt_ms, mut rate_mbit) = (None, None);
@@ -56,7 +60,8 @@ fn main() {
     if let (Some(r), Some(m)) = (rtt_ms, rate_mbit) {
         let sized = UdtConfig::for_path(m * 1e6 / 8.0, Duration::from_secs_f64(r / 1000.0));
         cfg.socket_buffer = sized.socket_buffer;
-        cfg.protocol = ferry_udt::Config { mss: cfg.protocol.mss, congestion: cfg.protocol.congestion, ..sized.protocol };
+        cfg.protocol =
+            ferry_udt::Config { mss: cfg.protocol.mss, congestion: cfg.protocol.congestion, ..sized.protocol };
     }
     if let (Some(r), CongestionKind::Ferry { max_rate, .. }) = (start_mbit, cfg.protocol.congestion) {
         cfg.protocol.congestion = CongestionKind::Ferry { initial_rate: Some(r * 1e6 / 8.0), max_rate };

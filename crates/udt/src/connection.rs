@@ -241,13 +241,8 @@ impl Connection {
     /// sequence number (31 bits), both chosen by the driver.
     pub fn connect(config: Config, local_id: u32, peer: SocketAddr, isn: u32, now: Time) -> Connection {
         let rendezvous = config.rendezvous;
-        let mut c = Connection::new(
-            config,
-            if rendezvous { Role::Rendezvous } else { Role::Caller },
-            local_id,
-            peer,
-            now,
-        );
+        let mut c =
+            Connection::new(config, if rendezvous { Role::Rendezvous } else { Role::Caller }, local_id, peer, now);
         let isn = SeqNo::from_masked(isn);
         c.isn = base_pn(isn.get() as i32);
         c.request = Handshake {
@@ -885,10 +880,7 @@ impl Connection {
             if bw > 0 {
                 self.peer_bandwidth = (self.peer_bandwidth * 7 + i64::from(bw)) >> 3;
             }
-            rates = (
-                Some(self.peer_delivery_rate as f64 * mss as f64),
-                Some(self.peer_bandwidth as f64 * mss as f64),
-            );
+            rates = (Some(self.peer_delivery_rate as f64 * mss as f64), Some(self.peer_bandwidth as f64 * mss as f64));
         }
         let s = self.snd.as_ref().expect("sender exists");
         let sample = AckSample {
@@ -1086,7 +1078,11 @@ impl Connection {
         r.nak_watermark = r.curr + 1;
         let rtt = us((self.rtt_us + 4 * self.rtt_var_us).max(0) as u64);
         let speed = u64::from(r.arrivals.receive_speed());
-        let extra = if speed > 0 { Duration::from_nanos(r.loss.len().saturating_mul(1_000_000_000) / speed) } else { Duration::ZERO };
+        let extra = if speed > 0 {
+            Duration::from_nanos(r.loss.len().saturating_mul(1_000_000_000) / speed)
+        } else {
+            Duration::ZERO
+        };
         r.next_nak_time = now + (rtt + extra).max(self.config.nak_min_interval);
         if r.loss.is_empty() {
             return;

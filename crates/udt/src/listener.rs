@@ -81,8 +81,8 @@ impl Listener {
         if hs.req_type != req_type::RESPONSE {
             return ListenerOutput::Drop;
         }
-        let valid = hs.cookie == self.cookie(from, bucket)
-            || (bucket > 0 && hs.cookie == self.cookie(from, bucket - 1));
+        let valid =
+            hs.cookie == self.cookie(from, bucket) || (bucket > 0 && hs.cookie == self.cookie(from, bucket - 1));
         if !valid {
             return ListenerOutput::Drop;
         }
@@ -133,7 +133,8 @@ mod tests {
         let l = Listener::new([7; 32], Time(0));
         let from: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let ListenerOutput::Reply(r) = l.handle(Time(1), from, &request(0, 1)) else { panic!() };
-        let Ok(Packet::Control(ControlPacket { control: Control::Handshake(hs), dest_socket, .. })) = Packet::decode(&r)
+        let Ok(Packet::Control(ControlPacket { control: Control::Handshake(hs), dest_socket, .. })) =
+            Packet::decode(&r)
         else {
             panic!()
         };

@@ -168,8 +168,7 @@ impl LossList {
             }
         }
         // Absorb every range starting within [start, end + 1].
-        let absorbed: Vec<(u64, u64)> =
-            self.ranges.range(a..=end.saturating_add(1)).map(|(&s, &e)| (s, e)).collect();
+        let absorbed: Vec<(u64, u64)> = self.ranges.range(a..=end.saturating_add(1)).map(|(&s, &e)| (s, e)).collect();
         if absorbed.is_empty() && start == a && self.ranges.len() >= self.max_ranges {
             return 0;
         }
@@ -232,13 +231,8 @@ impl LossList {
         if a > b {
             return;
         }
-        let hit: Vec<(u64, u64)> = self
-            .ranges
-            .range(..=b)
-            .rev()
-            .take_while(|(_, &e)| e >= a)
-            .map(|(&s, &e)| (s, e))
-            .collect();
+        let hit: Vec<(u64, u64)> =
+            self.ranges.range(..=b).rev().take_while(|(_, &e)| e >= a).map(|(&s, &e)| (s, e)).collect();
         for (s, e) in hit {
             self.ranges.remove(&s);
             let lo = s.max(a);

@@ -218,18 +218,34 @@ pub enum Control<'a> {
     KeepAlive,
     /// A full ACK: its ACK sequence number, the acknowledged sequence number
     /// (every packet before it has arrived), and the measurements.
-    Ack { ack_no: u32, ack: SeqNo, info: AckInfo },
+    Ack {
+        ack_no: u32,
+        ack: SeqNo,
+        info: AckInfo,
+    },
     /// A light ACK (4-byte body, sent every 64 packets between full ACKs).
-    LightAck { ack: SeqNo },
+    LightAck {
+        ack: SeqNo,
+    },
     Nak(LossRanges<'a>),
     CongestionWarning,
     Shutdown,
-    Ack2 { ack_no: u32 },
+    Ack2 {
+        ack_no: u32,
+    },
     /// Message drop request: message number and its first and last sequence numbers.
-    DropRequest { msg_no: u32, first: SeqNo, last: SeqNo },
-    PeerError { code: u32 },
+    DropRequest {
+        msg_no: u32,
+        first: SeqNo,
+        last: SeqNo,
+    },
+    PeerError {
+        code: u32,
+    },
     /// 0x7FFF, user-defined (`CCC::processCustomMsg`): ignored here.
-    User { ext_type: u16 },
+    User {
+        ext_type: u16,
+    },
 }
 
 /// A control packet with its header fields.
@@ -455,10 +471,15 @@ mod tests {
         let info = AckInfo { rtt_us: 100_000, rtt_var_us: 50_000, avail_buf: 8190, rates: Some((1000, 2000)) };
         encode::ack(&mut out, 7, SeqNo::from_masked(99), &info, 0, 3);
         assert_eq!(out.len(), 16 + 24);
-        assert!(matches!(Packet::decode(&out), Ok(Packet::Control(ControlPacket { control: Control::Ack { ack_no: 7, info: i, .. }, .. })) if i == info));
+        assert!(
+            matches!(Packet::decode(&out), Ok(Packet::Control(ControlPacket { control: Control::Ack { ack_no: 7, info: i, .. }, .. })) if i == info)
+        );
         encode::light_ack(&mut out, SeqNo::from_masked(5), 0, 3);
         assert_eq!(out.len(), 20);
-        assert!(matches!(Packet::decode(&out), Ok(Packet::Control(ControlPacket { control: Control::LightAck { .. }, .. }))));
+        assert!(matches!(
+            Packet::decode(&out),
+            Ok(Packet::Control(ControlPacket { control: Control::LightAck { .. }, .. }))
+        ));
         out.truncate(16 + 2);
         assert!(Packet::decode(&out).is_err());
     }

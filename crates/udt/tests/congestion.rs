@@ -5,7 +5,7 @@
 mod sim;
 
 use ferry_udt::cc::FerryRate;
-use ferry_udt::{CongestionKind, Config, Time};
+use ferry_udt::{Config, CongestionKind, Time};
 use sim::{LinkConfig, Sim};
 use std::time::Duration;
 

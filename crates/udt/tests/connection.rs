@@ -3,7 +3,7 @@
 
 mod sim;
 
-use ferry_udt::{CongestionKind, Config, ConnectionError, State};
+use ferry_udt::{Config, CongestionKind, ConnectionError, State};
 use proptest::prelude::*;
 use sim::{LinkConfig, Sim};
 use std::time::Duration;
@@ -127,7 +127,14 @@ fn without_periodic_nak_libudt_style_recovery_still_completes() {
 fn a_silent_peer_is_declared_dead() {
     let mut s = Sim::upload(cfg(), cfg(), LinkConfig::new(5).rate_mbit(50.0), LinkConfig::new(5), 64 << 20, 1, 2);
     s.run_until(Duration::from_millis(300), |_| false);
-    assert!(s.client().is_established() && s.server.read > 0, "{:?} read {} {:?} steps {}", s.client().state(), s.server.read, s.client().stats(), s.steps);
+    assert!(
+        s.client().is_established() && s.server.read > 0,
+        "{:?} read {} {:?} steps {}",
+        s.client().state(),
+        s.server.read,
+        s.client().stats(),
+        s.steps
+    );
     s.server.dead = true;
     let t0 = s.now;
     s.run_until(secs(120), |s| s.client().is_closed());

@@ -55,12 +55,9 @@ fn transfer_survives_a_stream_of_hostile_datagrams() {
         s.inject_to_server(client, &ka);
         // 3. absurd NAKs to the sender: reversed range, beyond anything sent,
         //    a range with no end, the whole sequence space
-        for words in [
-            vec![0x8000_0000 | 500, 400],
-            vec![0x7FFF_FFF0],
-            vec![0x8000_0000 | 1000],
-            vec![0x8000_0000, 0x7FFF_FFFF],
-        ] {
+        for words in
+            [vec![0x8000_0000 | 500, 400], vec![0x7FFF_FFF0], vec![0x8000_0000 | 1000], vec![0x8000_0000, 0x7FFF_FFFF]]
+        {
             s.inject_to_client(server, &nak(&words, CLIENT_ID));
         }
         // 4. a NAK flood naming every packet in flight, many times over:
@@ -114,7 +111,8 @@ fn transfer_survives_a_stream_of_hostile_datagrams() {
 
 #[test]
 fn a_huge_advertised_window_is_clamped() {
-    let mut s = Sim::upload(Config::default(), Config::default(), LinkConfig::new(5), LinkConfig::new(5), 1 << 20, 3, 3);
+    let mut s =
+        Sim::upload(Config::default(), Config::default(), LinkConfig::new(5), LinkConfig::new(5), 1 << 20, 3, 3);
     s.run_until(Duration::from_millis(100), |s| s.client.conn.as_ref().is_some_and(|c| c.is_established()));
     let mut a = Vec::new();
     let info = AckInfo { rtt_us: 1000, rtt_var_us: 100, avail_buf: i32::MAX, rates: None };
@@ -128,7 +126,14 @@ fn a_huge_advertised_window_is_clamped() {
 fn truncated_prefixes_of_every_packet_type_are_rejected_without_panic() {
     let mut pkts = Vec::new();
     let mut d = Vec::new();
-    encode::ack(&mut d, 1, SeqNo::from_masked(5), &AckInfo { rtt_us: 1, rtt_var_us: 1, avail_buf: 5, rates: Some((1, 1)) }, 0, 1);
+    encode::ack(
+        &mut d,
+        1,
+        SeqNo::from_masked(5),
+        &AckInfo { rtt_us: 1, rtt_var_us: 1, avail_buf: 5, rates: Some((1, 1)) },
+        0,
+        1,
+    );
     pkts.push(d.clone());
     encode::handshake(&mut d, &Handshake::default(), 0, 1);
     pkts.push(d.clone());

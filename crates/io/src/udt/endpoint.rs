@@ -216,15 +216,18 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
         }
         // 2. send
         if !out.items.is_empty() {
-            let list: Vec<(SocketAddr, &[u8])> =
-                out.items.iter().map(|&(a, s, l)| (a, &out.bytes[s..s + l])).collect();
+            let list: Vec<(SocketAddr, &[u8])> = out.items.iter().map(|&(a, s, l)| (a, &out.bytes[s..s + l])).collect();
             let mut done = 0;
             while done < list.len() {
                 match socket.send_batch(&list[done..]) {
                     Ok(0) => {
                         // socket buffer full: wait until writable (bounded)
                         let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
-                        let _ = ppoll(&mut fds, Some(nix::sys::time::TimeSpec::from_duration(Duration::from_millis(5))), None);
+                        let _ = ppoll(
+                            &mut fds,
+                            Some(nix::sys::time::TimeSpec::from_duration(Duration::from_millis(5))),
+                            None,
+                        );
                     }
                     Ok(n) => done += n,
                     // ICMP errors from a vanished peer and the like: the
@@ -250,10 +253,8 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
         }
         .min(Duration::from_millis(100));
         {
-            let mut fds = [
-                PollFd::new(socket.as_fd(), PollFlags::POLLIN),
-                PollFd::new(shared.wake.as_fd(), PollFlags::POLLIN),
-            ];
+            let mut fds =
+                [PollFd::new(socket.as_fd(), PollFlags::POLLIN), PollFd::new(shared.wake.as_fd(), PollFlags::POLLIN)];
             let ts = nix::sys::time::TimeSpec::from_duration(wait);
             match ppoll(&mut fds, Some(ts), None) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}

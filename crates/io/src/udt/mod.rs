@@ -18,7 +18,7 @@ mod socket;
 pub use socket::SocketInfo;
 
 use endpoint::{Entry, Shared};
-use ferry_udt::{CongestionKind, Config, Connection, ConnectionError, State};
+use ferry_udt::{Config, CongestionKind, Connection, ConnectionError, State};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -42,14 +42,7 @@ pub struct UdtConfig {
 
 impl Default for UdtConfig {
     fn default() -> UdtConfig {
-        UdtConfig {
-            protocol: Config::default(),
-            socket_buffer: 8 << 20,
-            gso: true,
-            gro: true,
-            batch: 256,
-            backlog: 64,
-        }
+        UdtConfig { protocol: Config::default(), socket_buffer: 8 << 20, gso: true, gro: true, batch: 256, backlog: 64 }
     }
 }
 

@@ -189,7 +189,8 @@ impl CongestionControl for Daimd {
             self.nak_count = 1;
             self.dec_count = 1;
             self.last_dec_seq = self.snd_curr;
-            self.dec_random = ((self.avg_nak_num as f64 * Self::random_fraction(self.last_dec_seq)).ceil() as u64).max(1);
+            self.dec_random =
+                ((self.avg_nak_num as f64 * Self::random_fraction(self.last_dec_seq)).ceil() as u64).max(1);
         } else {
             let allowed = self.dec_count < 5;
             self.dec_count += 1;

@@ -262,7 +262,15 @@ impl Sim {
     }
 
     /// Client sends `n` bytes to the server.
-    pub fn upload(client: Config, server: Config, up: LinkConfig, down: LinkConfig, n: u64, isn: u32, seed: u64) -> Sim {
+    pub fn upload(
+        client: Config,
+        server: Config,
+        up: LinkConfig,
+        down: LinkConfig,
+        n: u64,
+        isn: u32,
+        seed: u64,
+    ) -> Sim {
         let mut s = Sim::new(client, server, up, down, isn, seed);
         s.client.app = App::Send(n);
         s.server.app = App::Receive;
@@ -476,9 +484,7 @@ impl Sim {
 
     /// Receiver goodput between two times, bytes per second.
     pub fn goodput_between(&self, from: Time, to: Time) -> f64 {
-        let at = |t: Time| {
-            self.samples.iter().rev().find(|(st, _)| *st <= t).map_or(0, |&(_, b)| b)
-        };
+        let at = |t: Time| self.samples.iter().rev().find(|(st, _)| *st <= t).map_or(0, |&(_, b)| b);
         let t0 = self.samples.iter().rev().find(|(st, _)| *st <= from).map_or(from, |s| s.0);
         let t1 = self.samples.iter().rev().find(|(st, _)| *st <= to).map_or(to, |s| s.0);
         if t1 <= t0 {
