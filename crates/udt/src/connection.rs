@@ -631,7 +631,7 @@ impl Connection {
     /// Closes at once, telling the peer (unacknowledged data is dropped).
     pub fn abort(&mut self) {
         if self.is_established() {
-            self.queue_control(|d, ts, dest| encode::shutdown(d, ts, dest));
+            self.queue_control(encode::shutdown);
         }
         self.close_with(ConnectionError::Closed);
     }
@@ -646,7 +646,7 @@ impl Connection {
             // One shutdown is all libudt sends; a second copy costs nothing
             // and spares the peer a 40-second EXP wait if one is lost.
             for _ in 0..2 {
-                self.queue_control(|d, ts, dest| encode::shutdown(d, ts, dest));
+                self.queue_control(encode::shutdown);
             }
             self.close_with(if drained { ConnectionError::Closed } else { ConnectionError::LingerExpired });
         }
@@ -1078,11 +1078,8 @@ impl Connection {
         r.nak_watermark = r.curr + 1;
         let rtt = us((self.rtt_us + 4 * self.rtt_var_us).max(0) as u64);
         let speed = u64::from(r.arrivals.receive_speed());
-        let extra = if speed > 0 {
-            Duration::from_nanos(r.loss.len().saturating_mul(1_000_000_000) / speed)
-        } else {
-            Duration::ZERO
-        };
+        let extra =
+            r.loss.len().saturating_mul(1_000_000_000).checked_div(speed).map_or(Duration::ZERO, Duration::from_nanos);
         r.next_nak_time = now + (rtt + extra).max(self.config.nak_min_interval);
         if r.loss.is_empty() {
             return;
@@ -1130,7 +1127,7 @@ impl Connection {
             }
         }
         if keepalive {
-            self.queue_control(|d, ts, dest| encode::keep_alive(d, ts, dest));
+            self.queue_control(encode::keep_alive);
         }
         self.exp_count += 1;
         self.last_rsp = now;
@@ -1214,7 +1211,7 @@ impl Connection {
             if in_flight >= s.flow_window.min(cwnd.max(2)) {
                 return None;
             }
-            let Some(p) = s.buf.take_new(payload_size) else { return None };
+            let p = s.buf.take_new(payload_size)?;
             s.buf.copy_packet(p, buf);
             let app_limited = s.buf.unsent() == 0;
             s.records.push_back(SentRecord {

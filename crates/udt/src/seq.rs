@@ -46,14 +46,14 @@ impl SeqNo {
     }
 
     pub fn next(self) -> SeqNo {
-        self.add(1)
+        self.add_packets(1)
     }
 
     pub fn prev(self) -> SeqNo {
         SeqNo(if self.0 == 0 { MAX_SEQ } else { self.0 - 1 })
     }
 
-    pub fn add(self, n: u32) -> SeqNo {
+    pub fn add_packets(self, n: u32) -> SeqNo {
         SeqNo(((u64::from(self.0) + u64::from(n)) % SEQ_SPACE) as u32)
     }
 
@@ -116,7 +116,7 @@ mod tests {
     fn wraps_at_two_to_the_31() {
         assert_eq!(SeqNo::from_masked(MAX_SEQ).next(), SeqNo::from_masked(0));
         assert_eq!(SeqNo::from_masked(0).prev(), SeqNo::from_masked(MAX_SEQ));
-        assert_eq!(SeqNo::from_masked(MAX_SEQ).add(5).get(), 4);
+        assert_eq!(SeqNo::from_masked(MAX_SEQ).add_packets(5).get(), 4);
         assert_eq!(SeqNo::from_masked(MAX_SEQ - 1).offset_to(SeqNo::from_masked(3)), 5);
         assert_eq!(SeqNo::from_masked(3).offset_to(SeqNo::from_masked(MAX_SEQ - 1)), -5);
         assert_eq!(SeqNo::from_masked(MAX_SEQ).cmp_seq(SeqNo::from_masked(0)), Ordering::Less);

@@ -65,7 +65,7 @@ fn transfer_survives_a_stream_of_hostile_datagrams() {
         let ack_point = 1000u32; // ISN; most of these are acknowledged already
         let first = SeqNo::from_masked(ack_point + (s.client().stats().packets_sent as u32 / 2));
         for _ in 0..20 {
-            s.inject_to_client(server, &nak(&[first.get() | 0x8000_0000, first.add(3000).get()], CLIENT_ID));
+            s.inject_to_client(server, &nak(&[first.get() | 0x8000_0000, first.add_packets(3000).get()], CLIENT_ID));
         }
         // 5. an ACK for data never sent, a light ACK too, and a huge window
         let mut a = Vec::new();
