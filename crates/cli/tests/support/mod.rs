@@ -126,9 +126,11 @@ impl FerryServer {
             users.display().to_string(),
             "--login-failure-delay-ms".into(),
             "100".into(),
-            "--log-format".into(),
-            "json".into(),
         ];
+        // JSON logs unless the test asks for another format.
+        if !extra.contains(&"--log-format") {
+            args.extend(["--log-format".into(), "json".into()]);
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let (child, addr) = Self::spawn(&args, "127.0.0.1:0", &log);
         Self { child, addr, root, work, log, args }
@@ -310,12 +312,16 @@ pub struct RawControl {
 
 impl RawControl {
     pub fn connect(addr: SocketAddr) -> Self {
-        let stream = TcpStream::connect(addr).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut c = Self { stream, buf: Vec::new() };
+        let mut c = Self::from_stream(TcpStream::connect(addr).unwrap());
         let greeting = c.reply();
         assert!(greeting.starts_with("220"), "{greeting}");
         c
+    }
+
+    /// A connected stream whose greeting (or refusal) is still unread.
+    pub fn from_stream(stream: TcpStream) -> Self {
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Self { stream, buf: Vec::new() }
     }
 
     /// The next complete reply (all lines), or "" when the server closed.
