@@ -2,6 +2,7 @@
 
 mod copy;
 mod demo;
+mod logfmt;
 mod probe;
 mod profile;
 mod serve;

@@ -120,6 +120,21 @@ pub struct ServeArgs {
     /// http://ADDR/metrics, e.g. 127.0.0.1:9811.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
+    /// Largest file an upload may create, e.g. 4T (default 4 TiB).
+    #[arg(long, value_parser = crate::copy::parse_size)]
+    max_file_size: Option<u64>,
+    /// Seconds an abandoned partial upload is kept (0: for ever; default a week).
+    #[arg(long, value_name = "SECS")]
+    partial_expiry: Option<u64>,
+    /// Checksums computed at once, server-wide (default 4).
+    #[arg(long)]
+    max_checksums: Option<usize>,
+    /// Data connections one session may have (default 64).
+    #[arg(long)]
+    max_data_connections_per_session: Option<usize>,
+    /// Data connections the whole server may have (default 1024).
+    #[arg(long)]
+    max_data_connections: Option<usize>,
 }
 
 pub fn init_logging(format: LogFormat) {
@@ -132,7 +147,9 @@ pub fn init_logging(format: LogFormat) {
     if format == LogFormat::Json {
         builder.json().init();
     } else {
-        builder.init();
+        // Field values (file names) cannot forge fields or lines, nor
+        // reach a terminal as escape codes (crate::logfmt).
+        builder.fmt_fields(crate::logfmt::EscapedFields).init();
     }
 }
 
@@ -229,6 +246,21 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = args.shutdown_grace {
         c.shutdown_grace_secs = v;
+    }
+    if let Some(v) = args.max_file_size {
+        c.max_file_size = v;
+    }
+    if let Some(v) = args.partial_expiry {
+        c.partial_expiry_secs = v;
+    }
+    if let Some(v) = args.max_checksums {
+        c.max_checksums = v;
+    }
+    if let Some(v) = args.max_data_connections_per_session {
+        c.max_data_connections_per_session = v;
+    }
+    if let Some(v) = args.max_data_connections {
+        c.max_data_connections = v;
     }
     Ok(c)
 }

@@ -91,6 +91,11 @@ impl Features {
         self.names.contains(&name.to_ascii_uppercase())
     }
 
+    /// Whether FEAT listed exactly `line` (e.g. `SITE PARTIAL`), ignoring case.
+    pub fn has_line(&self, line: &str) -> bool {
+        self.lines.iter().any(|l| l.eq_ignore_ascii_case(line))
+    }
+
     /// The full FEAT line for `name` (e.g. `CKSM MD5:10;ADLER32:10;`).
     pub fn line(&self, name: &str) -> Option<&str> {
         self.lines
@@ -288,9 +293,7 @@ impl ControlChannel {
             Command::Pass(_) => tracing::trace!("command PASS ****"),
             c => tracing::trace!(command = %c, "command"),
         }
-        let mut line = cmd.to_string().into_bytes();
-        line.extend_from_slice(b"\r\n");
-        self.stream.write_all(&line).await?;
+        self.stream.write_all(&cmd.to_wire()).await?;
         Ok(())
     }
 
@@ -325,8 +328,7 @@ impl ControlChannel {
                 Command::Pass(_) => tracing::trace!("command PASS ****"),
                 c => tracing::trace!(command = %c, "command"),
             }
-            out.extend_from_slice(c.to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&c.to_wire());
         }
         self.stream.write_all(&out).await?;
         Ok(())

@@ -20,6 +20,7 @@ use ferry_io::stream::{self, AbortSignal, CopyError};
 use ferry_io::tls::DataStream;
 use ferry_proto::command::{Command, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::RangeSet;
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -472,7 +473,7 @@ impl Client {
         match loc {
             Location::Local(p) => match std::fs::metadata(p) {
                 Ok(md) => Ok(Some(ferry_io::root::local_facts(
-                    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                    p.file_name().map(ferry_io::root::local_name).unwrap_or_default(),
                     md,
                 ))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -491,7 +492,7 @@ impl Client {
 
     async fn resolve_destination(&mut self, src: &Location, dst: &Location) -> Result<Location, ClientError> {
         let name = match src {
-            Location::Local(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()),
+            Location::Local(p) => p.file_name().map(ferry_io::root::local_name),
             Location::Remote(u) => u.file_name().map(str::to_string),
         };
         let Some(name) = name else { return Ok(dst.clone()) };
@@ -502,7 +503,7 @@ impl Client {
         };
         Ok(match (into_dir, dst) {
             (false, d) => d.clone(),
-            (true, Location::Local(p)) => Location::Local(p.join(&name)),
+            (true, Location::Local(p)) => Location::Local(p.join(ferry_io::root::local_os_name(&name))),
             (true, Location::Remote(u)) => Location::Remote(u.with_path(remote_join(&u.path, &name))),
         })
     }
@@ -516,7 +517,7 @@ impl Client {
                     let entry = entry.map_err(local_err(p))?;
                     // Follow links, as the remote side does.
                     let md = std::fs::metadata(entry.path()).or_else(|_| entry.metadata()).map_err(local_err(p))?;
-                    out.push(ferry_io::root::local_facts(entry.file_name().to_string_lossy().into_owned(), md));
+                    out.push(ferry_io::root::local_facts(ferry_io::root::local_name(&entry.file_name()), md));
                 }
                 out.sort_by(|a, b| a.name.cmp(&b.name));
                 Ok(out)
@@ -608,6 +609,15 @@ impl Client {
             summary.resumed_files.push(src.to_string());
             tracing::info!(source = %src, ranges = %resume.done(), "resuming from a restart record");
         }
+        if self.opts.resume && matches!((src, dst), (Location::Local(_), Location::Remote(_))) {
+            if resume.interrupted() && resume.is_empty() {
+                summary.resumed += 1;
+                summary.resumed_files.push(src.to_string());
+            }
+            // An upload leaves its partial on the server: if this run is
+            // cut short, the next asks the server what it holds.
+            resume.begin();
+        }
         let mut attempt = 0;
         let bytes = loop {
             match self.copy_file_once(src, dst, facts, &mut resume).await {
@@ -668,7 +678,7 @@ impl Client {
                 if self.use_mode_e(d).await? {
                     self.upload_e(s, d, size, resume).await
                 } else {
-                    self.upload_s(s, d).await
+                    self.upload_s(s, d, size, resume).await
                 }
             }
             (Location::Remote(s), Location::Remote(d)) => {
@@ -766,6 +776,11 @@ impl Client {
         resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
         let file = self.endpoint(File::open(src).map_err(local_err(src))?);
+        if self.opts.resume && resume.interrupted() {
+            if let Some(held) = self.verified_partial(src, dst, size).await? {
+                resume.replace(held);
+            }
+        }
         let done = resume.done().clone();
         let ctl = self.control();
         let path = dst.path.clone();
@@ -780,6 +795,39 @@ impl Client {
         forget_refuted_record(&result, resume);
         result?;
         Ok(ctl.progress.load(Ordering::Relaxed) - before)
+    }
+
+    /// What a Ferry server holds of this upload's earlier, interrupted run
+    /// (`SITE PARTIAL`), once the client has checked those bytes against
+    /// its source (XXH128): `Some(ranges)` to resume from — empty when
+    /// the server holds nothing usable — or `None` when the server cannot
+    /// say (then the restart markers recorded locally are all there is).
+    async fn verified_partial(
+        &mut self,
+        src: &Path,
+        dst: &RemoteUrl,
+        size: u64,
+    ) -> Result<Option<RangeSet>, ClientError> {
+        let path = dst.path.clone();
+        let Some(held) = self.session(dst).await?.partial(&path).await? else { return Ok(None) };
+        let fits = held.size.is_none_or(|s| s == size) && held.ranges.ranges().last().is_none_or(|r| r.end <= size);
+        if !fits || held.ranges.is_empty() {
+            return Ok(Some(RangeSet::new()));
+        }
+        let (src_path, ranges) = (src.to_path_buf(), held.ranges.clone());
+        let local = tokio::task::spawn_blocking(move || {
+            let f = File::open(&src_path)?;
+            ferry_io::checksum::ranges_checksum(&f, "XXH128", ranges.ranges(), &|| false)
+        })
+        .await
+        .map_err(|e| ClientError::Data(e.to_string()))?
+        .map_err(local_err(src))?;
+        if local != held.xxh128 {
+            tracing::warn!(destination = %dst, "the server's partial upload holds other bytes than this source; starting over");
+            return Ok(Some(RangeSet::new()));
+        }
+        tracing::info!(destination = %dst, held = %held.ranges, "the server holds part of this upload; sending the rest");
+        Ok(Some(held.ranges))
     }
 
     async fn third_party_e(
@@ -835,7 +883,8 @@ impl Client {
         let a = abort.clone();
         let path = ferry_io::mode_e::DataPath::from_env();
         let copy = tokio::task::spawn_blocking(move || {
-            let (n, end) = stream::receive(&mut data, &*target, 0, false, &progress, &a, rate.as_deref(), path)?;
+            let to = stream::ReceiveTo::default();
+            let (n, end) = stream::receive(&mut data, &*target, to, &progress, &a, rate.as_deref(), path)?;
             if regular {
                 file.set_len(end).map_err(CopyError::Disk)?;
             }
@@ -849,18 +898,39 @@ impl Client {
         Ok(got)
     }
 
-    async fn upload_s(&mut self, src: &Path, dst: &RemoteUrl) -> Result<u64, ClientError> {
+    async fn upload_s(
+        &mut self,
+        src: &Path,
+        dst: &RemoteUrl,
+        size: u64,
+        resume: &mut ResumeState,
+    ) -> Result<u64, ClientError> {
         let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
         let rate = self.rate.clone();
         let file = File::open(src).map_err(local_err(src))?;
         let md = file.metadata().map_err(local_err(src))?;
+        // Stream mode resumes from a prefix the server holds and the
+        // client has checked against its own bytes.
+        let mut from = 0;
+        if self.opts.resume && resume.interrupted() && md.is_file() {
+            if let Some(held) = self.verified_partial(src, dst, size).await? {
+                from = held.ranges().first().filter(|r| r.start == 0).map_or(0, |r| r.end);
+                resume.replace(RangeSet::from_range(0..from));
+            }
+        }
         let s = self.session(dst).await?;
         let cmd = Command::Stor(dst.path.clone());
         // ALLO (RFC 959 §4.1.3) tells the server the size: Ferry servers
         // preallocate and refuse to commit a short upload. A pipe or device
         // has no size to announce.
-        let addr = s.stream_transfer(&cmd, md.is_file().then_some(md.len())).await?;
+        let allo = md.is_file().then_some(md.len());
+        let addr = if from > 0 {
+            tracing::info!(source = %src.display(), from, "resuming a stream-mode upload");
+            s.stream_transfer_from(&cmd, allo, from).await?
+        } else {
+            s.stream_transfer(&cmd, allo).await?
+        };
         let mut data = connect_data(&s.ctrl, addr, timeout).await?;
         let c = &mut s.ctrl;
         let r = c.reply().await?;
@@ -871,7 +941,7 @@ impl Client {
         abort.register(data.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
-            let n = stream::send(&file, 0, None, &mut data, &progress, &a, rate.as_deref(), DataPath::from_env())?;
+            let n = stream::send(&file, from, None, &mut data, &progress, &a, rate.as_deref(), DataPath::from_env())?;
             stream::finish_send(&mut data)?;
             Ok(n)
         });
@@ -1162,7 +1232,8 @@ pub(crate) async fn list_remote(
     }
     let bytes =
         read.await.map_err(|e| ClientError::Data(e.to_string()))?.map_err(|e| ClientError::Data(e.to_string()))?;
-    let text = String::from_utf8_lossy(&bytes);
+    // Names are octets; those that are not UTF-8 are kept (`octets`).
+    let text = ferry_proto::octets::decode(&bytes);
     let mut out: Vec<FileFacts> = text
         .split('\n')
         .map(|l| l.trim_end_matches('\r'))
@@ -1203,7 +1274,7 @@ impl LocalSink {
         }
         let name =
             target.file_name().ok_or_else(|| ClientError::Usage(format!("{}: not a file name", target.display())))?;
-        let partial = target.with_file_name(format!(".{}.ferry-part", name.to_string_lossy()));
+        let partial = target.with_file_name(local_partial_name(name));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -1250,6 +1321,23 @@ impl LocalSink {
         }
         Ok(())
     }
+}
+
+/// The local partial name for a download of `name`: `.<name>.ferry-part`,
+/// or `.<hash>.ferry-part` when that would pass the 255 bytes a name may
+/// have (the same name every run, so a resumed download finds it).
+fn local_partial_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + 12);
+    out.push(b'.');
+    if bytes.len() + 12 <= 255 {
+        out.extend_from_slice(bytes);
+    } else {
+        out.extend_from_slice(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(bytes)).as_bytes());
+    }
+    out.extend_from_slice(b".ferry-part");
+    std::ffi::OsString::from_vec(out)
 }
 
 /// What a copy keeps of a file besides its bytes: the modification time,

@@ -141,7 +141,9 @@ impl Location {
     /// `self/name`.
     pub fn child(&self, name: &str) -> Location {
         match self {
-            Location::Local(p) => Location::Local(p.join(name)),
+            // A name that is not UTF-8 is the same octets on both sides
+            // (`ferry_proto::octets`).
+            Location::Local(p) => Location::Local(p.join(ferry_io::root::local_os_name(name))),
             Location::Remote(u) => Location::Remote(u.with_path(format!("{}/{}", u.path.trim_end_matches('/'), name))),
         }
     }
@@ -185,7 +187,9 @@ impl Location {
         };
         // Anonymous logins need no secret (RFC 1635: an e-mail address).
         let password_given = url.password().is_some() || user.eq_ignore_ascii_case("anonymous");
-        let mut path = decode(url.path())?;
+        // A path is octets (RFC 3659 §2.2): %ff is the byte 0xff.
+        let raw: Vec<u8> = percent_decode_str(url.path()).collect();
+        let mut path = ferry_proto::octets::decode(&raw).into_owned();
         if path.is_empty() {
             path.push('/');
         }
@@ -223,7 +227,9 @@ mod tests {
         assert_eq!(Location::parse("/tmp/x").unwrap(), Location::Local("/tmp/x".into()));
         assert_eq!(Location::parse("file:///tmp/a%20b").unwrap(), Location::Local("/tmp/a b".into()));
         assert!(matches!(Location::parse("gsiftp://h/x"), Err(LocationError::Scheme(_))));
-        assert!(matches!(Location::parse("ftp://h/%ff"), Err(LocationError::NotUtf8(_))));
+        let Location::Remote(u) = Location::parse("ftp://h/caf%e9").unwrap() else { panic!() };
+        assert_eq!(&*ferry_proto::octets::encode(&u.path), b"/caf\xe9");
+        assert!(matches!(Location::parse("ftp://u%ff@h/x"), Err(LocationError::NotUtf8(_))));
         // A missing slash is a typo, and its message keeps the password out.
         let e = Location::parse("ftp:/alice:s3cret@h:2811/x").unwrap_err();
         assert!(matches!(e, LocationError::MissingSlash(..)));

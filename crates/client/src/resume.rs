@@ -49,6 +49,9 @@ pub struct ResumeState {
     last_saved: Option<Instant>,
     /// Where the ranges live instead of `path`, when given.
     store: Option<Arc<dyn RestartStore>>,
+    /// A record of this copy (same source version) existed: an earlier run
+    /// was interrupted, even if before it learnt of any range.
+    interrupted: bool,
 }
 
 /// Where restart records live: `$XDG_STATE_HOME/ferry/restart`, else
@@ -97,10 +100,12 @@ impl ResumeState {
         };
         if let Some(store) = store {
             let done = store.load(source, destination, size, modified);
-            return Self { path: None, record: fresh, done, last_saved: None, store: Some(store.clone()) };
+            let interrupted = !done.is_empty();
+            return Self { path: None, record: fresh, done, last_saved: None, store: Some(store.clone()), interrupted };
         }
         let path = state_dir().map(|d| d.join(key(source, destination)));
-        let mut state = Self { path, record: fresh.clone(), done: RangeSet::new(), last_saved: None, store: None };
+        let mut state =
+            Self { path, record: fresh.clone(), done: RangeSet::new(), last_saved: None, store: None, interrupted: false };
         let Some(p) = &state.path else { return state };
         let Ok(text) = std::fs::read_to_string(p) else { return state };
         match serde_json::from_str::<Record>(&text) {
@@ -112,6 +117,7 @@ impl ResumeState {
             {
                 state.done = RangeSet::parse(&r.ranges).unwrap_or_default();
                 state.record = r;
+                state.interrupted = true;
             }
             _ => {}
         }
@@ -125,6 +131,28 @@ impl ResumeState {
 
     pub fn is_empty(&self) -> bool {
         self.done.is_empty()
+    }
+
+    /// Whether an earlier run of this copy was interrupted (its record
+    /// was there, with or without ranges).
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
+    /// Writes the record before the copy starts, so a run killed before
+    /// it learns of any range still leaves word that it was interrupted
+    /// (and the next run asks the server what it holds).
+    pub fn begin(&mut self) {
+        if !self.interrupted {
+            self.save();
+        }
+    }
+
+    /// Replaces the ranges with what the destination itself reported
+    /// (and the client verified): it knows better than the markers.
+    pub fn replace(&mut self, ranges: RangeSet) {
+        self.done = ranges;
+        self.save();
     }
 
     /// Adds ranges (from a `111` marker or received locally) and saves at
@@ -161,6 +189,7 @@ impl ResumeState {
         if let Some(store) = &self.store {
             store.clear(&self.record.source, &self.record.destination);
         }
+        self.interrupted = false;
         if let Some(p) = &self.path {
             let _ = std::fs::remove_file(p);
         }

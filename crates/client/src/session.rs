@@ -75,6 +75,36 @@ impl<D> std::fmt::Debug for BatchFile<D> {
     }
 }
 
+/// What a server holds of an interrupted upload (`SITE PARTIAL`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartialUpload {
+    /// The size ALLO announced for it.
+    pub size: Option<u64>,
+    pub ranges: RangeSet,
+    /// XXH128 of the ranges' bytes, concatenated in order.
+    pub xxh128: String,
+}
+
+impl PartialUpload {
+    /// Parses `Size=n;Ranges=a-b,...;XXH128=hex; path` (`docs/gridftp.md`).
+    pub fn parse(line: &str) -> Option<Self> {
+        let facts = line.split_once(' ').map_or(line, |(f, _)| f);
+        let mut out = PartialUpload::default();
+        let mut hash = None;
+        for fact in facts.split(';').filter(|f| !f.is_empty()) {
+            let (k, v) = fact.split_once('=')?;
+            match k.to_ascii_lowercase().as_str() {
+                "size" => out.size = Some(v.parse().ok()?),
+                "ranges" => out.ranges = RangeSet::parse(v).ok()?,
+                "xxh128" => hash = Some(v.to_ascii_lowercase()),
+                _ => {}
+            }
+        }
+        out.xxh128 = hash?;
+        Some(out)
+    }
+}
+
 /// Markers the receiving server sent during a transfer.
 #[derive(Debug)]
 pub enum Marker {
@@ -580,7 +610,7 @@ impl ServerSession {
             return Err(channel_changed());
         };
         let initial = std::mem::take(cached);
-        let spec = ReceiveSpec { base: 0, limit: size };
+        let spec = ReceiveSpec::new(0, size);
         let recv = mode_e::receive(initial, incoming, sink, spec, state, ctl.clone(), self.opts.timeout);
         let kept = self.run_with_replies(cmd, recv, ctl, &mut |_| {}).await?;
         if let Channel::Listening { cached, .. } = &mut self.channel {
@@ -887,21 +917,67 @@ impl ServerSession {
     /// the preliminary reply.
     pub async fn stream_transfer(&mut self, cmd: &Command, allo: Option<u64>) -> Result<SocketAddr, ClientError> {
         self.set_data_protection(true);
-        self.stream_passive(cmd, allo).await
+        self.stream_passive(cmd, allo, None).await
+    }
+
+    /// Like [`stream_transfer`](Self::stream_transfer), resuming at `rest`
+    /// (`REST rest` before `cmd`; RFC 3659 §5).
+    pub async fn stream_transfer_from(
+        &mut self,
+        cmd: &Command,
+        allo: Option<u64>,
+        rest: u64,
+    ) -> Result<SocketAddr, ClientError> {
+        self.set_data_protection(true);
+        self.stream_passive(cmd, allo, Some(rest)).await
+    }
+
+    /// What the server holds of an interrupted upload to `path` (Ferry's
+    /// `SITE PARTIAL`, when FEAT lists it): `Ok(None)` when the server
+    /// cannot say, `Some` of the size ALLO announced, the ranges and the
+    /// XXH128 of their bytes. A live upload to the name (`450`, e.g. the
+    /// killed copy's session not yet noticed by the server) is waited for
+    /// up to the session's timeout.
+    pub async fn partial(&mut self, path: &str) -> Result<Option<PartialUpload>, ClientError> {
+        if !self.ctrl.features.has_line("SITE PARTIAL") {
+            return Ok(None);
+        }
+        self.flush(&[]).await?;
+        let cmd = Command::Site(ferry_proto::command::SiteCommand::Partial(path.to_string()));
+        let deadline = tokio::time::Instant::now() + self.opts.timeout.min(Duration::from_secs(30));
+        loop {
+            let r = self.ctrl.command(&cmd).await?;
+            match r.code.get() {
+                213 => return Ok(PartialUpload::parse(&r.lines[0])),
+                450 if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                550 => return Ok(Some(PartialUpload::default())),
+                _ => return Ok(None),
+            }
+        }
     }
 
     /// Starts the destination side of a stream-mode third-party copy: like
     /// [`stream_transfer`](Self::stream_transfer), with clear data.
     pub async fn stream_destination(&mut self, cmd: &Command) -> Result<SocketAddr, ClientError> {
         self.set_data_protection(false);
-        self.stream_passive(cmd, None).await
+        self.stream_passive(cmd, None, None).await
     }
 
-    async fn stream_passive(&mut self, cmd: &Command, allo: Option<u64>) -> Result<SocketAddr, ClientError> {
+    async fn stream_passive(
+        &mut self,
+        cmd: &Command,
+        allo: Option<u64>,
+        rest: Option<u64>,
+    ) -> Result<SocketAddr, ClientError> {
         self.stream_setup();
         self.queue_passive();
         if let Some(size) = allo {
             self.queue(Command::Allo(Allo { size, record: None }), Expect::Any);
+        }
+        if let Some(offset) = rest {
+            self.queue(Command::Rest(RestArg::Offset(offset)), Expect::Restart);
         }
         self.flush(std::slice::from_ref(cmd)).await?.ok_or_else(channel_changed)
     }

@@ -126,10 +126,55 @@ pub fn file_checksum_unless(
     Ok(sum.finish_hex())
 }
 
+/// The checksum of the bytes of `ranges` of `file`, concatenated in
+/// order: what `SITE PARTIAL` reports of a partial upload, and what a
+/// client computes over its source before it trusts those ranges. A range
+/// the file does not reach is an error (`UnexpectedEof`): the bytes it
+/// names are not there.
+pub fn ranges_checksum(
+    file: &File,
+    algorithm: &str,
+    ranges: &[std::ops::Range<u64>],
+    abandoned: &dyn Fn() -> bool,
+) -> io::Result<String> {
+    let mut sum = Checksum::new(algorithm)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("unknown checksum {algorithm}")))?;
+    let mut buf = vec![0u8; 4 << 20];
+    for r in ranges {
+        let mut pos = r.start;
+        while pos < r.end {
+            if abandoned() {
+                return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "checksum abandoned"));
+            }
+            let want = (r.end - pos).min(buf.len() as u64) as usize;
+            let n = match file.read_at(&mut buf[..want], pos) {
+                Ok(0) => {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("the file ends before byte {pos}")))
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            sum.update(&buf[..n]);
+            pos += n as u64;
+        }
+    }
+    Ok(sum.finish_hex())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn ranges_checksum_concatenates_and_refuses_missing_bytes() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"hello world!").unwrap();
+        assert_eq!(ranges_checksum(&f, "XXH128", &[0..5, 6..12], &|| false).unwrap(), sum("XXH128", b"helloworld!"));
+        assert_eq!(ranges_checksum(&f, "XXH128", &[], &|| false).unwrap(), sum("XXH128", b""));
+        assert_eq!(ranges_checksum(&f, "MD5", &[0..13], &|| false).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    }
 
     fn sum(alg: &str, data: &[u8]) -> String {
         let mut c = Checksum::new(alg).unwrap();

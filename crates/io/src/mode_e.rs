@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 /// per-block system calls vanish, small enough to spread over streams.
 pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
 
-/// Most connections one receiving transfer accepts.
+/// Most connections one receiving transfer accepts by default.
 pub const MAX_CONNECTIONS: usize = 256;
 
 pub use crate::endpoint::{BlockSink, BlockSource, MemorySink};
@@ -405,14 +405,26 @@ pub struct ReceiveSpec {
     pub base: u64,
     /// Largest end a block may have (header coordinates), when known.
     pub limit: Option<u64>,
+    /// Most data connections this transfer accepts.
+    pub max_connections: usize,
+}
+
+impl ReceiveSpec {
+    pub fn new(base: u64, limit: Option<u64>) -> Self {
+        Self { base, limit, max_connections: MAX_CONNECTIONS }
+    }
 }
 
 /// State shared by the readers of one receiving transfer.
 #[derive(Debug, Default)]
 pub struct ReceiveState {
     end: Mutex<EndOfData>,
-    /// Ranges written so far, in header coordinates: the restart markers.
+    /// Ranges written to the sink so far (each write as it returns, not
+    /// whole blocks), in header coordinates: the restart markers, and what
+    /// a failed transfer leaves for a resume.
     pub received: Mutex<RangeSet>,
+    /// Ranges announced by block headers so far, for the overlap check.
+    announced: Mutex<RangeSet>,
 }
 
 impl ReceiveState {
@@ -420,21 +432,27 @@ impl ReceiveState {
         self.end.lock().unwrap_or_else(|e| e.into_inner()).is_complete()
     }
 
-    /// Records a block written. GFD.20 senders send each byte of a
-    /// transfer once; a block overlapping one already received is a broken
-    /// or hostile sender, and fails the transfer (checked after the write,
-    /// so two streams racing cannot both pass; the failed upload is never
-    /// committed).
-    fn record(&self, r: Range<u64>) -> Result<(), CopyError> {
-        let mut received = self.received.lock().unwrap_or_else(|e| e.into_inner());
-        if received.overlaps(&r) {
+    /// Claims a block's range when its header arrives. GFD.20 senders send
+    /// each byte of a transfer once; a block overlapping one already
+    /// announced is a broken or hostile sender, and fails the transfer
+    /// before any of it is written (the failed upload is never committed).
+    fn announce(&self, r: Range<u64>) -> Result<(), CopyError> {
+        let mut announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
+        if announced.overlaps(&r) {
             return Err(CopyError::Network(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a block for bytes {}-{} overlaps data already received in this transfer", r.start, r.end),
             )));
         }
-        received.insert(r);
+        announced.insert(r);
         Ok(())
+    }
+
+    /// Records bytes on their way to disk (the write returned).
+    pub fn written(&self, r: Range<u64>) {
+        if r.start < r.end {
+            self.received.lock().unwrap_or_else(|e| e.into_inner()).insert(r);
+        }
     }
 
     fn describe_end(&self) -> String {
@@ -491,6 +509,9 @@ pub fn receive_stream(
         header.validate(spec.limit).map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         let mut done = 0u64;
         let len = header.payload_len();
+        if len > 0 {
+            state.announce(header.offset..header.offset + len)?;
+        }
         if let (true, true, Some(tcp)) = (len > 0, zero_copy, sock.plain()) {
             if let Some(rate) = &ctl.rate {
                 rate.acquire(len as usize);
@@ -501,6 +522,7 @@ pub fn receive_stream(
                 None => return Err(CopyError::Network(io::Error::other("zero-copy receive unavailable"))),
             }
             ctl.progress.fetch_add(len, Ordering::Relaxed);
+            state.written(header.offset..header.offset + len);
             done = len;
         }
         while done < len {
@@ -523,14 +545,12 @@ pub fn receive_stream(
             let want = (len - done).min(buf.len() as u64) as usize;
             sock.read_exact(&mut buf[..want]).map_err(net)?;
             sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
+            state.written(header.offset + done..header.offset + done + want as u64);
             done += want as u64;
             ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
             if let Some(rate) = &ctl.rate {
                 rate.acquire(want);
             }
-        }
-        if len > 0 {
-            state.record(header.offset..header.offset + len)?;
         }
         state
             .end
@@ -575,7 +595,12 @@ pub async fn receive(
     // A discard needs no disk threads.
     let staging = match ctl.staging {
         Some(config) if !(ctl.path == DataPath::ZeroCopy && sink.zero_copy()) => {
-            Some(ReceiveStaging::start(config, sink.clone(), ctl.abort.clone()))
+            // The writer threads say what reached the file (in header
+            // coordinates for the markers).
+            let (st, base) = (state.clone(), spec.base);
+            let on_written: Arc<dyn Fn(Range<u64>) + Send + Sync> =
+                Arc::new(move |r: Range<u64>| st.written(r.start - base..r.end - base));
+            Some(ReceiveStaging::start(config, sink.clone(), ctl.abort.clone(), Some(on_written)))
         }
         _ => None,
     };
@@ -585,7 +610,7 @@ pub async fn receive(
         let _ = ctl.abort.register(sock.tcp());
         readers.spawn_blocking(move || receive_stream(sock, &*sink, spec, &state, &ctl, staging.as_deref()));
     };
-    let result = receive_all(initial, incoming, &mut readers, spawn, &state, &ctl, timeout).await;
+    let result = receive_all(initial, incoming, &mut readers, spawn, &state, &ctl, timeout, spec.max_connections).await;
     if let Some(st) = staging {
         // Everything received must be on its way to disk before the
         // transfer counts as done (and the file is renamed).
@@ -599,6 +624,7 @@ pub async fn receive(
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn receive_all(
     initial: Vec<DataStream>,
     incoming: &mut mpsc::Receiver<DataStream>,
@@ -607,6 +633,7 @@ async fn receive_all(
     state: &ReceiveState,
     ctl: &TransferControl,
     timeout: Duration,
+    max_connections: usize,
 ) -> Result<Vec<DataStream>, CopyError> {
     let mut connections = 0usize;
     for sock in initial {
@@ -615,12 +642,20 @@ async fn receive_all(
     }
     let mut keep = Vec::new();
     let mut incoming_open = true;
+    // An abort (ABOR, the session ending) shuts the sockets down, which
+    // ends every reader; this tick notices it while none runs, so the
+    // transfer ends only once no thread can write any more.
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         let complete = state.is_complete();
         if complete && readers.is_empty() {
             return Ok(keep);
         }
         tokio::select! {
+            _ = tick.tick(), if ctl.abort.is_aborted() => {
+                while readers.join_next().await.is_some() {}
+                return Err(CopyError::Aborted);
+            }
             r = readers.join_next(), if !readers.is_empty() => match r {
                 Some(Ok(Ok(Some(sock)))) => keep.push(sock),
                 Some(Ok(Ok(None))) => {}
@@ -644,11 +679,11 @@ async fn receive_all(
             sock = incoming.recv(), if incoming_open && !complete => match sock {
                 Some(sock) => {
                     connections += 1;
-                    if connections > MAX_CONNECTIONS {
+                    if connections > max_connections {
                         ctl.abort.abort();
                         while readers.join_next().await.is_some() {}
                         return Err(CopyError::Network(io::Error::other(format!(
-                            "more than {MAX_CONNECTIONS} data connections for one transfer"
+                            "more than {max_connections} data connections for one transfer"
                         ))));
                     }
                     spawn(readers, sock);
@@ -708,7 +743,7 @@ mod tests {
             receivers,
             &mut rx,
             sink.clone(),
-            ReceiveSpec { base: 0, limit: None },
+            ReceiveSpec::new(0, None),
             state.clone(),
             TransferControl::new(),
             Duration::from_secs(5),
@@ -755,7 +790,7 @@ mod tests {
                 if sink_is_null { Arc::new(crate::endpoint::NullSink) } else { Arc::new(out.try_clone().unwrap()) };
             let ctl = TransferControl::new();
             let state = Arc::new(ReceiveState::default());
-            let spec = ReceiveSpec { base: 0, limit: None };
+            let spec = ReceiveSpec::new(0, None);
             receive(receivers, &mut rx, sink, spec, state.clone(), ctl.clone(), Duration::from_secs(5)).await.unwrap();
             assert_eq!(send.join().unwrap().unwrap(), 3);
             assert_eq!(ctl.progress.load(Ordering::Relaxed), data.len() as u64);
@@ -793,7 +828,7 @@ mod tests {
                 receivers,
                 &mut rx,
                 sink,
-                ReceiveSpec { base: 0, limit: None },
+                ReceiveSpec::new(0, None),
                 state.clone(),
                 ctl,
                 Duration::from_secs(5),
@@ -846,7 +881,7 @@ mod tests {
             receivers,
             &mut rx,
             sink.clone(),
-            ReceiveSpec { base: 0, limit: None },
+            ReceiveSpec::new(0, None),
             state,
             TransferControl::new(),
             Duration::from_secs(5),
@@ -869,7 +904,7 @@ mod tests {
             receivers,
             &mut rx,
             Arc::new(MemorySink::default()),
-            ReceiveSpec { base: 0, limit: None },
+            ReceiveSpec::new(0, None),
             Arc::new(ReceiveState::default()),
             TransferControl::new(),
             Duration::from_secs(5),

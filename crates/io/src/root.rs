@@ -7,29 +7,40 @@
 //! any symbolic link or `..` that would leave it, so a link planted inside
 //! the root that points at `/etc` yields [`FsError::Escapes`], not a file.
 //!
+//! Paths are `octets` strings: names that are not UTF-8 reach the file
+//! system as their own bytes, and come back from it the same way.
+//!
 //! Uploads never appear under their final name before they are complete:
-//! data goes to a partial file `.<name>.ferry-part` beside the target and is
-//! renamed over it when the transfer succeeds (rename is atomic within a
-//! directory). A failed upload leaves only the partial, which a resumed
-//! upload (REST) continues; see `docs/partial-files.md`.
+//! data goes to a partial file in the directory's hidden area
+//! (`ferry_io::partial`) and is renamed over the target when the transfer
+//! succeeds (rename is atomic within a file system). A failed upload leaves
+//! only the partial, which a resumed upload (REST) continues; see
+//! `docs/partial-files.md`.
 
+use crate::partial::{self, Claim, Claims, DirKey, Record, AREA};
 use cap_fs_ext::{DirExt, SystemTimeSpec};
-use cap_std::fs::{Dir, MetadataExt, OpenOptions, PermissionsExt};
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt, PermissionsExt};
 use cap_std::{ambient_authority, time::SystemTime};
 use ferry_proto::facts::{FileFacts, FileKind};
-use ferry_proto::session::FsError;
-use ferry_proto::VirtualPath;
+use ferry_proto::octets;
+use ferry_proto::session::{FsError, PartialFacts};
+use ferry_proto::{RangeSet, VirtualPath};
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-/// Suffix of in-progress uploads. Names ending in it are hidden from
-/// listings and refused as transfer targets.
-pub const PARTIAL_SUFFIX: &str = ".ferry-part";
+/// How long an abandoned partial upload is kept by default: a week, time
+/// enough to notice a failed copy and run it again.
+pub const DEFAULT_PARTIAL_EXPIRY: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Whether `name` is one of the server's own partial-upload names.
-pub fn is_partial_name(name: &str) -> bool {
-    name.starts_with('.') && name.ends_with(PARTIAL_SUFFIX)
-}
+/// Directories with at most this many entries are listed sorted by name;
+/// larger ones are streamed in the order the file system returns them, so
+/// a listing never holds a whole huge directory in memory.
+pub const SORTED_LISTING_MAX: usize = 4096;
 
 /// Maps an I/O error to the protocol's terms.
 pub fn fs_error(e: &io::Error) -> FsError {
@@ -41,6 +52,7 @@ pub fn fs_error(e: &io::Error) -> FsError {
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => return FsError::NoSpace,
         Some(libc::ELOOP) | Some(libc::EXDEV) => return FsError::Escapes,
         Some(libc::ENAMETOOLONG) => return FsError::InvalidName("name too long".into()),
+        Some(libc::ENXIO) => return FsError::NotRegularFile,
         _ => {}
     }
     match e.kind() {
@@ -50,8 +62,19 @@ pub fn fs_error(e: &io::Error) -> FsError {
         K::PermissionDenied if e.to_string().contains("outside of the filesystem") => FsError::Escapes,
         K::PermissionDenied => FsError::PermissionDenied,
         K::AlreadyExists => FsError::AlreadyExists,
+        K::ConnectionAborted => FsError::Aborted,
         _ => FsError::Other(e.to_string()),
     }
+}
+
+/// A path string as the octets the file system knows it by.
+fn os(s: &str) -> OsString {
+    OsStr::from_bytes(&octets::encode(s)).to_os_string()
+}
+
+/// A file-system name as a path string.
+fn name_of(n: &OsStr) -> String {
+    octets::decode(n.as_bytes()).into_owned()
 }
 
 /// How an upload treats existing data.
@@ -66,26 +89,222 @@ pub enum StoreMode {
     Resume,
     /// APPE: the user asked to extend the existing file in place.
     Append,
-    /// ESTO: write into the file itself at an offset, creating it if
-    /// needed and never truncating (GFD.20 "adjusted store").
-    InPlace,
+    /// ESTO: change part of the file. The partial starts as a copy of the
+    /// file (empty if there is none), the data is written into it, and it
+    /// replaces the file when complete (GFD.20 "adjusted store").
+    Patch,
 }
 
-/// An upload in progress. Call [`Root::commit`] when every byte arrived;
-/// dropping it without committing leaves the partial for a later resume.
+/// Who uploads and what they announced.
+#[derive(Debug, Clone, Default)]
+pub struct UploadInfo {
+    pub user: String,
+    /// The size ALLO announced: space is reserved for it.
+    pub allocation: Option<u64>,
+}
+
+/// The partial file of an upload, in its directory's hidden area.
+#[derive(Debug)]
+struct PartialFile {
+    area: Dir,
+    part: String,
+    meta: String,
+}
+
+/// An upload in progress: a partial file (or, for APPE and a resume of a
+/// complete file, the file itself) and the claim on its name.
+/// [`commit`](Self::commit) makes it visible when every byte arrived;
+/// [`abandon`](Self::abandon) keeps what arrived for a resume. The claim
+/// is released when the `Upload` is dropped — after its last write.
 #[derive(Debug)]
 pub struct Upload {
     pub file: std::fs::File,
     /// Size of the data already present when the upload began.
     pub existing_len: u64,
-    partial: Option<PathBuf>,
-    target: PathBuf,
+    /// Byte ranges known to be on disk when the upload began (the
+    /// partial's record; the whole file when writing in place): what a
+    /// resume may claim to have sent.
+    pub held: RangeSet,
+    parent: Dir,
+    name: OsString,
+    partial: Option<PartialFile>,
+    record: Mutex<Record>,
+    allocated: Option<u64>,
+    _claim: Claim,
+}
+
+impl Upload {
+    /// Whether the data goes into the final file itself (APPE, a resume
+    /// of a complete file).
+    pub fn in_place(&self) -> bool {
+        self.partial.is_none()
+    }
+
+    /// Makes `ranges` (file offsets) durable: the data is synced first,
+    /// then the record rewritten, so it never claims a byte a crash could
+    /// lose. What `SITE PARTIAL` reports and a resume may rely on.
+    pub fn checkpoint(&self, ranges: &RangeSet) -> io::Result<()> {
+        self.file.sync_data()?;
+        let Some(p) = &self.partial else { return Ok(()) };
+        let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        record.ranges = ranges.to_string();
+        write_record(&p.area, &p.meta, &record)
+    }
+
+    /// Makes the finished upload visible under its final name: its data
+    /// synced, renamed over the name, the directory synced — when the
+    /// client hears 226, every byte is on disk.
+    pub fn commit(&self) -> Result<(), FsError> {
+        self.file.sync_all().map_err(|e| fs_error(&e))?;
+        if let Some(p) = &self.partial {
+            p.area.rename(&p.part, &self.parent, &self.name).map_err(|e| fs_error(&e))?;
+            let _ = p.area.remove_file(&p.meta);
+            let _ = self.parent.remove_dir(AREA);
+        }
+        // The rename (or an APPE's new length) survives a crash too.
+        if let Ok(d) = self.parent.open_dir(".") {
+            let _ = d.into_std_file().sync_all();
+        }
+        Ok(())
+    }
+
+    /// The upload failed: gives back the space reserved for bytes that did
+    /// not arrive and records `ranges` (file offsets) as what the partial
+    /// holds, for a resume.
+    pub fn abandon(&self, ranges: &RangeSet) {
+        if self.partial.is_none() {
+            let _ = self.file.sync_data();
+            return;
+        }
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        release_unheld(&self.file, ranges, len.max(self.allocated.unwrap_or(0)));
+        // Truncating to the same length frees blocks reserved past the end
+        // (ext4, XFS); punching covers the rest (tmpfs).
+        let _ = self.file.set_len(len);
+        if let Err(e) = self.checkpoint(ranges) {
+            tracing::warn!(error = %e, "cannot record what a failed upload holds");
+        }
+    }
+}
+
+/// Punches the parts of `[0, end)` outside `held` out of `file`: space
+/// ALLO reserved, and bytes that arrived but were never recorded.
+fn release_unheld(file: &std::fs::File, held: &RangeSet, end: u64) {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let flags = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+    for gap in held.missing(end) {
+        let (Ok(off), Ok(len)) = (i64::try_from(gap.start), i64::try_from(gap.end - gap.start)) else { continue };
+        if fallocate(file, flags, off, len).is_err() {
+            // Not every file system can; truncation still frees the tail.
+            return;
+        }
+    }
+}
+
+/// Writes a partial's record atomically (a temporary name, then rename).
+fn write_record(area: &Dir, meta: &str, record: &Record) -> io::Result<()> {
+    let tmp = format!("{meta}.tmp");
+    area.write(&tmp, record.to_json())?;
+    area.rename(&tmp, area, meta)
+}
+
+fn read_record(area: &Dir, meta: &str) -> Option<Record> {
+    Record::from_json(&area.read(meta).ok()?)
+}
+
+/// Reserves disk space for an upload whose size ALLO announced: blocks
+/// arriving out of order from parallel streams then fill a contiguous
+/// extent instead of fragmenting the file, and a full disk is reported
+/// before any data flows. The file's length is kept (it grows with what
+/// arrives).
+fn preallocate(file: &std::fs::File, size: u64) -> Result<(), FsError> {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let Ok(len) = i64::try_from(size) else { return Ok(()) };
+    match fallocate(file, FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => Err(FsError::NoSpace),
+        // Not every file system can (tmpfs can, some network ones cannot).
+        Err(_) => Ok(()),
+    }
+}
+
+/// Opens a regular file without blocking on a FIFO or a device: opened
+/// `O_NONBLOCK` (a FIFO with no writer would block `open` for ever),
+/// checked with `fstat`, then switched back to blocking I/O.
+fn open_regular(dir: &Dir, path: &Path, opts: &mut OpenOptions) -> Result<(cap_std::fs::File, cap_std::fs::Metadata), FsError> {
+    opts.custom_flags(libc::O_NONBLOCK);
+    let file = dir.open_with(path, opts).map_err(|e| fs_error(&e))?;
+    let md = file.metadata().map_err(|e| fs_error(&e))?;
+    if md.is_dir() {
+        return Err(FsError::IsADirectory);
+    }
+    if !md.is_file() {
+        return Err(FsError::NotRegularFile);
+    }
+    let std = file.into_std();
+    let flags = nix::fcntl::fcntl(&std, nix::fcntl::FcntlArg::F_GETFL).map_err(|e| fs_error(&e.into()))?;
+    let flags = nix::fcntl::OFlag::from_bits_retain(flags) - nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(&std, nix::fcntl::FcntlArg::F_SETFL(flags)).map_err(|e| fs_error(&e.into()))?;
+    Ok((cap_std::fs::File::from_std(std), md))
+}
+
+/// The entries of a directory as a listing streams them.
+pub struct Listing {
+    /// Entries ready to go: the whole directory sorted, when it is small.
+    ready: VecDeque<FileFacts>,
+    /// The rest of a large directory, read as the listing is sent.
+    rest: Option<(Dir, cap_std::fs::ReadDir)>,
+    hidden: bool,
+}
+
+impl std::fmt::Debug for Listing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Listing({} ready, streaming: {})", self.ready.len(), self.rest.is_some())
+    }
+}
+
+impl Listing {
+    /// The next entry of a large directory; `None` at its end.
+    fn pull(&mut self) -> Option<FileFacts> {
+        let (dir, entries) = self.rest.as_mut()?;
+        for entry in entries.by_ref() {
+            let Ok(entry) = entry else { continue };
+            if let Some(f) = entry_facts(dir, &entry.file_name(), self.hidden) {
+                return Some(f);
+            }
+        }
+        self.rest = None;
+        None
+    }
+}
+
+impl Iterator for Listing {
+    type Item = FileFacts;
+
+    fn next(&mut self) -> Option<FileFacts> {
+        self.ready.pop_front().or_else(|| self.pull())
+    }
+}
+
+/// The facts of one directory entry as listed: `None` for the partial
+/// area, dot files unless `hidden`, and entries that vanished meanwhile.
+/// A symbolic link is described by its target when the target is inside
+/// the root, else as a link.
+fn entry_facts(dir: &Dir, name: &OsStr, hidden: bool) -> Option<FileFacts> {
+    let shown = name_of(name);
+    if shown == AREA || (!hidden && shown.starts_with('.')) {
+        return None;
+    }
+    let md = dir.metadata(name).or_else(|_| dir.symlink_metadata(name)).ok()?;
+    Some(to_facts(shown, &md))
 }
 
 #[derive(Debug)]
 pub struct Root {
     dir: Dir,
     path: PathBuf,
+    claims: Arc<Claims>,
+    partial_expiry: Option<Duration>,
 }
 
 impl Root {
@@ -93,14 +312,26 @@ impl Root {
     /// exactly once, here.
     pub fn open(path: &Path) -> io::Result<Self> {
         let dir = Dir::open_ambient_dir(path, ambient_authority())?;
-        Ok(Self { dir, path: path.to_path_buf() })
+        Ok(Self { dir, path: path.to_path_buf(), claims: Claims::new(), partial_expiry: Some(DEFAULT_PARTIAL_EXPIRY) })
+    }
+
+    /// How long abandoned partial uploads are kept (`None`: for ever).
+    pub fn set_partial_expiry(&mut self, expiry: Option<Duration>) {
+        self.partial_expiry = expiry;
     }
 
     /// A root confined further to `sub` (a user's home inside the served
-    /// directory), resolved with the same confinement.
+    /// directory), resolved with the same confinement. It shares the
+    /// server's claims on live uploads.
     pub fn subroot(&self, sub: &VirtualPath) -> Result<Self, FsError> {
-        let dir = self.dir.open_dir(sub.relative()).map_err(|e| fs_error(&e))?;
-        Ok(Self { dir, path: self.path.join(sub.relative()) })
+        Self::check_name(sub)?;
+        let dir = self.dir.open_dir(Self::rel(sub)).map_err(|e| fs_error(&e))?;
+        Ok(Self {
+            dir,
+            path: self.path.join(Self::rel(sub)),
+            claims: self.claims.clone(),
+            partial_expiry: self.partial_expiry,
+        })
     }
 
     /// The host path this root was opened from (for logs only).
@@ -108,17 +339,28 @@ impl Root {
         &self.path
     }
 
-    fn rel(p: &VirtualPath) -> &Path {
-        Path::new(p.relative())
+    fn rel(p: &VirtualPath) -> PathBuf {
+        PathBuf::from(os(p.relative()))
     }
 
+    /// The partial area is the server's own: no path may pass through it.
     fn check_name(p: &VirtualPath) -> Result<(), FsError> {
-        match p.file_name() {
-            Some(n) if is_partial_name(n) => Err(FsError::InvalidName(format!(
-                "names ending in {PARTIAL_SUFFIX} are reserved for uploads in progress"
-            ))),
-            _ => Ok(()),
+        if p.components().any(|c| c == AREA) {
+            return Err(FsError::InvalidName(format!("{AREA} is reserved for uploads in progress")));
         }
+        Ok(())
+    }
+
+    /// The directory holding `p` and `p`'s own name in it.
+    fn parent_of(&self, p: &VirtualPath) -> Result<(Dir, OsString), FsError> {
+        let name = p.file_name().ok_or(FsError::IsADirectory)?;
+        let parent = self.dir.open_dir(Self::rel(&p.parent())).map_err(|e| fs_error(&e))?;
+        Ok((parent, os(name)))
+    }
+
+    fn key(dir: &Dir) -> Result<DirKey, FsError> {
+        let md = dir.dir_metadata().map_err(|e| fs_error(&e))?;
+        Ok((md.dev(), md.ino()))
     }
 
     /// Facts of one entry, following symbolic links (within the root).
@@ -128,120 +370,210 @@ impl Root {
         Ok(to_facts(p.file_name().unwrap_or("/").to_string(), &md))
     }
 
-    /// The entries of a directory, sorted by name, without partial uploads
-    /// (and without dot files unless `hidden`). A symbolic link is described
-    /// by its target when the target is inside the root, else as a link.
-    pub fn list(&self, p: &VirtualPath, hidden: bool) -> Result<Vec<FileFacts>, FsError> {
+    /// The entries of a directory (or the one entry of a file, as `ls`
+    /// does), without the partial area and without dot files unless
+    /// `hidden`. A directory of up to [`SORTED_LISTING_MAX`] entries comes
+    /// sorted by name; a larger one in the file system's order, read as
+    /// the listing goes, so memory stays bounded whatever its size.
+    pub fn listing(&self, p: &VirtualPath, hidden: bool) -> Result<Listing, FsError> {
+        Self::check_name(p)?;
         let md = self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?;
         if !md.is_dir() {
-            // LIST of a file describes that file (as ls does).
-            return Ok(vec![to_facts(p.file_name().unwrap_or("/").to_string(), &md)]);
+            let one = to_facts(p.file_name().unwrap_or("/").to_string(), &md);
+            return Ok(Listing { ready: VecDeque::from([one]), rest: None, hidden });
         }
         let dir = self.dir.open_dir(Self::rel(p)).map_err(|e| fs_error(&e))?;
-        let mut out = Vec::new();
-        for entry in dir.entries().map_err(|e| fs_error(&e))? {
-            let entry = entry.map_err(|e| fs_error(&e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if is_partial_name(&name) || (!hidden && name.starts_with('.')) {
-                continue;
+        let entries = dir.entries().map_err(|e| fs_error(&e))?;
+        let mut listing = Listing { ready: VecDeque::new(), rest: Some((dir, entries)), hidden };
+        let mut first = Vec::new();
+        while first.len() <= SORTED_LISTING_MAX {
+            match listing.pull() {
+                Some(f) => first.push(f),
+                None => break,
             }
-            let md = match dir.metadata(&name) {
-                Ok(md) => md,
-                // Dangling or escaping link: describe the link itself.
-                Err(_) => match dir.symlink_metadata(&name) {
-                    Ok(md) => md,
-                    Err(_) => continue, // vanished meanwhile
-                },
-            };
-            out.push(to_facts(name, &md));
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        if listing.rest.is_none() {
+            first.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        listing.ready = first.into();
+        Ok(listing)
     }
 
-    /// Opens a regular file for reading.
+    /// [`listing`](Self::listing), collected: at most `limit` entries.
+    pub fn list(&self, p: &VirtualPath, hidden: bool) -> Result<Vec<FileFacts>, FsError> {
+        Ok(self.listing(p, hidden)?.take(SORTED_LISTING_MAX).collect())
+    }
+
+    /// Opens a regular file for reading. FIFOs, sockets and devices are
+    /// refused without blocking (`O_NONBLOCK`, then `fstat`).
     pub fn open_read(&self, p: &VirtualPath) -> Result<(std::fs::File, FileFacts), FsError> {
         Self::check_name(p)?;
-        let file = self.dir.open(Self::rel(p)).map_err(|e| fs_error(&e))?;
-        let md = file.metadata().map_err(|e| fs_error(&e))?;
-        if md.is_dir() {
-            return Err(FsError::IsADirectory);
-        }
-        if !md.is_file() {
-            return Err(FsError::Other("not a regular file".into()));
-        }
+        let (file, md) = open_regular(&self.dir, &Self::rel(p), OpenOptions::new().read(true))?;
         let facts = to_facts(p.file_name().unwrap_or("/").to_string(), &md);
         Ok((file.into_std(), facts))
     }
 
-    fn partial_path(p: &VirtualPath) -> Result<PathBuf, FsError> {
-        let name = p.file_name().ok_or(FsError::IsADirectory)?;
-        let parent = p.parent();
-        Ok(Path::new(parent.relative()).join(format!(".{name}{PARTIAL_SUFFIX}")))
-    }
-
     /// Size of the partial upload for `p`, if one was left behind.
     pub fn partial_len(&self, p: &VirtualPath) -> Option<u64> {
-        let partial = Self::partial_path(p).ok()?;
-        self.dir.symlink_metadata(&partial).ok().filter(|m| m.is_file()).map(|m| m.len())
+        let (parent, name) = self.parent_of(p).ok()?;
+        let area = parent.open_dir(AREA).ok()?;
+        area.symlink_metadata(partial::part_file(name.as_bytes())).ok().filter(|m| m.is_file()).map(|m| m.len())
     }
 
-    /// Starts an upload to `p`.
-    pub fn begin_store(&self, p: &VirtualPath, mode: StoreMode) -> Result<Upload, FsError> {
+    /// Starts an upload to `p`: claims the name (`UploadInProgress` while
+    /// another upload holds it) and opens where the data goes.
+    pub fn begin_store(&self, p: &VirtualPath, mode: StoreMode, info: &UploadInfo) -> Result<Upload, FsError> {
         Self::check_name(p)?;
-        let target = Self::rel(p).to_path_buf();
-        match self.dir.metadata(&target) {
+        let (parent, name) = self.parent_of(p)?;
+        let id = partial::id(name.as_bytes());
+        let claim = self.claims.claim(Self::key(&parent)?, &id).ok_or(FsError::UploadInProgress)?;
+        self.sweep(&parent);
+        let target = match parent.metadata(&name) {
             Ok(md) if md.is_dir() => return Err(FsError::IsADirectory),
-            Ok(md) if !md.is_file() => return Err(FsError::Other("not a regular file".into())),
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(fs_error(&e)),
-            _ => {}
-        }
+            Ok(md) if !md.is_file() => return Err(FsError::NotRegularFile),
+            Ok(md) => Some(md),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(fs_error(&e)),
+        };
+        let record = Record { name: name_of(&name), user: info.user.clone(), size: info.allocation, ranges: String::new() };
+        let has_partial = parent.open_dir(AREA).is_ok_and(|a| a.symlink_metadata(format!("{id}.part")).is_ok());
         let in_place = match mode {
-            StoreMode::Append | StoreMode::InPlace => true,
-            StoreMode::Resume => self.partial_len(p).is_none() && self.dir.metadata(&target).is_ok(),
-            StoreMode::Replace => false,
+            StoreMode::Append => true,
+            StoreMode::Resume => !has_partial && target.is_some(),
+            StoreMode::Replace | StoreMode::Patch => false,
         };
         if in_place {
-            let file =
-                self.dir.open_with(&target, OpenOptions::new().write(true).create(true)).map_err(|e| fs_error(&e))?;
+            let mut opts = OpenOptions::new();
+            opts.write(true).create(true);
+            let (file, md) = open_regular(&parent, Path::new(&name), &mut opts)?;
             // Writing in place through a hard link would change the file
             // under its other names too, which may lie outside the root.
-            let md = file.metadata().map_err(|e| fs_error(&e))?;
             not_hard_linked(&md)?;
-            return Ok(Upload { file: file.into_std(), existing_len: md.len(), partial: None, target });
+            return Ok(Upload {
+                file: file.into_std(),
+                existing_len: md.len(),
+                held: RangeSet::from_range(0..md.len()),
+                parent,
+                name,
+                partial: None,
+                record: Mutex::new(record),
+                allocated: None,
+                _claim: claim,
+            });
         }
-        let partial = Self::partial_path(p)?;
-        let mut opts = OpenOptions::new();
-        opts.write(true).create(true);
+        let area = open_area(&parent)?;
+        let (part, meta) = (format!("{id}.part"), format!("{id}.meta"));
         // The partial is never a symlink we follow, nor a hard link to
         // another file: remove one if planted (it is not ours to resume).
-        if let Ok(md) = self.dir.symlink_metadata(&partial) {
-            if md.is_symlink() || (md.is_file() && md.nlink() > 1) {
-                self.dir.remove_file(&partial).map_err(|e| fs_error(&e))?;
+        if let Ok(md) = area.symlink_metadata(&part) {
+            if !md.is_file() || md.nlink() > 1 {
+                area.remove_file(&part).map_err(|e| fs_error(&e))?;
             }
         }
-        let file = self.dir.open_with(&partial, &opts).map_err(|e| fs_error(&e))?;
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true);
+        let (file, md) = open_regular(&area, Path::new(&part), &mut opts)?;
         // Checked on the open file (a link made meanwhile), before it is
         // truncated: nothing is written through a hard link.
-        let md = file.metadata().map_err(|e| fs_error(&e))?;
         not_hard_linked(&md)?;
-        let existing_len = if mode == StoreMode::Replace {
-            file.set_len(0).map_err(|e| fs_error(&e))?;
-            0
-        } else {
-            md.len()
+        let file = file.into_std();
+        let old = read_record(&area, &meta).filter(|r| r.name == record.name);
+        let (existing_len, held) = match mode {
+            StoreMode::Resume => (md.len(), old.map(|r| r.held()).unwrap_or_default()),
+            StoreMode::Replace | StoreMode::Patch => {
+                let _ = area.remove_file(&meta);
+                file.set_len(0).map_err(|e| fs_error(&e))?;
+                (0, RangeSet::new())
+            }
+            StoreMode::Append => unreachable_in_place(),
         };
-        Ok(Upload { file: file.into_std(), existing_len, partial: Some(partial), target })
+        let mut held = held;
+        if let (StoreMode::Patch, Some(_)) = (mode, &target) {
+            // ESTO changes part of an existing file: the partial starts as
+            // its copy (copy_file_range: in the kernel, a reflink where the
+            // file system has them).
+            let (mut src, src_md) = open_regular(&parent, Path::new(&name), OpenOptions::new().read(true))?;
+            let mut dst = &file;
+            io::copy(&mut src, &mut dst).map_err(|e| fs_error(&e))?;
+            held = RangeSet::from_range(0..src_md.len());
+        }
+        let upload = Upload {
+            file,
+            existing_len,
+            held,
+            parent,
+            name,
+            partial: Some(PartialFile { area, part, meta }),
+            record: Mutex::new(record),
+            allocated: info.allocation,
+            _claim: claim,
+        };
+        if let (StoreMode::Replace, Some(size)) = (mode, info.allocation) {
+            preallocate(&upload.file, size)?;
+        }
+        // The record exists from the start, so the partial is never an
+        // orphan nobody can name.
+        upload.checkpoint(&upload.held).map_err(|e| fs_error(&e))?;
+        Ok(upload)
     }
 
-    /// Makes a finished upload visible under its final name.
-    pub fn commit(&self, upload: Upload) -> Result<(), FsError> {
-        let Upload { file, partial, target, .. } = upload;
-        drop(file);
-        if let Some(partial) = partial {
-            self.dir.rename(&partial, &self.dir, &target).map_err(|e| fs_error(&e))?;
+    /// Removes abandoned partial uploads in `dir` older than the expiry,
+    /// and the area once it is empty.
+    fn sweep(&self, dir: &Dir) {
+        let Some(expiry) = self.partial_expiry else { return };
+        let Ok(area) = dir.open_dir(AREA) else { return };
+        let Ok(key) = Self::key(dir) else { return };
+        let now = std::time::SystemTime::now();
+        let Ok(entries) = area.entries() else { return };
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            let id = file.split('.').next().unwrap_or("");
+            if self.claims.is_claimed(key, id) {
+                continue;
+            }
+            let age = entry
+                .metadata()
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| now.duration_since(t.into_std()).ok());
+            if age.is_some_and(|a| a >= expiry) {
+                let _ = area.remove_file(&*file);
+            }
         }
-        Ok(())
+        let _ = dir.remove_dir(AREA);
+    }
+
+    /// What the partial upload of `p` holds (`SITE PARTIAL`): its record
+    /// and the XXH128 of those bytes. `abandoned` stops the hashing.
+    pub fn partial_facts(&self, p: &VirtualPath, abandoned: &dyn Fn() -> bool) -> Result<PartialFacts, FsError> {
+        Self::check_name(p)?;
+        let (parent, name) = self.parent_of(p)?;
+        let id = partial::id(name.as_bytes());
+        if self.claims.is_claimed(Self::key(&parent)?, &id) {
+            return Err(FsError::UploadInProgress);
+        }
+        self.sweep(&parent);
+        let area = parent.open_dir(AREA).map_err(|e| fs_error(&e))?;
+        let (file, _) = open_regular(&area, Path::new(&format!("{id}.part")), OpenOptions::new().read(true))?;
+        let record = read_record(&area, &format!("{id}.meta")).filter(|r| r.name == name_of(&name));
+        let ranges = record.as_ref().map(Record::held).unwrap_or_default();
+        let xxh128 = crate::checksum::ranges_checksum(&file.into_std(), "XXH128", ranges.ranges(), abandoned)
+            .map_err(|e| fs_error(&e))?;
+        Ok(PartialFacts { size: record.and_then(|r| r.size), ranges, xxh128 })
+    }
+
+    /// Removes the abandoned partial upload of `name` in `parent`.
+    fn remove_partial(&self, parent: &Dir, name: &OsStr) -> Result<bool, FsError> {
+        let id = partial::id(name.as_bytes());
+        if self.claims.is_claimed(Self::key(parent)?, &id) {
+            return Err(FsError::UploadInProgress);
+        }
+        let Ok(area) = parent.open_dir(AREA) else { return Ok(false) };
+        let found = area.remove_file(format!("{id}.part")).is_ok();
+        let _ = area.remove_file(format!("{id}.meta"));
+        let _ = parent.remove_dir(AREA);
+        Ok(found)
     }
 
     pub fn make_dir(&self, p: &VirtualPath) -> Result<(), FsError> {
@@ -249,20 +581,53 @@ impl Root {
         self.dir.create_dir(Self::rel(p)).map_err(|e| fs_error(&e))
     }
 
+    /// RMD. A directory whose only content is abandoned partial uploads is
+    /// empty to the client (it cannot see them): they are removed with it.
+    /// One with a live upload is busy.
     pub fn remove_dir(&self, p: &VirtualPath) -> Result<(), FsError> {
+        Self::check_name(p)?;
         if p.is_root() {
             return Err(FsError::PermissionDenied);
         }
+        match self.dir.remove_dir(Self::rel(p)) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {}
+            r => return r.map_err(|e| fs_error(&e)),
+        }
+        let dir = self.dir.open_dir(Self::rel(p)).map_err(|e| fs_error(&e))?;
+        let only_partials = dir.entries().map_err(|e| fs_error(&e))?.flatten().all(|e| e.file_name() == AREA);
+        if !only_partials {
+            return Err(FsError::DirectoryNotEmpty);
+        }
+        if self.claims.any_in(Self::key(&dir)?) {
+            return Err(FsError::UploadInProgress);
+        }
+        dir.remove_dir_all(AREA).map_err(|e| fs_error(&e))?;
         self.dir.remove_dir(Self::rel(p)).map_err(|e| fs_error(&e))
     }
 
+    /// DELE. Of a name with no file but an abandoned partial upload, the
+    /// partial is removed (users clean up their failed uploads this way).
     pub fn remove_file(&self, p: &VirtualPath) -> Result<(), FsError> {
         Self::check_name(p)?;
-        let md = self.dir.symlink_metadata(Self::rel(p)).map_err(|e| fs_error(&e))?;
-        if md.is_dir() {
-            return Err(FsError::IsADirectory);
+        match self.dir.symlink_metadata(Self::rel(p)) {
+            Ok(md) if md.is_dir() => Err(FsError::IsADirectory),
+            Ok(_) => {
+                self.dir.remove_file(Self::rel(p)).map_err(|e| fs_error(&e))?;
+                if let Ok((parent, _)) = self.parent_of(p) {
+                    self.sweep(&parent);
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let (parent, name) = self.parent_of(p)?;
+                self.sweep(&parent);
+                match self.remove_partial(&parent, &name)? {
+                    true => Ok(()),
+                    false => Err(FsError::NotFound),
+                }
+            }
+            Err(e) => Err(fs_error(&e)),
         }
-        self.dir.remove_file(Self::rel(p)).map_err(|e| fs_error(&e))
     }
 
     /// Checks that `p` exists (RNFR), without following a final symlink.
@@ -284,6 +649,7 @@ impl Root {
     }
 
     pub fn is_dir(&self, p: &VirtualPath) -> Result<(), FsError> {
+        Self::check_name(p)?;
         let md = self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?;
         if md.is_dir() {
             Ok(())
@@ -292,24 +658,59 @@ impl Root {
         }
     }
 
-    pub fn set_modified(&self, p: &VirtualPath, unix_secs: i64) -> Result<(), FsError> {
+    /// MFMT. Returns the modification time the file system took, which is
+    /// what the reply reports (not the time asked for).
+    pub fn set_modified(&self, p: &VirtualPath, unix_secs: i64) -> Result<i64, FsError> {
         Self::check_name(p)?;
         not_hard_linked(&self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?)?;
+        // Times before 1970 are set as 1970 (cap-std takes none earlier);
+        // the reply says so, since it reports what was set.
         let t = std::time::UNIX_EPOCH
             .checked_add(std::time::Duration::from_secs(unix_secs.max(0) as u64))
             .ok_or_else(|| FsError::Other("time out of range".into()))?;
         self.dir
             .set_times(Self::rel(p), None, Some(SystemTimeSpec::Absolute(SystemTime::from_std(t))))
-            .map_err(|e| fs_error(&e))
+            .map_err(|e| fs_error(&e))?;
+        Ok(self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?.mtime())
     }
 
     /// SITE CHMOD, limited to permission bits (no setuid/setgid/sticky).
+    /// The root itself is the administrator's: its mode is not changed.
     pub fn chmod(&self, p: &VirtualPath, mode: u32) -> Result<(), FsError> {
         Self::check_name(p)?;
+        if p.is_root() {
+            return Err(FsError::PermissionDenied);
+        }
         not_hard_linked(&self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?)?;
         let perms = cap_std::fs::Permissions::from_mode(mode & 0o777);
         self.dir.set_permissions(Self::rel(p), perms).map_err(|e| fs_error(&e))
     }
+}
+
+fn unreachable_in_place() -> (u64, RangeSet) {
+    // APPE always writes in place (handled before the partial is opened).
+    (0, RangeSet::new())
+}
+
+/// Opens (creating) the partial area of `parent`, private to the server.
+fn open_area(parent: &Dir) -> Result<Dir, FsError> {
+    use cap_std::fs::DirBuilder;
+    for _ in 0..3 {
+        let mut b = DirBuilder::new();
+        cap_std::fs::DirBuilderExt::mode(&mut b, 0o700);
+        match parent.create_dir_with(AREA, &b) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(fs_error(&e)),
+        }
+        // Another upload's commit may remove it between the two calls.
+        match parent.open_dir_nofollow(AREA) {
+            Ok(d) => return Ok(d),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(fs_error(&e)),
+        }
+    }
+    Err(FsError::Other("the partial-upload area keeps disappearing".into()))
 }
 
 /// Refuses to change a regular file in place (content, mode, times) when
@@ -329,6 +730,17 @@ fn not_hard_linked(md: &cap_std::fs::Metadata) -> Result<(), FsError> {
 /// root maps its own (so both sides of a copy compare alike).
 pub fn local_facts(name: String, md: std::fs::Metadata) -> FileFacts {
     to_facts(name, &cap_std::fs::Metadata::from_just_metadata(md))
+}
+
+/// A local file name as a path string (names that are not UTF-8 through
+/// `octets`), as the client lists local directories.
+pub fn local_name(name: &OsStr) -> String {
+    name_of(name)
+}
+
+/// A path string as a local file name.
+pub fn local_os_name(name: &str) -> OsString {
+    os(name)
 }
 
 fn to_facts(name: String, md: &cap_std::fs::Metadata) -> FileFacts {
@@ -363,6 +775,10 @@ mod tests {
         VirtualPath::root().resolve(s).unwrap()
     }
 
+    fn info() -> UploadInfo {
+        UploadInfo { user: "alice".into(), allocation: None }
+    }
+
     #[test]
     fn symlinks_out_of_the_root_are_refused() {
         let outside = tempfile::tempdir().unwrap();
@@ -377,7 +793,7 @@ mod tests {
         for p in ["/abs", "/rel", "/dirlink/secret"] {
             assert_eq!(root.open_read(&vp(p)).unwrap_err(), FsError::Escapes, "{p}");
         }
-        assert!(root.begin_store(&vp("/dirlink/new"), StoreMode::Replace).is_err());
+        assert!(root.begin_store(&vp("/dirlink/new"), StoreMode::Replace, &info()).is_err());
         assert!(!outside.path().join("new").exists());
         assert_eq!(root.open_read(&vp("/good")).unwrap().1.size, 2);
         // Listing shows the escaping links as links, without following them.
@@ -393,22 +809,24 @@ mod tests {
         std::fs::write(&secret, b"outside").unwrap();
         let d = tempfile::tempdir().unwrap();
         std::fs::hard_link(&secret, d.path().join("hl")).unwrap();
-        std::fs::hard_link(&secret, d.path().join(".new.ferry-part")).unwrap();
+        std::fs::create_dir(d.path().join(AREA)).unwrap();
+        std::fs::hard_link(&secret, d.path().join(AREA).join(partial::part_file(b"new"))).unwrap();
         let root = Root::open(d.path()).unwrap();
-        for mode in [StoreMode::Append, StoreMode::InPlace, StoreMode::Resume] {
-            assert_eq!(root.begin_store(&vp("/hl"), mode).unwrap_err(), FsError::HardLinked, "{mode:?}");
+        for mode in [StoreMode::Append, StoreMode::Resume] {
+            assert_eq!(root.begin_store(&vp("/hl"), mode, &info()).unwrap_err(), FsError::HardLinked, "{mode:?}");
         }
         assert_eq!(root.chmod(&vp("/hl"), 0o777).unwrap_err(), FsError::HardLinked);
         assert_eq!(root.set_modified(&vp("/hl"), 0).unwrap_err(), FsError::HardLinked);
         // Reading is allowed; a planted partial is not resumed but replaced.
         assert_eq!(root.open_read(&vp("/hl")).unwrap().1.size, 7);
-        let mut up = root.begin_store(&vp("/new"), StoreMode::Resume).unwrap();
+        let mut up = root.begin_store(&vp("/new"), StoreMode::Resume, &info()).unwrap();
         assert_eq!(up.existing_len, 0);
         up.file.write_all(b"x").unwrap();
-        // STOR replaces the name, not the linked file.
-        let mut up = root.begin_store(&vp("/hl"), StoreMode::Replace).unwrap();
+        drop(up);
+        // STOR (and ESTO) replace the name, not the linked file.
+        let mut up = root.begin_store(&vp("/hl"), StoreMode::Replace, &info()).unwrap();
         up.file.write_all(b"new").unwrap();
-        root.commit(up).unwrap();
+        up.commit().unwrap();
         assert_eq!(std::fs::read(d.path().join("hl")).unwrap(), b"new");
         assert_eq!(std::fs::read(&secret).unwrap(), b"outside");
         use std::os::unix::fs::PermissionsExt;
@@ -416,20 +834,106 @@ mod tests {
     }
 
     #[test]
-    fn uploads_appear_only_when_committed() {
+    fn uploads_appear_only_when_committed_and_resume_from_their_record() {
         let d = tempfile::tempdir().unwrap();
         let root = Root::open(d.path()).unwrap();
-        let mut up = root.begin_store(&vp("/f.bin"), StoreMode::Replace).unwrap();
+        let mut up = root.begin_store(&vp("/f.bin"), StoreMode::Replace, &info()).unwrap();
         up.file.write_all(b"hello").unwrap();
         assert!(!d.path().join("f.bin").exists());
-        assert!(root.list(&vp("/"), true).unwrap().is_empty(), "partial is hidden");
+        assert!(root.list(&vp("/"), true).unwrap().is_empty(), "the partial area is hidden");
         assert_eq!(root.partial_len(&vp("/f.bin")), Some(5));
-        drop(up); // interrupted: partial kept for resume
-        let up = root.begin_store(&vp("/f.bin"), StoreMode::Resume).unwrap();
-        assert_eq!(up.existing_len, 5);
-        root.commit(up).unwrap();
+        // While it runs, the name is taken.
+        assert_eq!(root.begin_store(&vp("/f.bin"), StoreMode::Replace, &info()).unwrap_err(), FsError::UploadInProgress);
+        assert_eq!(root.partial_facts(&vp("/f.bin"), &|| false).unwrap_err(), FsError::UploadInProgress);
+        up.abandon(&RangeSet::from_range(0..3));
+        drop(up); // interrupted: partial kept for resume, claim released
+        let facts = root.partial_facts(&vp("/f.bin"), &|| false).unwrap();
+        assert_eq!(facts.ranges.to_string(), "0-3");
+        let mut sum = crate::checksum::Checksum::new("XXH128").unwrap();
+        sum.update(b"hel");
+        assert_eq!(facts.xxh128, sum.finish_hex());
+        let up = root.begin_store(&vp("/f.bin"), StoreMode::Resume, &info()).unwrap();
+        assert_eq!((up.existing_len, up.held.to_string()), (5, "0-3".to_string()));
+        up.commit().unwrap();
         assert_eq!(std::fs::read(d.path().join("f.bin")).unwrap(), b"hello");
         assert_eq!(root.partial_len(&vp("/f.bin")), None);
-        assert!(matches!(root.begin_store(&vp("/.x.ferry-part"), StoreMode::Replace), Err(FsError::InvalidName(_))));
+        assert!(!d.path().join(AREA).exists(), "the empty area is removed");
+        let reserved = vp(&format!("/{AREA}/x"));
+        assert!(matches!(root.begin_store(&reserved, StoreMode::Replace, &info()), Err(FsError::InvalidName(_))));
+        assert!(matches!(root.is_dir(&vp(&format!("/{AREA}"))), Err(FsError::InvalidName(_))));
+    }
+
+    #[test]
+    fn long_and_raw_names_get_partials() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let long = "x".repeat(255);
+        let raw = octets::decode(b"caf\xe9").into_owned();
+        for name in [long.as_str(), raw.as_str()] {
+            let mut up = root.begin_store(&vp(&format!("/{name}")), StoreMode::Replace, &info()).unwrap();
+            up.file.write_all(b"data").unwrap();
+            up.commit().unwrap();
+        }
+        assert_eq!(std::fs::read(d.path().join(&long)).unwrap(), b"data");
+        assert_eq!(std::fs::read(d.path().join(OsStr::from_bytes(b"caf\xe9"))).unwrap(), b"data");
+        let names: Vec<String> = root.list(&vp("/"), false).unwrap().into_iter().map(|f| f.name).collect();
+        assert_eq!(names, vec![raw.clone(), long.clone()]);
+        assert_eq!(root.open_read(&vp(&format!("/{raw}"))).unwrap().1.size, 4);
+    }
+
+    #[test]
+    fn failed_uploads_give_back_their_reservation_and_can_be_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let alloc = UploadInfo { user: "alice".into(), allocation: Some(64 << 20) };
+        let mut up = root.begin_store(&vp("/sub/a"), StoreMode::Replace, &alloc).unwrap();
+        up.file.write_all(b"abcd").unwrap();
+        up.abandon(&RangeSet::from_range(0..4));
+        drop(up);
+        let blocks: u64 =
+            std::fs::read_dir(d.path().join("sub").join(AREA)).unwrap().map(|e| e.unwrap().metadata().unwrap().blocks()).sum();
+        assert!(blocks * 512 < 1 << 20, "{blocks} blocks still allocated");
+        // RMD of a directory holding only the abandoned partial removes both.
+        root.remove_dir(&vp("/sub")).unwrap();
+        assert!(!d.path().join("sub").exists());
+        // DELE of the final name removes an abandoned partial.
+        let up = root.begin_store(&vp("/b"), StoreMode::Replace, &info()).unwrap();
+        assert_eq!(root.remove_file(&vp("/b")).unwrap_err(), FsError::UploadInProgress);
+        drop(up);
+        root.remove_file(&vp("/b")).unwrap();
+        assert_eq!(root.remove_file(&vp("/b")).unwrap_err(), FsError::NotFound);
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn esto_patches_a_copy_and_fifos_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        std::fs::write(d.path().join("p"), b"abcdefgh").unwrap();
+        let up = root.begin_store(&vp("/p"), StoreMode::Patch, &info()).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&up.file, b"XY", 2).unwrap();
+        assert_eq!(std::fs::read(d.path().join("p")).unwrap(), b"abcdefgh", "unchanged until committed");
+        up.commit().unwrap();
+        assert_eq!(std::fs::read(d.path().join("p")).unwrap(), b"abXYefgh");
+        nix::unistd::mkfifo(&d.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(root.open_read(&vp("/fifo")).unwrap_err(), FsError::NotRegularFile);
+        assert_eq!(root.begin_store(&vp("/fifo"), StoreMode::Append, &info()).unwrap_err(), FsError::NotRegularFile);
+        assert_eq!(root.chmod(&vp("/"), 0o777).unwrap_err(), FsError::PermissionDenied);
+    }
+
+    #[test]
+    fn large_directories_stream_and_small_ones_sort() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        for i in (0..10).rev() {
+            std::fs::write(d.path().join(format!("f{i}")), b"").unwrap();
+        }
+        let names: Vec<String> = root.listing(&vp("/"), false).unwrap().map(|f| f.name).collect();
+        assert_eq!(names, (0..10).map(|i| format!("f{i}")).collect::<Vec<_>>());
+        for i in 10..SORTED_LISTING_MAX + 100 {
+            std::fs::write(d.path().join(format!("f{i}")), b"").unwrap();
+        }
+        assert_eq!(root.listing(&vp("/"), false).unwrap().count(), SORTED_LISTING_MAX + 100);
     }
 }

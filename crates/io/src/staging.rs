@@ -303,19 +303,29 @@ pub struct ReceiveStaging {
 }
 
 impl ReceiveStaging {
-    pub fn start(config: StagingConfig, sink: Arc<dyn BlockSink>, abort: Arc<AbortSignal>) -> Arc<Self> {
+    /// `on_written` hears of every range (sink offsets) once its write has
+    /// returned: what a checkpoint may record as held.
+    pub fn start(
+        config: StagingConfig,
+        sink: Arc<dyn BlockSink>,
+        abort: Arc<AbortSignal>,
+        on_written: Option<Arc<dyn Fn(Range<u64>) + Send + Sync>>,
+    ) -> Arc<Self> {
         let count = config.buffers();
         let pool = Arc::new(BufferPool::new(count, config.block));
         let queue: Arc<Queue<(u64, AlignedBuf, usize)>> = Arc::new(Queue::new(count, count));
         let error = Arc::new(Mutex::new(None));
         let writers = (0..config.disk_threads)
             .map(|_| {
-                let (pool, queue, error, sink, abort) =
-                    (pool.clone(), queue.clone(), error.clone(), sink.clone(), abort.clone());
+                let (pool, queue, error, sink, abort, on_written) =
+                    (pool.clone(), queue.clone(), error.clone(), sink.clone(), abort.clone(), on_written.clone());
                 std::thread::spawn(move || {
                     while let Some((offset, buf, len)) = queue.pop(&abort) {
                         let r = sink.write_at(&buf[..len], offset);
                         pool.give(buf);
+                        if let (Ok(()), Some(f)) = (&r, &on_written) {
+                            f(offset..offset + len as u64);
+                        }
                         if let Err(e) = r {
                             error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
                             abort.abort();
@@ -409,6 +419,7 @@ mod tests {
             StagingConfig { bytes: MIN_STAGING, block: 4096, disk_threads: 2 },
             sink.clone(),
             abort,
+            None,
         );
         for i in (0..200u64).rev() {
             let mut buf = staging.buffer().unwrap();

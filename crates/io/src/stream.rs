@@ -93,7 +93,9 @@ impl AbortSignal {
 /// Zero-copy sources go through `sendfile(2)`: the kernel moves page-cache
 /// (or memfd) pages to the socket and the bytes never enter user space.
 /// (`std::io::copy` promises the same for files but fell back to 8 KiB
-/// reads and writes here, at a third of the speed.)
+/// reads and writes here, at a third of the speed.) A source that ends
+/// before `len` bytes (a file truncated while it is sent) is an error:
+/// the receiver would otherwise take the short file for the whole one.
 #[allow(clippy::too_many_arguments)]
 pub fn send(
     source: &dyn BlockSource,
@@ -132,6 +134,9 @@ pub fn send(
             n as u64
         };
         if n == 0 {
+            if len.is_some() {
+                return Err(source_ended(pos));
+            }
             break; // end of the source
         }
         pos += n;
@@ -142,10 +147,19 @@ pub fn send(
     Ok(sent)
 }
 
-/// Sends a source as ASCII text (LF → CRLF) from `offset`.
+fn source_ended(at: u64) -> CopyError {
+    CopyError::Disk(io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        format!("the file ended at byte {at} while it was being sent (it shrank)"),
+    ))
+}
+
+/// Sends a source as ASCII text (LF → CRLF) from `offset` to `end` (to
+/// its end when `None`; a source that ends before `end` is an error).
 pub fn send_ascii(
     source: &dyn BlockSource,
     offset: u64,
+    end: Option<u64>,
     sock: &mut DataStream,
     progress: &AtomicU64,
     abort: &AbortSignal,
@@ -157,9 +171,16 @@ pub fn send_ascii(
     let mut sent = 0;
     loop {
         abort.check()?;
-        let n = source.read_at(&mut buf, pos).map_err(CopyError::Disk)?;
-        if n == 0 {
+        let want = end.map_or(buf.len(), |e| (e.saturating_sub(pos)).min(buf.len() as u64) as usize);
+        if want == 0 {
             return Ok(sent);
+        }
+        let n = source.read_at(&mut buf[..want], pos).map_err(CopyError::Disk)?;
+        if n == 0 {
+            return match end {
+                Some(_) => Err(source_ended(pos)),
+                None => Ok(sent),
+            };
         }
         pos += n as u64;
         out.clear();
@@ -185,22 +206,36 @@ pub fn finish_send(sock: &mut DataStream) -> Result<(), CopyError> {
     sock.finish().map_err(CopyError::Network)
 }
 
-/// Receives until the peer closes, writing at `offset` onwards. Returns
+/// Where received stream-mode data goes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReceiveTo<'a> {
+    /// File offset of the first byte.
+    pub offset: u64,
+    /// TYPE A: CRLF → LF.
+    pub ascii: bool,
+    /// Largest file offset the data may reach (the largest file the server
+    /// stores); beyond it the copy fails with `EFBIG`.
+    pub limit: Option<u64>,
+    /// Updated with the position after the last byte written, as it grows:
+    /// what a checkpoint may record.
+    pub written: Option<&'a AtomicU64>,
+}
+
+/// Receives until the peer closes, writing at `to.offset` onwards. Returns
 /// the bytes received and the position after the last one written (they
 /// differ for ASCII); the caller truncates there when the upload replaces
 /// the file's content (not for APPE or ESTO). A zero-copy sink (a discard)
 /// takes the bytes inside the kernel.
-#[allow(clippy::too_many_arguments)]
 pub fn receive(
     sock: &mut DataStream,
     sink: &dyn BlockSink,
-    offset: u64,
-    ascii: bool,
+    to: ReceiveTo<'_>,
     progress: &AtomicU64,
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
     path: DataPath,
 ) -> Result<(u64, u64), CopyError> {
+    let ReceiveTo { offset, ascii, limit, written } = to;
     if let (false, DataPath::ZeroCopy, true, Some(tcp)) = (ascii, path, sink.zero_copy(), sock.plain()) {
         return receive_discarding(tcp, progress, abort, rate).map(|n| (n, offset + n));
     }
@@ -233,14 +268,22 @@ pub fn receive(
         } else {
             &buf[..n]
         };
+        beyond_limit(pos, chunk.len(), limit)?;
         sink.write_at(chunk, pos).map_err(CopyError::Disk)?;
         pos += chunk.len() as u64;
+        if let Some(w) = written {
+            w.store(pos, Ordering::Release);
+        }
     }
     if ascii {
         text.clear();
         dec.finish(&mut text);
+        beyond_limit(pos, text.len(), limit)?;
         sink.write_at(&text, pos).map_err(CopyError::Disk)?;
         pos += text.len() as u64;
+        if let Some(w) = written {
+            w.store(pos, Ordering::Release);
+        }
     }
     if sock.is_tls() {
         // Answer the sender's close_notify with ours: clients such as
@@ -249,6 +292,14 @@ pub fn receive(
         let _ = sock.finish();
     }
     Ok((received, pos))
+}
+
+/// `EFBIG` when `len` bytes at `pos` would pass `limit`.
+fn beyond_limit(pos: u64, len: usize, limit: Option<u64>) -> Result<(), CopyError> {
+    match limit {
+        Some(l) if pos.saturating_add(len as u64) > l => Err(CopyError::Disk(io::Error::from_raw_os_error(libc::EFBIG))),
+        _ => Ok(()),
+    }
 }
 
 /// Drops everything until the peer closes, in the kernel (`MSG_TRUNC`).
@@ -311,13 +362,34 @@ mod tests {
         let dst = tempfile::tempfile().unwrap();
         dst.set_len(5_000_000_000).unwrap(); // longer stale content, cut by the caller
         let p = AtomicU64::new(0);
-        let (n, end) = receive(&mut sock, &dst, 0, false, &p, &AbortSignal::new(), None, DataPath::Buffered).unwrap();
+        let written = AtomicU64::new(0);
+        let to = ReceiveTo { written: Some(&written), ..ReceiveTo::default() };
+        let (n, end) = receive(&mut sock, &dst, to, &p, &AbortSignal::new(), None, DataPath::Buffered).unwrap();
+        assert_eq!(written.load(Ordering::Relaxed), end);
         assert_eq!(sender.join().unwrap(), n);
         assert_eq!(end, n);
         dst.set_len(end).unwrap();
         let mut got = Vec::new();
         (&dst).read_to_end(&mut got).unwrap();
         assert_eq!(got, &data[1000..]);
+    }
+
+    #[test]
+    fn a_source_shorter_than_announced_is_an_error() {
+        let f = tempfile::tempfile().unwrap();
+        f.set_len(1000).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut sock = DataStream::Plain(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
+        let _peer = listener.accept().unwrap();
+        let p = AtomicU64::new(0);
+        let a = AbortSignal::new();
+        for path in [DataPath::ZeroCopy, DataPath::Buffered] {
+            let r = send(&f, 0, Some(5000), &mut sock, &p, &a, None, path);
+            assert!(matches!(&r, Err(CopyError::Disk(e)) if e.to_string().contains("byte 1000")), "{r:?}");
+        }
+        let r = send_ascii(&f, 0, Some(5000), &mut sock, &p, &a);
+        assert!(matches!(r, Err(CopyError::Disk(_))), "{r:?}");
+        assert_eq!(send_ascii(&f, 0, Some(1000), &mut sock, &p, &a).unwrap(), 1000);
     }
 
     #[test]
@@ -335,7 +407,7 @@ mod tests {
         });
         let f = tempfile::tempfile().unwrap();
         let mut sock = DataStream::Plain(sock);
-        let r = receive(&mut sock, &f, 0, false, &AtomicU64::new(0), &abort, None, DataPath::Buffered);
+        let r = receive(&mut sock, &f, ReceiveTo::default(), &AtomicU64::new(0), &abort, None, DataPath::Buffered);
         assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
         assert!(abort.is_aborted());
     }

@@ -100,6 +100,10 @@ pub enum SiteCommand {
     },
     /// `SITE PROFILE START|STOP`: Ferry's server-side profiler.
     Profile(ProfileRequest),
+    /// `SITE PARTIAL <path>`: what the server holds of an interrupted
+    /// upload to `path` (Ferry; `docs/gridftp.md`, "Asking what a partial
+    /// upload holds").
+    Partial(String),
     Other {
         name: String,
         args: String,
@@ -343,12 +347,10 @@ impl Command {
             return Err(CommandError::Unknown(shown.escape_default().to_string()));
         }
         let verb = std::str::from_utf8(verb_bytes).map_err(|_| CommandError::NotUtf8)?.to_ascii_uppercase();
-        let arg = if verb_end < line.len() {
-            Some(std::str::from_utf8(&line[verb_end + 1..]).map_err(|_| CommandError::NotUtf8)?)
-        } else {
-            None
-        };
-        Self::parse_verb(&verb, arg)
+        // Path arguments are octets (RFC 3659 §2.2): those that are not
+        // UTF-8 are carried by `octets`' reversible escape.
+        let arg = (verb_end < line.len()).then(|| crate::octets::decode(&line[verb_end + 1..]));
+        Self::parse_verb(&verb, arg.as_deref())
     }
 
     fn parse_verb(verb: &str, arg: Option<&str>) -> Result<Command, CommandError> {
@@ -669,6 +671,8 @@ fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
             SiteCommand::Chmod { mode, path: path.to_string() }
         }
         "PROFILE" => SiteCommand::Profile(parse_profile(rest)?),
+        "PARTIAL" if !rest.is_empty() => SiteCommand::Partial(rest.to_string()),
+        "PARTIAL" => return Err(syntax("SITE", "expected PARTIAL <path>")),
         _ => SiteCommand::Other { name, args: rest.to_string() },
     })
 }
@@ -750,6 +754,17 @@ fn kv_to_string(kv: &[(String, String)]) -> String {
     kv.iter().map(|(k, v)| format!("{k}={v};")).collect()
 }
 
+impl Command {
+    /// The line as sent, with CRLF: paths that stand for octets which are
+    /// not UTF-8 go out as those octets, 0xFF doubled for Telnet (see
+    /// `octets::to_control`).
+    pub fn to_wire(&self) -> Vec<u8> {
+        let mut line = crate::octets::to_control(&self.to_string());
+        line.extend_from_slice(b"\r\n");
+        line
+    }
+}
+
 /// The wire form, without CRLF. `Command::parse(x.to_string())` gives `x` back.
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -809,6 +824,7 @@ impl fmt::Display for Command {
                     write!(f, "SITE PROFILE START {interval_ms}{}", if *perf { " PERF" } else { "" })
                 }
                 SiteCommand::Profile(ProfileRequest::Stop) => write!(f, "SITE PROFILE STOP"),
+                SiteCommand::Partial(p) => write!(f, "SITE PARTIAL {p}"),
                 SiteCommand::Other { name, args } if args.is_empty() => write!(f, "SITE {name}"),
                 SiteCommand::Other { name, args } => write!(f, "SITE {name} {args}"),
             },

@@ -40,7 +40,7 @@ pub fn command_parser(data: &[u8]) {
                     out.extend(session.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 }));
                     out
                 }
-                Action::AbortTransfer | Action::Profile(_) => vec![],
+                Action::AbortTransfer | Action::AbortFileOp | Action::Profile(_) => vec![],
                 Action::StartTls(r) => {
                     session.tls_started(Default::default());
                     vec![r]

@@ -17,6 +17,7 @@ pub mod host_port;
 pub mod line;
 pub mod markers;
 pub mod mode_e;
+pub mod octets;
 pub mod path;
 pub mod reply;
 pub mod restart;

@@ -139,9 +139,10 @@ impl Reply {
         self.lines.join("\n")
     }
 
-    /// Wire form, every line ended by CRLF.
+    /// Wire form, every line ended by CRLF; names that are not UTF-8 go
+    /// out as their own octets, 0xFF doubled (see `octets::to_control`).
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.to_string().into_bytes()
+        crate::octets::to_control(&self.to_string())
     }
 }
 
@@ -196,8 +197,8 @@ pub enum ReplyError {
 ///
 /// Bounded: a line longer than `max_line` or a multi-line reply with more
 /// than `max_lines` lines is an error (a hostile server cannot make the
-/// client buffer without limit). Invalid UTF-8 is replaced rather than
-/// rejected, because some servers send Latin-1 file names in listings.
+/// client buffer without limit). Octets that are not UTF-8 (Latin-1 file
+/// names) are kept, through `octets`' reversible escape.
 #[derive(Debug)]
 pub struct ReplyParser {
     buf: Vec<u8>,
@@ -243,7 +244,7 @@ impl ReplyParser {
             if raw.last() == Some(&b'\r') {
                 raw.pop();
             }
-            let line = String::from_utf8_lossy(&raw).into_owned();
+            let line = crate::octets::from_control(&raw);
             if let Some(reply) = self.take_line(line)? {
                 return Ok(Some(reply));
             }

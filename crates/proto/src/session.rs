@@ -88,6 +88,9 @@ pub struct SessionConfig {
     /// Default seconds between restart and performance markers while
     /// receiving in MODE E (Globus: 5; TREV changes it per session).
     pub marker_interval_secs: u32,
+    /// The largest file this server stores: ALLO, ESTO offsets and every
+    /// byte an upload writes are bounded by it (`552` beyond).
+    pub max_file_size: u64,
 }
 
 impl Default for SessionConfig {
@@ -102,9 +105,13 @@ impl Default for SessionConfig {
             require_tls: false,
             require_protected_data: false,
             marker_interval_secs: 5,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
         }
     }
 }
+
+/// The default bound on stored files: 4 TiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 4 << 40;
 
 /// A login for the driver to check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +161,15 @@ pub enum FsError {
     /// not change in place: its other names may lie outside the root
     /// (`docs/security.md`, "Hard links").
     HardLinked,
+    /// A FIFO, socket or device where a regular file is needed: reading one
+    /// could block for ever (`docs/security.md`, "Special files").
+    NotRegularFile,
+    /// Another session is uploading to this name (`docs/partial-files.md`).
+    UploadInProgress,
+    /// The operation would make a file larger than `max_file_size`.
+    TooLarge(u64),
+    /// ABOR stopped the operation.
+    Aborted,
     Other(String),
 }
 
@@ -176,6 +192,18 @@ impl FsError {
                 ReplyCode::FILE_UNAVAILABLE,
                 format!("{path}: File has other hard links; it is not modified in place (replace it with STOR)."),
             ),
+            E::NotRegularFile => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: not a regular file; refused.")),
+            //= RFC 959 §4.2: 450 "Requested file action not taken. File
+            //= unavailable (e.g., file busy)."
+            E::UploadInProgress => (
+                ReplyCode::FILE_BUSY,
+                format!("{path}: an upload to this name is in progress in another session; try again later."),
+            ),
+            E::TooLarge(max) => (
+                ReplyCode::EXCEEDED_STORAGE,
+                format!("{path}: beyond the largest file this server stores ({max} bytes)."),
+            ),
+            E::Aborted => (ReplyCode::TRANSFER_ABORTED, format!("{path}: aborted by ABOR.")),
             E::Other(msg) => (ReplyCode::LOCAL_ERROR, format!("{path}: {msg}.")),
         };
         Reply::new(code, text)
@@ -216,6 +244,20 @@ pub enum FileOp {
         path: VirtualPath,
         mode: u32,
     },
+    /// SITE PARTIAL: what the server holds of an interrupted upload.
+    Partial(VirtualPath),
+}
+
+/// What a partial upload holds (`SITE PARTIAL`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartialFacts {
+    /// The size ALLO announced for it, if any.
+    pub size: Option<u64>,
+    /// Byte ranges that are on the server's disk (end-exclusive).
+    pub ranges: crate::RangeSet,
+    /// XXH128 of those ranges' bytes, concatenated in order (lowercase hex):
+    /// a client compares it with its source before it trusts them.
+    pub xxh128: String,
 }
 
 /// Successful outcome of a [`FileOp`].
@@ -228,6 +270,7 @@ pub enum FileDone {
     Listing(Vec<FileFacts>),
     /// Lowercase hex (ADLER32 and CRC32C as `%08x`, like Globus).
     Checksum(String),
+    Partial(PartialFacts),
 }
 
 /// Checksum algorithms CKSM accepts, as FEAT lists them. XXH128 is the
@@ -402,6 +445,10 @@ pub enum Action {
     /// ABOR arrived while a transfer runs: stop it; its
     /// [`Session::transfer_finished`] then yields the 426/226 pair.
     AbortTransfer,
+    /// ABOR arrived while a file operation runs: stop it if it can be
+    /// stopped (a checksum); its [`Session::file_result`] and then
+    /// [`Session::file_abort_reply`] answer.
+    AbortFileOp,
     /// `SITE PROFILE`: the driver checks that the logged-in user
     /// ([`Session::user`]) may profile, then starts or stops the sampler
     /// and replies itself.
@@ -470,6 +517,8 @@ pub struct Session {
     pending: Pending,
     transfer: Option<TransferKind>,
     abort_requested: bool,
+    /// ABOR arrived while a file operation (a long CKSM) ran.
+    file_abort_requested: bool,
     /// The control connection is TLS (AUTH TLS done).
     tls: bool,
     /// PBSZ was given after AUTH TLS.
@@ -518,6 +567,7 @@ impl Session {
             pending: Pending::None,
             transfer: None,
             abort_requested: false,
+            file_abort_requested: false,
             tls: false,
             pbsz: false,
             prot: ProtectionLevel::Clear,
@@ -611,6 +661,26 @@ impl Session {
         self.bad_commands = 0;
         if self.transfer.is_some() {
             return self.handle_during_transfer(cmd);
+        }
+        if let Pending::File(op) = &self.pending {
+            // A file operation (a checksum of a large file) runs: the
+            // control connection stays alive (NOOP, STAT) and ABOR stops it.
+            // The driver holds other commands until it ends.
+            return match cmd {
+                Command::Abor => {
+                    self.file_abort_requested = true;
+                    Action::AbortFileOp
+                }
+                Command::Noop => Self::reply(ReplyCode::OK, "NOOP ok."),
+                Command::Stat(None) => Self::reply(
+                    ReplyCode::SYSTEM_STATUS,
+                    format!("{} in progress.", op_verb(op)),
+                ),
+                other => Self::reply(
+                    ReplyCode::BAD_SEQUENCE,
+                    format!("{} cannot be served while {} is in progress.", other.verb(), op_verb(op)),
+                ),
+            };
         }
         if self.pending != Pending::None {
             // The driver must finish one request before feeding the next
@@ -739,6 +809,13 @@ impl Session {
                     "Restart Marker OK. Send STORE or RETR to initiate transfer.",
                 )
             }
+            C::Allo(Allo { size, .. }) if size > self.config.max_file_size => Self::reply(
+                ReplyCode::EXCEEDED_STORAGE,
+                format!(
+                    "ALLO {size}: beyond the largest file this server stores ({} bytes).",
+                    self.config.max_file_size
+                ),
+            ),
             C::Allo(Allo { size, .. }) => {
                 self.allocation = Some(size);
                 Self::reply(ReplyCode::OK, "ALLO command successful.")
@@ -785,6 +862,13 @@ impl Session {
             C::Eret { offset, length, path } => {
                 self.transfer(&path, TransferKind::Retrieve, Some(Window { offset, length: Some(length) }))
             }
+            C::Esto { offset, .. } if offset >= self.config.max_file_size => Self::reply(
+                ReplyCode::EXCEEDED_STORAGE,
+                format!(
+                    "ESTO at offset {offset}: beyond the largest file this server stores ({} bytes).",
+                    self.config.max_file_size
+                ),
+            ),
             C::Esto { offset, path } => {
                 self.transfer(&path, TransferKind::Store, Some(Window { offset, length: None }))
             }
@@ -1014,6 +1098,7 @@ impl Session {
                 }
             }
             SiteCommand::Profile(req) => Action::Profile(req),
+            SiteCommand::Partial(path) => self.file_op(&path, false, FileOp::Partial),
             SiteCommand::Other { name, .. } => {
                 Self::reply(ReplyCode::SYNTAX_ERROR, format!("Unknown SITE command {name}; see SITE HELP."))
             }
@@ -1121,6 +1206,19 @@ impl Session {
         Action::File(op)
     }
 
+    /// After [`file_result`](Self::file_result): the reply to an ABOR that
+    /// arrived while the operation ran (RFC 959 §4.1.3: `226` once the
+    /// aborted command has been answered).
+    pub fn file_abort_reply(&mut self) -> Option<Reply> {
+        std::mem::take(&mut self.file_abort_requested)
+            .then(|| Reply::new(ReplyCode::CLOSING_DATA, "ABOR command successful."))
+    }
+
+    /// Whether ABOR asked the running file operation to stop.
+    pub fn file_abort_requested(&self) -> bool {
+        self.file_abort_requested
+    }
+
     /// The driver's outcome of an [`Action::File`].
     pub fn file_result(&mut self, result: Result<FileDone, FsError>) -> Reply {
         let Pending::File(op) = std::mem::replace(&mut self.pending, Pending::None) else {
@@ -1147,8 +1245,10 @@ impl Session {
             (FileOp::Rename { from, to }, _) => ok(format!("Renamed {from} to {to}.")),
             (FileOp::Size(_), FileDone::Size(n)) => Reply::new(ReplyCode::FILE_STATUS, n.to_string()),
             (FileOp::ModTime(_), FileDone::ModTime(t)) => Reply::new(ReplyCode::FILE_STATUS, format_time_val(t)),
-            (FileOp::SetModTime { path, unix_secs }, _) => {
-                Reply::new(ReplyCode::FILE_STATUS, format!("Modify={}; {path}", format_time_val(unix_secs)))
+            // The time the file system took, which may differ from the
+            // one asked for (a file system without times before 1970).
+            (FileOp::SetModTime { path, .. }, FileDone::ModTime(set)) => {
+                Reply::new(ReplyCode::FILE_STATUS, format!("Modify={}; {path}", format_time_val(set)))
             }
             (FileOp::Facts(p), FileDone::Facts(f)) => Reply::multiline(
                 ReplyCode::FILE_ACTION_OK,
@@ -1169,6 +1269,10 @@ impl Session {
             }
             (FileOp::Checksum { .. }, FileDone::Checksum(hex)) => Reply::new(ReplyCode::FILE_STATUS, hex),
             (FileOp::Chmod { .. }, _) => Reply::new(ReplyCode::OK, "SITE CHMOD command successful."),
+            (FileOp::Partial(p), FileDone::Partial(f)) => {
+                let size = f.size.map(|s| format!("Size={s};")).unwrap_or_default();
+                Reply::new(ReplyCode::FILE_STATUS, format!("{size}Ranges={};XXH128={}; {p}", f.ranges, f.xxh128))
+            }
             (op, other) => {
                 Reply::new(ReplyCode::LOCAL_ERROR, format!("Internal error: {op:?} answered with {other:?}."))
             }
@@ -1350,7 +1454,15 @@ impl Session {
                 }
                 vec![Reply::new(ReplyCode::CLOSING_DATA, "Transfer complete.")]
             }
-            TransferOutcome::Complete { .. } | TransferOutcome::Failed(TransferError::Aborted) => {
+            // RFC 959 §4.1.3 ABOR: "the FTP service command was already
+            // completed" — the transfer's own 226 stands (an upload that
+            // took its final name is not reported aborted), then the 226
+            // for the ABOR.
+            TransferOutcome::Complete { .. } => vec![
+                Reply::new(ReplyCode::CLOSING_DATA, "Transfer complete."),
+                Reply::new(ReplyCode::CLOSING_DATA, "ABOR command successful."),
+            ],
+            TransferOutcome::Failed(TransferError::Aborted) => {
                 vec![
                     Reply::new(ReplyCode::TRANSFER_ABORTED, "Connection closed; transfer aborted."),
                     Reply::new(ReplyCode::CLOSING_DATA, "ABOR command successful."),
@@ -1432,6 +1544,7 @@ impl Session {
             " PASV AllowDelayed;".into(),
             " REST STREAM".into(),
             " SBUF".into(),
+            " SITE PARTIAL".into(),
             " SIZE".into(),
             " SPAS".into(),
             " SPOR".into(),
@@ -1522,9 +1635,30 @@ fn op_path(op: &FileOp) -> &VirtualPath {
         | FileOp::Size(p)
         | FileOp::ModTime(p)
         | FileOp::Facts(p)
-        | FileOp::StatListing(p) => p,
+        | FileOp::StatListing(p)
+        | FileOp::Partial(p) => p,
         FileOp::Rename { to, .. } => to,
         FileOp::SetModTime { path, .. } | FileOp::Chmod { path, .. } | FileOp::Checksum { path, .. } => path,
+    }
+}
+
+/// The command behind a file operation, for replies.
+fn op_verb(op: &FileOp) -> &'static str {
+    match op {
+        FileOp::ChangeDir(_) => "CWD",
+        FileOp::MakeDir(_) => "MKD",
+        FileOp::RemoveDir(_) => "RMD",
+        FileOp::Delete(_) => "DELE",
+        FileOp::RenameFrom(_) => "RNFR",
+        FileOp::Rename { .. } => "RNTO",
+        FileOp::Checksum { .. } => "CKSM",
+        FileOp::Size(_) => "SIZE",
+        FileOp::ModTime(_) => "MDTM",
+        FileOp::SetModTime { .. } => "MFMT",
+        FileOp::Facts(_) => "MLST",
+        FileOp::StatListing(_) => "STAT",
+        FileOp::Chmod { .. } => "SITE CHMOD",
+        FileOp::Partial(_) => "SITE PARTIAL",
     }
 }
 
@@ -1564,7 +1698,8 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         .chain([
             "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
             "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
-            "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP".to_string(),
+            "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP,".to_string(),
+            "    SITE PARTIAL <path>".to_string(),
         ]);
     Reply::multiline(code, "The following commands are recognized:", body, "Direct comments to the administrator.")
 }

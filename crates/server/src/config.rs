@@ -149,6 +149,19 @@ pub struct ServerConfig {
     /// On SIGTERM: seconds that transfers in progress may take to finish
     /// (no new connections meanwhile) before the server exits.
     pub shutdown_grace_secs: u64,
+    /// The largest file an upload may create, in bytes (ALLO, ESTO offsets
+    /// and every byte written are bounded by it). Default 4 TiB.
+    pub max_file_size: u64,
+    /// Seconds an abandoned partial upload is kept before it is removed
+    /// (see `docs/partial-files.md`); 0 keeps them for ever. Default a week.
+    pub partial_expiry_secs: u64,
+    /// Checksums (CKSM, SITE PARTIAL) computed at once, server-wide; more
+    /// wait for a free slot. Each reads a file as fast as the disk allows.
+    pub max_checksums: usize,
+    /// Data connections one transfer (one session) may have.
+    pub max_data_connections_per_session: usize,
+    /// Data connections the whole server may have.
+    pub max_data_connections: usize,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -231,6 +244,11 @@ impl Default for ServerConfig {
             tls_client_ca: None,
             cert_map: None,
             shutdown_grace_secs: 60,
+            max_file_size: ferry_proto::session::DEFAULT_MAX_FILE_SIZE,
+            partial_expiry_secs: 7 * 24 * 3600,
+            max_checksums: 4,
+            max_data_connections_per_session: 64,
+            max_data_connections: 1024,
         }
     }
 }
@@ -252,6 +270,10 @@ impl ServerConfig {
 
     pub fn data_timeout(&self) -> Duration {
         Duration::from_secs(self.data_timeout_secs.max(1))
+    }
+
+    pub fn partial_expiry(&self) -> Option<Duration> {
+        (self.partial_expiry_secs > 0).then(|| Duration::from_secs(self.partial_expiry_secs))
     }
 }
 

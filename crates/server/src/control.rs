@@ -110,7 +110,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     let _ = socket2::SockRef::from(&stream).set_out_of_band_inline(true);
     // A duplicate of the socket, for TCP_INFO whatever wraps it later.
     let probe = match stream.as_fd().try_clone_to_owned() {
-        Ok(fd) => fd,
+        Ok(fd) => Arc::new(fd),
         Err(_) => return,
     };
     let (rd, wr) = stream.into_split();
@@ -137,6 +137,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         profiler: Profiler::default(),
         login_by: Instant::now() + ctx_login_timeout,
         drain: ctx_drain,
+        running: None,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -234,7 +235,7 @@ struct Control {
     local: SocketAddr,
     writer: ControlWriter,
     /// The control socket (a duplicate descriptor), for TCP_INFO.
-    probe: OwnedFd,
+    probe: Arc<OwnedFd>,
     /// Releases the clear-text reader after an AUTH line; `None` once TLS.
     gate: Option<mpsc::Sender<Gate>>,
     reader: JoinHandle<()>,
@@ -250,6 +251,16 @@ struct Control {
     login_by: Instant,
     /// True once the server stops accepting (SIGTERM): close when idle.
     drain: tokio::sync::watch::Receiver<bool>,
+    /// A long file operation (CKSM, SITE PARTIAL) running beside the
+    /// control loop, which meanwhile answers NOOP, STAT and ABOR.
+    running: Option<RunningOp>,
+}
+
+/// A file operation running in the background.
+struct RunningOp {
+    done: oneshot::Receiver<Result<FileDone, FsError>>,
+    /// Set by ABOR: the operation stops between two reads.
+    cancel: Arc<AtomicBool>,
 }
 
 /// When the running transfer's next markers are due.
@@ -260,10 +271,13 @@ struct MarkerClock {
 }
 
 impl MarkerClock {
+    /// Restart markers follow the upload's checkpoints
+    /// ([`TransferEvent::Checkpointed`]), not this clock: they report only
+    /// what is on disk.
     fn start(t: &ActiveTransfer) -> Self {
         let now = Instant::now();
         let at = |s: Option<u32>| s.map(|s| (Duration::from_secs(s.into()), now + Duration::from_secs(s.into())));
-        Self { perf: at(t.request.markers.perf_secs), restart: at(t.request.markers.restart_secs) }
+        Self { perf: at(t.request.markers.perf_secs), restart: None }
     }
 
     fn next(&self) -> Option<Instant> {
@@ -320,14 +334,14 @@ impl Control {
         let mut clock = MarkerClock::default();
         let mut deadline = self.deadline();
         loop {
-            if active.is_none() && *self.drain.borrow() {
+            if active.is_none() && self.running.is_none() && *self.drain.borrow() {
                 // The server is shutting down: transfers finish, then go.
                 let r = Reply::new(ReplyCode::SERVICE_UNAVAILABLE, "Server shutting down; try again later.");
                 self.send(&r).await?;
                 let _ = self.writer.shutdown().await;
                 return Ok(());
             }
-            if active.is_none() {
+            if active.is_none() && self.running.is_none() {
                 if let Some(cmd) = queue.pop_front() {
                     match self.process(cmd, &mut active).await? {
                         Flow::Continue => {}
@@ -341,14 +355,28 @@ impl Control {
             tokio::select! {
                 cmd = commands.recv(), if queue.len() < MAX_QUEUED => {
                     let Some(cmd) = cmd else {
+                        if let Some(op) = self.running.take() {
+                            // The checksum notices `control_closed` and stops.
+                            op.cancel.store(true, Ordering::SeqCst);
+                        }
                         self.client_gone(active.take()).await;
                         return Ok(());
                     };
                     deadline = self.deadline();
-                    match (&active, &cmd) {
-                        (Some(t), Ok(c)) if c.is_urgent() || matches!(c, Command::Noop) => {
+                    let busy = active.is_some() || self.running.is_some();
+                    match (busy, &cmd) {
+                        (true, Ok(c)) if c.is_urgent() || matches!(c, Command::Noop) => {
                             match self.session.handle(cmd) {
-                                Action::AbortTransfer => t.abort(),
+                                Action::AbortTransfer => {
+                                    if let Some(t) = &active {
+                                        t.abort();
+                                    }
+                                }
+                                Action::AbortFileOp => {
+                                    if let Some(op) = &self.running {
+                                        op.cancel.store(true, Ordering::SeqCst);
+                                    }
+                                }
                                 Action::Reply(r) => self.send(&r).await?,
                                 other => tracing::warn!(?other, "unexpected action during a transfer"),
                             }
@@ -356,10 +384,28 @@ impl Control {
                         _ => queue.push_back(cmd),
                     }
                 }
+                done = running_done(&mut self.running) => {
+                    let result = done.unwrap_or_else(|_| Err(FsError::Other("internal error".into())));
+                    self.running = None;
+                    let reply = self.session.file_result(result);
+                    self.send(&reply).await?;
+                    if let Some(r) = self.session.file_abort_reply() {
+                        self.send(&r).await?;
+                    }
+                    deadline = self.deadline();
+                }
                 ev = next_event(&mut active) => match ev {
                     Some(TransferEvent::DelayedPassive { kind, addr }) => {
                         let reply = self.session.delayed_passive_reply(kind, addr);
                         self.send(&reply).await?;
+                    }
+                    Some(TransferEvent::Checkpointed) => {
+                        if let Some(t) = active.as_mut().filter(|t| t.request.markers.restart_secs.is_some()) {
+                            let new = t.new_ranges();
+                            if !new.is_empty() {
+                                self.send(&range_marker(&new)).await?;
+                            }
+                        }
                     }
                     Some(TransferEvent::Started { size, reused }) => {
                         let Some(t) = active.as_ref() else { continue };
@@ -400,18 +446,9 @@ impl Control {
                             self.send(&perf_marker(bytes)).await?;
                         }
                     }
-                    if let (Some(t), Some((every, at))) = (active.as_mut(), clock.restart.as_mut()) {
-                        if *at <= now {
-                            *at = now + *every;
-                            let new = t.new_ranges();
-                            if !new.is_empty() {
-                                self.send(&range_marker(&new)).await?;
-                            }
-                        }
-                    }
                 }
                 _ = self.drain.changed(), if !*self.drain.borrow() => {}
-                _ = tokio::time::sleep_until(deadline), if active.is_none() => {
+                _ = tokio::time::sleep_until(deadline), if active.is_none() && self.running.is_none() => {
                     let text = if self.session.user().is_some() {
                         format!("Idle for {} s; closing the control connection.", self.ctx.config.idle_timeout_secs)
                     } else {
@@ -490,6 +527,7 @@ impl Control {
                 self.send(&perf_marker(bytes)).await?;
             }
             if t.request.markers.restart_secs.is_some() {
+                // Committed: every byte is on disk and marked durable.
                 let new = t.new_ranges();
                 if !new.is_empty() {
                     self.send(&range_marker(&new)).await?;
@@ -541,19 +579,35 @@ impl Control {
             }
             Action::Login(req) => {
                 // An address locked out after repeated failures is refused
-                // without its password being checked (lockout.rs).
-                if let Some(left) = self.ctx.lockout.locked(self.peer.ip()) {
-                    self.send(&Reply::new(ReplyCode::SERVICE_UNAVAILABLE, crate::lockout::refusal(left))).await?;
-                    let _ = self.writer.shutdown().await;
-                    return Ok(Flow::Close);
-                }
+                // without its password being checked (lockout.rs). The
+                // attempt counts from now, not from when it fails: checks
+                // under way count against the threshold too.
+                let ctx = self.ctx.clone();
+                let attempt = match ctx.lockout.begin(self.peer.ip()) {
+                    Ok(a) => a,
+                    Err(left) => {
+                        self.send(&Reply::new(ReplyCode::SERVICE_UNAVAILABLE, crate::lockout::refusal(left))).await?;
+                        let _ = self.writer.shutdown().await;
+                        return Ok(Flow::Close);
+                    }
+                };
                 let granted = self.login(req).await;
                 if granted.is_none() {
-                    self.ctx.lockout.failed(self.peer.ip());
+                    attempt.failed();
                     tokio::time::sleep(Duration::from_millis(self.ctx.config.login_failure_delay_ms)).await;
+                } else {
+                    drop(attempt);
                 }
                 let next = self.session.login_result(granted);
                 return Box::pin(self.act(next, active)).await;
+            }
+            Action::File(op @ (FileOp::Checksum { .. } | FileOp::Partial(_))) => {
+                let Some(root) = self.root.clone() else {
+                    let reply = self.session.file_result(Err(FsError::PermissionDenied));
+                    self.send(&reply).await?;
+                    return Ok(Flow::Continue);
+                };
+                self.running = Some(self.start_long_op(root, op));
             }
             Action::File(op) => {
                 let change = change_of(&op);
@@ -616,6 +670,8 @@ impl Control {
                 };
                 self.sync_channels();
                 let ctx = TransferContext {
+                    user: self.user.clone(),
+                    control: self.probe.clone(),
                     server: self.ctx.clone(),
                     root,
                     channels: std::mem::take(&mut self.channels),
@@ -629,7 +685,7 @@ impl Control {
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));
             }
-            Action::AbortTransfer => {}
+            Action::AbortTransfer | Action::AbortFileOp => {}
             Action::Profile(req) => {
                 let may = self.ctx.users().may_profile(&self.user);
                 let reply = self.profiler.handle(req, may).await;
@@ -637,6 +693,46 @@ impl Control {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// Starts a checksum (CKSM, SITE PARTIAL) beside the control loop. At
+    /// most `max_checksums` run server-wide; the others wait for a slot
+    /// (without a thread), and ABOR or the client leaving stops one
+    /// waiting or running.
+    fn start_long_op(&self, root: Arc<Root>, op: FileOp) -> RunningOp {
+        let (tx, done) = oneshot::channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (ctx, closed, stop) = (self.ctx.clone(), self.control_closed.clone(), cancel.clone());
+        let peer = self.peer;
+        tokio::spawn(async move {
+            let slots = ctx.checksum_slots.clone();
+            let permit = match slots.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    tracing::info!(%peer, limit = ctx.config.max_checksums, "checksum waits for a free slot");
+                    loop {
+                        tokio::select! {
+                            p = slots.clone().acquire_owned() => break p.expect("never closed"),
+                            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                                if stop.load(Ordering::SeqCst) || closed.load(Ordering::SeqCst) {
+                                    let _ = tx.send(Err(FsError::Aborted));
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            let abandoned = move || stop.load(Ordering::SeqCst) || closed.load(Ordering::SeqCst);
+            let result = tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                long_file_op(&root, &ctx, op, &abandoned)
+            })
+            .await
+            .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
+            let _ = tx.send(result);
+        });
+        RunningOp { done, cancel }
     }
 
     /// Runs the TLS handshake after the `234` (RFC 4217 §4). A failed
@@ -761,6 +857,13 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
+async fn running_done(running: &mut Option<RunningOp>) -> Result<Result<FileDone, FsError>, oneshot::error::RecvError> {
+    match running {
+        Some(op) => (&mut op.done).await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn next_event(active: &mut Option<ActiveTransfer>) -> Option<TransferEvent> {
     match active {
         Some(t) => t.events.recv().await,
@@ -788,9 +891,31 @@ fn memory_facts(ctx: &ServerContext, path: &VirtualPath) -> Option<ferry_proto::
     })
 }
 
-/// Runs a file-system command on a blocking thread. `closed` tells a long
-/// one (CKSM) that the client has gone, so it stops.
-fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, closed: &AtomicBool) -> Result<FileDone, FsError> {
+/// A checksum (CKSM of a file, or of a partial upload's ranges), on a
+/// blocking thread; `abandoned` says ABOR came or the client has gone.
+fn long_file_op(root: &Root, ctx: &ServerContext, op: FileOp, abandoned: &dyn Fn() -> bool) -> Result<FileDone, FsError> {
+    match op {
+        FileOp::Checksum { path, algorithm, offset, length } => {
+            let r = ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length, abandoned);
+            if r.is_err() && abandoned() {
+                tracing::info!(path = %path, "checksum abandoned: ABOR, or the client closed the connection");
+                return Err(FsError::Aborted);
+            }
+            r.map(FileDone::Checksum)
+        }
+        FileOp::Partial(path) => {
+            let r = root.partial_facts(&path, abandoned);
+            if r.is_err() && abandoned() {
+                return Err(FsError::Aborted);
+            }
+            r.map(FileDone::Partial)
+        }
+        other => file_op(root, ctx, other, &AtomicBool::new(false)),
+    }
+}
+
+/// Runs a file-system command on a blocking thread.
+fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, _closed: &AtomicBool) -> Result<FileDone, FsError> {
     match &op {
         FileOp::Size(p) | FileOp::Facts(p) => {
             if let Some(f) = memory_facts(ctx, p) {
@@ -817,18 +942,11 @@ fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, closed: &AtomicBool) ->
             Ok(FileDone::Size(f.size))
         }
         FileOp::ModTime(p) => root.facts(&p).map(|f| FileDone::ModTime(f.modified)),
-        FileOp::SetModTime { path, unix_secs } => root.set_modified(&path, unix_secs).map(|_| FileDone::Done),
+        FileOp::SetModTime { path, unix_secs } => root.set_modified(&path, unix_secs).map(FileDone::ModTime),
         FileOp::Facts(p) => root.facts(&p).map(FileDone::Facts),
         FileOp::StatListing(p) => root.list(&p, false).map(FileDone::Listing),
         FileOp::Chmod { path, mode } => root.chmod(&path, mode).map(|_| FileDone::Done),
-        FileOp::Checksum { path, algorithm, offset, length } => {
-            let abandoned = || closed.load(Ordering::SeqCst);
-            let r = ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length, &abandoned);
-            if r.is_err() && abandoned() {
-                tracing::info!(path = %path, "checksum abandoned: the client closed the connection");
-            }
-            r.map(FileDone::Checksum)
-        }
+        op @ (FileOp::Checksum { .. } | FileOp::Partial(_)) => long_file_op(root, ctx, op, &|| false),
     }
 }
 
@@ -845,6 +963,10 @@ fn fs_words(e: &FsError) -> String {
         FsError::InvalidName(why) => format!("invalid name ({why})"),
         FsError::NoSpace => "no space left".into(),
         FsError::HardLinked => "has other hard links; not changed in place".into(),
+        FsError::NotRegularFile => "not a regular file".into(),
+        FsError::UploadInProgress => "an upload to this name is in progress".into(),
+        FsError::TooLarge(max) => format!("beyond the largest file this server stores ({max} bytes)"),
+        FsError::Aborted => "aborted by ABOR".into(),
         FsError::Other(why) => why.clone(),
     }
 }

@@ -47,7 +47,16 @@ impl PortAllocator {
                 Err(e) => return Err(e),
             }
         }
-        Err(last_err.unwrap_or_else(|| io::Error::new(io::ErrorKind::AddrInUse, "passive port range exhausted")))
+        // Every port is held (by idle sessions' PASV, or TIME-WAIT): say
+        // so, rather than the last bind's bare "Address already in use".
+        let why = last_err.map(|e| e.to_string()).unwrap_or_default();
+        Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!(
+                "all {span} ports of the passive port range {}-{} are in use ({why}); try again later",
+                range.low, range.high
+            ),
+        ))
     }
 }
 

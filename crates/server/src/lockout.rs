@@ -11,6 +11,12 @@
 //! failure. A successful login does not clear the count (a guesser that
 //! owns one account must not be able to reset it).
 //!
+//! An attempt counts from the moment its check begins ([`LoginLockout::begin`]),
+//! not from when it fails: a password check takes a while (argon2id), and
+//! sixty connections that all ask at once must not all be checked because
+//! none has failed yet. Checks under way count against the threshold; a
+//! success gives its place back.
+//!
 //! IPv6 clients are counted per /64, the block one host usually owns.
 //!
 //! The table is bounded: at most [`MAX_TRACKED`] addresses, expired
@@ -28,7 +34,33 @@ pub(crate) const MAX_TRACKED: usize = 16_384;
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     failures: u32,
+    /// Checks under way.
+    pending: u32,
     last: Instant,
+}
+
+/// A login check under way; [`failed`](Self::failed) counts it as a
+/// failure, dropping it otherwise gives its place back.
+#[derive(Debug)]
+pub(crate) struct Attempt<'a> {
+    lockout: &'a LoginLockout,
+    ip: Option<IpAddr>,
+}
+
+impl Attempt<'_> {
+    pub fn failed(mut self) {
+        if let Some(ip) = self.ip.take() {
+            self.lockout.settle(ip, true, Instant::now());
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if let Some(ip) = self.ip.take() {
+            self.lockout.settle(ip, false, Instant::now());
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -45,8 +77,64 @@ impl LoginLockout {
     }
 
     /// Records a failed login from `ip`; returns whether it is now locked.
+    #[cfg(test)]
     pub fn failed(&self, ip: IpAddr) -> bool {
         self.failed_at(key(ip), Instant::now())
+    }
+
+    /// Starts a login check from `ip`, or says how long it is locked out:
+    /// failures and checks under way together may not pass the threshold.
+    pub fn begin(&self, ip: IpAddr) -> Result<Attempt<'_>, Duration> {
+        self.begin_at(key(ip), Instant::now())
+    }
+
+    fn begin_at(&self, ip: IpAddr, now: Instant) -> Result<Attempt<'_>, Duration> {
+        if self.threshold == 0 {
+            return Ok(Attempt { lockout: self, ip: None });
+        }
+        if let Some(left) = self.locked_at(ip, now) {
+            return Err(left);
+        }
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        self.make_room(&mut map, ip, now);
+        let e = map.entry(ip).or_insert(Entry { failures: 0, pending: 0, last: now });
+        if now.duration_since(e.last) >= self.window && e.pending == 0 {
+            *e = Entry { failures: 0, pending: 0, last: now };
+        }
+        if e.failures.saturating_add(e.pending) >= self.threshold {
+            // Checks under way may still fail: wait for their verdict.
+            return Err(self.window);
+        }
+        e.pending += 1;
+        Ok(Attempt { lockout: self, ip: Some(ip) })
+    }
+
+    fn settle(&self, ip: IpAddr, failed: bool, now: Instant) {
+        let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = map.get_mut(&ip) {
+            e.pending = e.pending.saturating_sub(1);
+            if failed {
+                if now.duration_since(e.last) >= self.window {
+                    e.failures = 0;
+                }
+                e.failures = e.failures.saturating_add(1);
+                e.last = now;
+            }
+        }
+    }
+
+    /// Keeps the table bounded before `ip` is added.
+    fn make_room(&self, map: &mut HashMap<IpAddr, Entry>, ip: IpAddr, now: Instant) {
+        if map.len() >= MAX_TRACKED && !map.contains_key(&ip) {
+            let window = self.window;
+            map.retain(|_, e| e.pending > 0 || now.duration_since(e.last) < window);
+            if map.len() >= MAX_TRACKED {
+                if let Some(oldest) = map.iter().filter(|(_, e)| e.pending == 0).min_by_key(|(_, e)| e.last).map(|(k, _)| *k)
+                {
+                    map.remove(&oldest);
+                }
+            }
+        }
     }
 
     /// How much longer `ip` is locked out, if it is.
@@ -54,21 +142,14 @@ impl LoginLockout {
         self.locked_at(key(ip), Instant::now())
     }
 
+    #[cfg(test)]
     fn failed_at(&self, ip: IpAddr, now: Instant) -> bool {
         if self.threshold == 0 {
             return false;
         }
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_TRACKED && !map.contains_key(&ip) {
-            let window = self.window;
-            map.retain(|_, e| now.duration_since(e.last) < window);
-            if map.len() >= MAX_TRACKED {
-                if let Some(oldest) = map.iter().min_by_key(|(_, e)| e.last).map(|(k, _)| *k) {
-                    map.remove(&oldest);
-                }
-            }
-        }
-        let e = map.entry(ip).or_insert(Entry { failures: 0, last: now });
+        self.make_room(&mut map, ip, now);
+        let e = map.entry(ip).or_insert(Entry { failures: 0, pending: 0, last: now });
         if now.duration_since(e.last) >= self.window {
             // The previous burst is over: count afresh.
             *e = Entry { failures: 0, last: now };
@@ -128,6 +209,25 @@ mod tests {
         // A failure long after the last starts a new count.
         assert!(!l.failed_at(ip, t0 + Duration::from_secs(200)));
         assert_eq!(refusal(Duration::from_millis(1500)), "Too many failed logins from your address; try again in 2 s.");
+    }
+
+    #[test]
+    fn attempts_count_from_when_they_start() {
+        let l = LoginLockout::new(3, Duration::from_secs(60));
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let t0 = Instant::now();
+        // Three checks at once fill the threshold; a fourth is refused
+        // before any has failed.
+        let a: Vec<_> = (0..3).map(|_| l.begin_at(ip, t0).unwrap()).collect();
+        assert!(l.begin_at(ip, t0).is_err());
+        // A success gives its place back; failures stay counted.
+        let mut a = a.into_iter();
+        drop(a.next());
+        assert!(l.begin_at(ip, t0).is_ok());
+        a.for_each(Attempt::failed);
+        let b = l.begin_at(ip, t0).unwrap();
+        b.failed();
+        assert!(l.locked_at(ip, t0).is_some(), "three failures lock the address");
     }
 
     #[test]

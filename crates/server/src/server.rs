@@ -88,7 +88,47 @@ pub(crate) struct ServerContext {
     pub lockout: crate::lockout::LoginLockout,
     pub passwords: crate::passwords::PasswordChecker,
     pub metrics: Arc<crate::metrics::ServerMetrics>,
+    /// Checksums computed at once (`max_checksums`).
+    pub checksum_slots: Arc<Semaphore>,
+    /// Data connections open on the whole server (`max_data_connections`).
+    pub data_connections: Arc<Semaphore>,
+    /// Where transfers run: their blocking threads (one per data
+    /// connection) come from this runtime's pool, so however many idle
+    /// data connections clients open, the control channels' file work
+    /// (CWD, SIZE, MKD...) on the main runtime's pool never waits for them.
+    pub data_runtime: DataRuntime,
     per_ip: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// The runtime transfers run on (see [`ServerContext::data_runtime`]).
+#[derive(Debug)]
+pub(crate) struct DataRuntime(Option<tokio::runtime::Runtime>);
+
+impl DataRuntime {
+    fn new(max_connections: usize) -> std::io::Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            // One blocking thread per data connection, plus each
+            // transfer's own (opening files, committing, stream copies).
+            .max_blocking_threads(max_connections + 64)
+            .thread_name("ferry-data")
+            .enable_all()
+            .build()?;
+        Ok(Self(Some(rt)))
+    }
+
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        self.0.as_ref().expect("present until dropped").handle()
+    }
+}
+
+impl Drop for DataRuntime {
+    fn drop(&mut self) {
+        // Dropped from async code at shutdown: do not block there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// Held for a session's lifetime; releases its place in the limits on drop.
@@ -141,8 +181,9 @@ impl Server {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
         }
-        let root = Root::open(&config.root)
+        let mut root = Root::open(&config.root)
             .with_context(|| format!("cannot open the served directory {}", config.root.display()))?;
+        root.set_partial_expiry(config.partial_expiry());
         let users = match &config.users {
             Some(p) => UserDb::load(p)?,
             None => UserDb::empty(),
@@ -169,13 +210,18 @@ impl Server {
             tls_available: tls.is_some(),
             require_tls: config.require_tls,
             require_protected_data: config.require_protected_data,
+            max_file_size: config.max_file_size,
             ..SessionConfig::default()
         };
         let listener =
             TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
         let sessions = Arc::new(Semaphore::new(config.max_sessions.max(1)));
         let (drain, draining) = watch::channel(false);
+        let data_runtime = DataRuntime::new(config.max_data_connections).context("starting the data runtime")?;
         let ctx = Arc::new(ServerContext {
+            checksum_slots: Arc::new(Semaphore::new(config.max_checksums.max(1))),
+            data_connections: Arc::new(Semaphore::new(config.max_data_connections.max(1))),
+            data_runtime,
             ports: PortAllocator::new(config.passive_ports),
             checksums: crate::checksums::ChecksumCache::new(4096),
             tls: RwLock::new(tls.map(Arc::new)),

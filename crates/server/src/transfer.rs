@@ -11,29 +11,75 @@
 //! The session's data channels — the passive listener and, in MODE E, the
 //! connections left open by the last transfer — travel into the task and
 //! come back with its result, so the next transfer can reuse them.
+//!
+//! An upload holds a claim on its name from the moment its partial file
+//! is opened until its last write has returned (`ferry_io::partial`). While
+//! it runs it checkpoints what is on disk (synced, then recorded) on a
+//! clock that starts at one second and doubles up to the marker interval;
+//! the 111 restart markers report only checkpointed ranges. It ends either
+//! committed (synced and renamed: the 226 means every byte is on disk) or
+//! abandoned (the reservation returned, what arrived recorded for a
+//! resume). Which of the two is decided once ([`Verdict`]): ABOR or the
+//! client leaving can stop a transfer only before it starts to commit, and
+//! a committed upload is never logged or answered as failed.
 
 use crate::data;
 use crate::server::ServerContext;
 use ferry_io::endpoint::{NullSink, ZeroSource};
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::rate::RateLimit;
-use ferry_io::root::{Root, StoreMode, Upload};
+use ferry_io::root::{Listing, Root, StoreMode, Upload, UploadInfo};
 use ferry_io::socket::configure_data_socket;
-use ferry_io::stream::{self, AbortSignal, CopyError};
+use ferry_io::stream::{self, AbortSignal, CopyError, ReceiveTo};
 use ferry_io::tls::{DataProtection, DataStream};
 use ferry_proto::command::{RestArg, TransferMode, TransferType};
 use ferry_proto::session::{
     DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
 };
 use ferry_proto::{RangeSet, VirtualPath};
-use std::io;
+use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
+
+/// How a transfer ends, decided once: committed, or stopped by ABOR or the
+/// client leaving — whichever comes first.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict(AtomicU8);
+
+const OPEN: u8 = 0;
+const COMMITTING: u8 = 1;
+const STOPPED: u8 = 2;
+
+impl Verdict {
+    /// The transfer may take its final form: false if it was stopped.
+    fn commit(&self) -> bool {
+        self.0.compare_exchange(OPEN, COMMITTING, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+    }
+
+    /// Stops the transfer unless it has begun to commit; true if stopped.
+    fn stop(&self) -> bool {
+        match self.0.compare_exchange(OPEN, STOPPED, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => true,
+            Err(state) => state == STOPPED,
+        }
+    }
+}
+
+/// The first checkpoint of an upload comes after this; the interval then
+/// doubles up to the marker interval, so a client killed early still finds
+/// most of what it sent recorded.
+const FIRST_CHECKPOINT: Duration = Duration::from_secs(1);
+
+/// In stream mode without ALLO, how long the server waits after the data
+/// connection closes for a control connection that is closing too (a
+/// killed client's sockets close within microseconds of each other).
+const STREAM_COMMIT_GRACE: Duration = Duration::from_millis(5);
 
 /// A session's data channels between transfers.
 #[derive(Debug, Default)]
@@ -48,6 +94,9 @@ pub(crate) struct DataChannels {
     /// The profiler's hold on data connections (see [`TransferContext`]),
     /// dropped with them.
     pub probes: Vec<ferry_profile::StreamHandle>,
+    /// The cached connections' places in the server's data-connection
+    /// budget (`max_data_connections`).
+    pub permits: Vec<OwnedSemaphorePermit>,
 }
 
 impl DataChannels {
@@ -55,6 +104,7 @@ impl DataChannels {
     fn drop_cached(&mut self) {
         self.cached.clear();
         self.probes.clear();
+        self.permits.clear();
     }
 }
 
@@ -72,6 +122,8 @@ pub(crate) enum TransferEvent {
         size: Option<u64>,
         reused: bool,
     },
+    /// An upload checkpointed: the restart marker may report it.
+    Checkpointed,
     Finished {
         outcome: TransferOutcome,
         channels: DataChannels,
@@ -85,8 +137,9 @@ pub(crate) struct ActiveTransfer {
     pub request: TransferRequest,
     pub started: Instant,
     pub progress: Arc<AtomicU64>,
-    /// Ranges received so far (MODE E uploads): the source of 111 markers.
-    pub received: Arc<ReceiveState>,
+    /// Ranges an upload has checkpointed (header coordinates): the source
+    /// of 111 markers, which never report bytes a crash could lose.
+    pub durable: Arc<Mutex<RangeSet>>,
     /// Ranges already reported in 111 markers.
     pub reported: RangeSet,
     abort: Arc<AbortSignal>,
@@ -94,18 +147,23 @@ pub(crate) struct ActiveTransfer {
     /// Set only by [`abort`](Self::abort): the engine also trips `abort`
     /// to stop sibling streams when one fails, which is not an ABOR.
     stopped: Arc<AtomicBool>,
+    verdict: Arc<Verdict>,
 }
 
 impl ActiveTransfer {
+    /// ABOR, or the client has gone: stops the transfer unless it has
+    /// begun to commit (then it completes, and is reported complete).
     pub fn abort(&self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        self.abort.abort();
-        self.abort_notify.notify_one();
+        if self.verdict.stop() {
+            self.stopped.store(true, Ordering::SeqCst);
+            self.abort.abort();
+            self.abort_notify.notify_one();
+        }
     }
 
-    /// Ranges received since the last call: the next `111` marker.
+    /// Ranges checkpointed since the last call: the next `111` marker.
     pub fn new_ranges(&mut self) -> RangeSet {
-        let now = self.received.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let now = self.durable.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let new = now.difference(&self.reported);
         self.reported = now;
         new
@@ -133,6 +191,11 @@ pub(crate) struct TransferContext {
     /// PROT P: TLS on every data connection, this server as TLS server
     /// (RFC 4217 §7), whichever side opened the TCP connection.
     pub protection: DataProtection,
+    /// The logged-in user (recorded with a partial upload).
+    pub user: String,
+    /// The control connection (a duplicate descriptor): whether the
+    /// client is still there is read from the kernel's TCP state.
+    pub control: Arc<OwnedFd>,
 }
 
 enum Prepared {
@@ -143,7 +206,7 @@ enum Prepared {
         ranges: Vec<Range<u64>>,
         header_base: u64,
     },
-    Listing(Vec<u8>),
+    Listing(ListingJob),
     /// `base`: where the first stream-mode byte goes, or what MODE E block
     /// offsets are relative to. `done`: ranges the client said it had (REST).
     Receive {
@@ -153,10 +216,44 @@ enum Prepared {
     },
 }
 
+/// A directory listing, formatted as it is sent (never whole in memory).
+struct ListingJob {
+    entries: Listing,
+    format: ListFormat,
+    writable: bool,
+    now: i64,
+}
+
+impl ListingJob {
+    /// Writes every line to `out`, checking `abort` between entries.
+    fn write_to(self, out: &mut impl Write, abort: &AbortSignal) -> io::Result<u64> {
+        let mut n = 0u64;
+        for e in self.entries {
+            if abort.is_aborted() {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "aborted"));
+            }
+            let line = match self.format {
+                ListFormat::Long => e.list_line(self.now),
+                ListFormat::Names => e.name.clone(),
+                ListFormat::Machine => e.mlsx_line(self.writable, &e.name),
+            };
+            // Names travel as their own octets (RFC 3659 §2.2), but a CR
+            // or LF in one must not end a line.
+            let mut bytes = ferry_proto::octets::encode(&line).into_owned();
+            bytes.iter_mut().filter(|b| **b == b'\r' || **b == b'\n').for_each(|b| *b = b' ');
+            bytes.extend_from_slice(b"\r\n");
+            out.write_all(&bytes)?;
+            n += bytes.len() as u64;
+        }
+        out.flush()?;
+        Ok(n)
+    }
+}
+
 /// Where received data goes.
 enum Destination {
     /// A file upload, committed to its final name when complete.
-    Upload { upload: Upload, mode: StoreMode },
+    Upload { upload: Arc<Upload>, mode: StoreMode },
     /// The memory-to-memory sink (`/dev/null` with `memory_paths`).
     Discard,
 }
@@ -229,6 +326,8 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let progress = Arc::new(AtomicU64::new(0));
     let received = Arc::new(ReceiveState::default());
     let stopped = Arc::new(AtomicBool::new(false));
+    let verdict = Arc::new(Verdict::default());
+    let durable = Arc::new(Mutex::new(RangeSet::new()));
     let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
     let staging = staging_for(&ctx);
     let task = Task {
@@ -237,22 +336,42 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         tx,
         ctl: TransferControl { abort: abort.clone(), staging, ..TransferControl::shared(progress.clone(), rate) },
         abort_notify: abort_notify.clone(),
-        received: received.clone(),
+        received,
         stopped: stopped.clone(),
         probes: Arc::default(),
+        verdict: verdict.clone(),
+        durable: durable.clone(),
+        upload: None,
+        written_to: Arc::new(AtomicU64::new(0)),
+        permits: Arc::default(),
+        failure: Arc::default(),
     };
-    tokio::spawn(task.run());
+    // On the data runtime: its blocking threads are the data connections'.
+    let rt = task.ctx.server.data_runtime.handle().clone();
+    rt.spawn(task.run());
     ActiveTransfer {
         events,
         request,
         started: Instant::now(),
         progress,
-        received,
+        durable,
         reported: RangeSet::new(),
         abort,
         abort_notify,
         stopped,
+        verdict,
     }
+}
+
+/// What an upload's file holds besides what this transfer writes, and how
+/// this transfer's writes map into it.
+#[derive(Debug, Clone)]
+struct UploadPlan {
+    mode: StoreMode,
+    /// File offset of header offset 0 (MODE E) or of the first byte (stream).
+    base: u64,
+    /// Ranges the client said the file has (REST), in header coordinates.
+    done: RangeSet,
 }
 
 struct Task {
@@ -265,6 +384,17 @@ struct Task {
     stopped: Arc<AtomicBool>,
     /// The profiler's registrations of this transfer's new connections.
     probes: Arc<Mutex<Vec<ferry_profile::StreamHandle>>>,
+    verdict: Arc<Verdict>,
+    /// Shared with [`ActiveTransfer::durable`].
+    durable: Arc<Mutex<RangeSet>>,
+    /// The upload in progress and how this transfer writes into it.
+    upload: Option<(Arc<Upload>, UploadPlan)>,
+    /// Stream mode: the file offset after the last byte written.
+    written_to: Arc<AtomicU64>,
+    /// This transfer's places in the server's data-connection budget.
+    permits: Arc<Mutex<Vec<OwnedSemaphorePermit>>>,
+    /// Why a helper task (the acceptor) failed the transfer.
+    failure: Arc<Mutex<Option<TransferError>>>,
 }
 
 /// Registers a data connection with the profiler, if one runs.
@@ -292,6 +422,20 @@ impl Task {
                 TransferOutcome::Failed(e)
             }
         };
+        if let (TransferOutcome::Failed(e), Some((upload, _))) = (&outcome, &self.upload) {
+            // Every writer has returned: record what arrived, give back
+            // what was reserved; the claim goes with the last reference.
+            let (_, held) = self.held_now();
+            let upload = upload.clone();
+            tracing::debug!(error = ?e, held = %held, "upload failed; partial kept for a resume");
+            let _ = tokio::task::spawn_blocking(move || upload.abandon(&held)).await;
+        }
+        self.upload = None;
+        // The kept connections keep their places in the budget.
+        let mut permits = std::mem::take(&mut *self.permits.lock().unwrap_or_else(|e| e.into_inner()));
+        permits.truncate(self.ctx.channels.cached.len().saturating_sub(self.ctx.channels.permits.len()));
+        self.ctx.channels.permits.extend(permits);
+        self.ctx.channels.permits.truncate(self.ctx.channels.cached.len());
         if self.request.mode == TransferMode::Stream {
             // Stream mode uses a listener once.
             self.ctx.channels.listener = None;
@@ -323,9 +467,14 @@ impl Task {
         let root = self.ctx.root.clone();
         let req = self.request.clone();
         let server = self.ctx.server.clone();
-        let (prepared, size) = tokio::task::spawn_blocking(move || prepare(&root, &server.config, &req))
+        let user = self.ctx.user.clone();
+        let (prepared, size) = tokio::task::spawn_blocking(move || prepare(&root, &server.config, &req, &user))
             .await
             .map_err(|e| TransferError::Local(e.to_string()))??;
+        if let Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } = &prepared {
+            self.written_to.store(*base, Ordering::Relaxed);
+            self.upload = Some((upload.clone(), UploadPlan { mode: *mode, base: *base, done: done.clone() }));
+        }
         let reuse = self.request.channel.reuse && !self.ctx.channels.cached.is_empty();
         if !reuse {
             self.ctx.channels.drop_cached();
@@ -353,6 +502,11 @@ impl Task {
         if self.stopped.load(Ordering::SeqCst) {
             return Err(TransferError::Aborted);
         }
+        if let Some(e) = self.failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if result.is_err() {
+                return Err(e);
+            }
+        }
         match result {
             // The engine stopped itself because a stream failed; the
             // failure, not an ABOR, is the outcome.
@@ -371,6 +525,8 @@ impl Task {
     }
 
     fn data_socket(&self, s: TcpStream) -> Result<DataStream, TransferError> {
+        let permit = self.ctx.server.data_connections.clone().try_acquire_owned().map_err(|_| too_many_data())?;
+        self.permits.lock().unwrap_or_else(|e| e.into_inner()).push(permit);
         let sock = s.into_std().map_err(|e| TransferError::DataConnection(e.to_string()))?;
         configure_data_socket(&sock, self.buffer(), self.timeout())
             .and_then(|()| self.ctl.abort.register(&sock))
@@ -417,8 +573,10 @@ impl Task {
         let ascii = self.request.ty == TransferType::Ascii;
         let ctl = self.ctl.clone();
         let timeout = self.timeout();
-        let copied = tokio::task::spawn_blocking(move || -> Result<Copied, TransferError> {
-            let map = |e: CopyError| copy_error(e, timeout);
+        let max = self.ctx.server.config.max_file_size;
+        let written_to = self.written_to.clone();
+        let copy = tokio::task::spawn_blocking(move || -> Result<Copied, TransferError> {
+            let map = |e: CopyError| copy_error(e, timeout, max);
             let rate = ctl.rate.as_deref();
             let sent = match prepared {
                 Prepared::Send { source, ranges, .. } => {
@@ -428,20 +586,29 @@ impl Task {
                         _ => return Err(TransferError::BadRestart("stream mode sends one range".into())),
                     };
                     if ascii {
-                        stream::send_ascii(&*source, start, &mut sock, &ctl.progress, &ctl.abort)
+                        let end = len.map(|l| start + l);
+                        stream::send_ascii(&*source, start, end, &mut sock, &ctl.progress, &ctl.abort)
                     } else {
                         stream::send(&*source, start, len, &mut sock, &ctl.progress, &ctl.abort, rate, ctl.path)
                     }
                 }
-                Prepared::Listing(bytes) => stream::send_bytes(&bytes, &mut sock, &ctl.abort),
+                Prepared::Listing(job) => {
+                    let mut out = io::BufWriter::with_capacity(64 << 10, &mut sock);
+                    let r = job.write_to(&mut out, &ctl.abort);
+                    drop(out);
+                    r.map_err(|e| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) })
+                }
                 Prepared::Receive { sink, base, .. } => {
                     let target = sink.sink(false)?;
+                    let to = ReceiveTo { offset: base, ascii, limit: Some(max), written: Some(&written_to) };
                     let (bytes, end) =
-                        stream::receive(&mut sock, &*target, base, ascii, &ctl.progress, &ctl.abort, rate, ctl.path)
+                        stream::receive(&mut sock, &*target, to, &ctl.progress, &ctl.abort, rate, ctl.path)
                             .map_err(map)?;
                     if let Destination::Upload { upload, mode: StoreMode::Replace | StoreMode::Resume } = &sink {
-                        // Older, longer content is not part of the new file.
-                        upload.file.set_len(end).map_err(|e| map(CopyError::Disk(e)))?;
+                        if !upload.in_place() {
+                            // Older, longer content is not part of the new file.
+                            upload.file.set_len(end).map_err(|e| map(CopyError::Disk(e)))?;
+                        }
                     }
                     return Ok(Copied::Received { sink, bytes, end });
                 }
@@ -449,9 +616,8 @@ impl Task {
             let n = sent.map_err(map)?;
             stream::finish_send(&mut sock).map_err(map)?;
             Ok(Copied::Sent(n))
-        })
-        .await
-        .map_err(|e| TransferError::Local(e.to_string()))??;
+        });
+        let copied = self.with_checkpoints(copy).await.map_err(|e| TransferError::Local(e.to_string()))??;
         match copied {
             Copied::Sent(n) => Ok(n),
             Copied::Received { sink: Destination::Discard, bytes, .. } => Ok(bytes),
@@ -463,15 +629,95 @@ impl Task {
         }
     }
 
+    /// Waits for `fut` (the copy of an upload), checkpointing what is on
+    /// disk meanwhile: after [`FIRST_CHECKPOINT`], then at doubling
+    /// intervals up to the restart-marker interval.
+    async fn with_checkpoints<T>(&self, fut: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(fut);
+        if self.upload.is_none() {
+            return fut.await;
+        }
+        let interval = Duration::from_secs(
+            self.request.markers.restart_secs.unwrap_or(self.ctx.server.config.marker_interval_secs).max(1).into(),
+        );
+        let mut step = FIRST_CHECKPOINT.min(interval);
+        let mut next = tokio::time::Instant::now() + step;
+        loop {
+            tokio::select! {
+                r = &mut fut => return r,
+                _ = tokio::time::sleep_until(next) => {
+                    self.checkpoint().await;
+                    step = (step * 2).min(interval);
+                    next = tokio::time::Instant::now() + step;
+                }
+            }
+        }
+    }
+
+    /// What the upload's file holds now: (header-coordinate ranges this
+    /// transfer and REST account for, for markers; file ranges, for the
+    /// record).
+    fn held_now(&self) -> (RangeSet, RangeSet) {
+        let Some((upload, plan)) = &self.upload else { return (RangeSet::new(), RangeSet::new()) };
+        if self.request.mode == TransferMode::Stream {
+            let pos = self.written_to.load(Ordering::Acquire);
+            let mut file = match plan.mode {
+                StoreMode::Patch => upload.held.clone(),
+                _ => RangeSet::new(),
+            };
+            let from = if plan.mode == StoreMode::Patch { plan.base } else { 0 };
+            if pos > from {
+                file.insert(from..pos);
+            }
+            return (file.clone(), file);
+        }
+        let mut header = self.received.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        header.union(&plan.done);
+        let mut file = upload.held.clone();
+        for r in header.ranges() {
+            file.insert(r.start + plan.base..r.end + plan.base);
+        }
+        (header, file)
+    }
+
+    /// Syncs the upload's data and records it; then the 111 marker may
+    /// report it.
+    async fn checkpoint(&self) {
+        let Some((upload, _)) = &self.upload else { return };
+        let (header, file) = self.held_now();
+        let upload = upload.clone();
+        match tokio::task::spawn_blocking(move || upload.checkpoint(&file)).await {
+            Ok(Ok(())) => {
+                *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = header;
+                let _ = self.tx.try_send(TransferEvent::Checkpointed);
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, path = %self.request.path, "checkpoint failed"),
+            Err(_) => {}
+        }
+    }
+
     async fn block_mode(&mut self, prepared: Prepared, size: Option<u64>, reuse: bool) -> Result<u64, TransferError> {
         let plan = |ranges, header_base| SendPlan { ranges, header_base, block_size: mode_e::DEFAULT_BLOCK_SIZE };
         match prepared {
             Prepared::Send { source, ranges, header_base } => {
                 self.block_send(source, plan(ranges, header_base), size, reuse).await
             }
-            Prepared::Listing(bytes) => {
-                let plan = SendPlan::whole(bytes.len() as u64, mode_e::DEFAULT_BLOCK_SIZE);
-                self.block_send(Arc::new(bytes), plan, size, reuse).await
+            Prepared::Listing(job) => {
+                // MODE E needs the length up front: the listing is spooled
+                // to an unnamed temporary file (disk, not memory).
+                let abort = self.ctl.abort.clone();
+                let spooled = tokio::task::spawn_blocking(move || -> io::Result<(std::fs::File, u64)> {
+                    let file = tempfile::tempfile()?;
+                    let mut out = io::BufWriter::with_capacity(64 << 10, &file);
+                    let n = job.write_to(&mut out, &abort)?;
+                    drop(out);
+                    Ok((file, n))
+                })
+                .await
+                .map_err(|e| TransferError::Local(e.to_string()))?
+                .map_err(|e| TransferError::Local(format!("cannot spool the listing: {e}")))?;
+                let plan = SendPlan::whole(spooled.1, mode_e::DEFAULT_BLOCK_SIZE);
+                self.block_send(Arc::new(spooled.0), plan, size, reuse).await
             }
             Prepared::Receive { sink, base, done } => self.block_receive(sink, base, done, reuse).await,
         }
@@ -496,10 +742,11 @@ impl Task {
         streams.extend(self.connect_many(missing).await?);
         let ctl = self.ctl.clone();
         let timeout = self.timeout();
+        let max = self.ctx.server.config.max_file_size;
         let streams = tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &ctl))
             .await
             .map_err(|e| TransferError::Local(e.to_string()))?
-            .map_err(|e| copy_error(e, timeout))?;
+            .map_err(|e| copy_error(e, timeout, max))?;
         self.ctx.channels.cached = streams;
         Ok(self.ctl.progress.load(Ordering::Relaxed))
     }
@@ -523,9 +770,20 @@ impl Task {
             let (buffer, abort) = (self.buffer(), self.ctl.abort.clone());
             let (registry, probes, path) = (self.ctx.streams.clone(), self.probes.clone(), self.request.path.clone());
             let protection = self.ctx.protection.clone();
+            let (budget, permits, failure) =
+                (self.ctx.server.data_connections.clone(), self.permits.clone(), self.failure.clone());
             tokio::spawn(async move {
                 // Accept for as long as the transfer wants more.
                 while let Ok(s) = data::accept_from(&listener, policy, Duration::from_secs(24 * 3600)).await {
+                    let Ok(permit) = budget.clone().try_acquire_owned() else {
+                        // The server's data connections are all in use:
+                        // this transfer cannot have the ones it needs.
+                        tracing::warn!(%path, "refused a data connection: the server's limit is reached");
+                        failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(too_many_data());
+                        abort.abort();
+                        break;
+                    };
+                    permits.lock().unwrap_or_else(|e| e.into_inner()).push(permit);
                     let Ok(sock) = s.into_std() else { continue };
                     if configure_data_socket(&sock, buffer, timeout).is_err() || abort.register(&sock).is_err() {
                         continue;
@@ -541,31 +799,78 @@ impl Task {
         });
         let sink = dest.sink(self.ctx.server.config.direct_io)?;
         let limit = match &dest {
-            Destination::Upload { mode, .. } => self.limit(*mode),
+            Destination::Upload { upload, mode } => Some(self.limit(*mode, base, upload)),
             Destination::Discard => None,
         };
-        let spec = ReceiveSpec { base, limit };
+        let spec = ReceiveSpec {
+            base,
+            limit,
+            max_connections: self.ctx.server.config.max_data_connections_per_session.clamp(1, mode_e::MAX_CONNECTIONS),
+        };
+        // Not dropped on ABOR: an abort shuts the sockets down and the
+        // receive ends once every reader has returned, so nothing writes
+        // into the file after the transfer has ended.
         let received =
             mode_e::receive(initial, &mut conn_rx, sink, spec, self.received.clone(), self.ctl.clone(), timeout);
-        let result = self.abortable(received).await;
+        let result = self.with_checkpoints(received).await;
         if let Some(a) = acceptor {
             a.abort();
         }
-        self.ctx.channels.cached = result?.map_err(|e| copy_error(e, timeout))?;
-        if let Destination::Upload { upload, .. } = dest {
+        let max = self.ctx.server.config.max_file_size;
+        self.ctx.channels.cached = result.map_err(|e| copy_error(e, timeout, max))?;
+        if let Destination::Upload { upload, mode } = dest {
             self.check_block_complete(&done)?;
+            if self.control_gone(false).await {
+                return Err(client_left());
+            }
+            if let (Some(size), StoreMode::Replace | StoreMode::Resume, false) =
+                (self.request.allocation, mode, upload.in_place())
+            {
+                // Exactly the announced bytes (a resumed partial may hold
+                // more from an earlier, longer upload).
+                upload.file.set_len(size).map_err(|e| TransferError::Local(e.to_string()))?;
+            }
             self.commit(upload).await?;
         }
         Ok(self.ctl.progress.load(Ordering::Relaxed))
     }
 
-    /// The largest block end a receiver accepts: the size ALLO announced,
-    /// for a plain STOR.
-    fn limit(&self, mode: StoreMode) -> Option<u64> {
-        match mode {
-            StoreMode::Replace | StoreMode::Resume => self.request.allocation,
-            StoreMode::Append | StoreMode::InPlace => None,
+    /// The largest block end (header coordinates) a receiver accepts: the
+    /// size ALLO announced for a plain STOR, and never past the largest
+    /// file this server stores.
+    fn limit(&self, mode: StoreMode, base: u64, upload: &Upload) -> u64 {
+        let max = self.ctx.server.config.max_file_size;
+        let room = match mode {
+            StoreMode::Append => max.saturating_sub(upload.existing_len),
+            _ => max.saturating_sub(base),
+        };
+        match (mode, self.request.allocation) {
+            (StoreMode::Replace | StoreMode::Resume, Some(size)) => size.min(room),
+            _ => room,
         }
+    }
+
+    /// Whether the client's control connection is gone, as the kernel
+    /// sees it: a FIN or RST that arrived is visible in the socket's TCP
+    /// state before any task has read it (`control_closed` is set by the
+    /// reader only once it has). With `grace`, a connection still open is
+    /// watched a moment longer (a killed client's sockets close
+    /// microseconds apart, in either order).
+    async fn control_gone(&self, grace: bool) -> bool {
+        let gone = || {
+            self.ctx.control_closed.load(Ordering::SeqCst)
+                || ferry_io::tcpinfo::raw_tcp_info(self.ctx.control.as_fd())
+                    .map(|(info, _)| info.state != TCP_ESTABLISHED)
+                    .unwrap_or(true)
+        };
+        if gone() {
+            return true;
+        }
+        if grace {
+            tokio::time::sleep(STREAM_COMMIT_GRACE).await;
+            return gone();
+        }
+        false
     }
 
     /// MODE E says when the data is complete (EOF and EODC), but a client
@@ -593,36 +898,56 @@ impl Task {
     /// In stream mode the end of the data is just the connection closing,
     /// which a client that died mid-upload also does. Before an upload is
     /// renamed to its final name, refuse it when the size announced by ALLO
-    /// was not reached, or when the client's control connection is gone
-    /// (a killed client closes both; its control socket is the older one and
-    /// is normally closed first).
+    /// was not reached, or when the client's control connection is gone —
+    /// decided from the kernel's TCP state of that connection, not from
+    /// whether a task has noticed yet (a killed client closes both; a
+    /// client that finished keeps its control connection open for the 226).
     async fn check_stream_complete(&self, end: u64) -> Result<(), TransferError> {
-        if let (Some(announced), TransferType::Image, None) =
-            (self.request.allocation, self.request.ty, self.request.window)
+        let mut announced = false;
+        if let (Some(size), TransferType::Image, None) = (self.request.allocation, self.request.ty, self.request.window)
         {
-            if end != announced {
+            if end != size {
                 return Err(TransferError::ConnectionLost(format!(
-                    "the file has {end} bytes but ALLO announced {announced}; the partial upload is kept for a resume"
+                    "the file has {end} bytes but ALLO announced {size}; the partial upload is kept for a resume"
                 )));
             }
+            announced = true;
         }
-        tokio::task::yield_now().await;
-        if self.ctl.abort.is_aborted() || self.ctx.control_closed.load(Ordering::SeqCst) {
-            return Err(TransferError::ConnectionLost(
-                "the client closed its control connection during the upload; the partial upload is kept for a resume"
-                    .into(),
-            ));
+        // Without ALLO nothing else tells a short file from a cut one.
+        if self.ctl.abort.is_aborted() || self.control_gone(!announced).await {
+            return Err(client_left());
         }
         Ok(())
     }
 
-    async fn commit(&self, upload: Upload) -> Result<(), TransferError> {
-        let root = self.ctx.root.clone();
-        tokio::task::spawn_blocking(move || root.commit(upload))
+    /// Commits the upload, unless ABOR or the client's departure came
+    /// first ([`Verdict`]). From here on the transfer is complete whatever
+    /// arrives on the control connection.
+    async fn commit(&self, upload: Arc<Upload>) -> Result<(), TransferError> {
+        if !self.verdict.commit() {
+            return Err(TransferError::Aborted);
+        }
+        tokio::task::spawn_blocking(move || upload.commit())
             .await
             .map_err(|e| TransferError::Local(e.to_string()))?
-            .map_err(fs_to_transfer)
+            .map_err(fs_to_transfer)?;
+        // Synced: the final restart marker may report everything.
+        *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = self.held_now().0;
+        Ok(())
     }
+}
+
+/// `TCP_ESTABLISHED` in `struct tcp_info`'s `tcpi_state`.
+const TCP_ESTABLISHED: u8 = 1;
+
+fn client_left() -> TransferError {
+    TransferError::ConnectionLost(
+        "the client closed its control connection during the upload; the partial upload is kept for a resume".into(),
+    )
+}
+
+fn too_many_data() -> TransferError {
+    TransferError::DataConnection("the server has as many data connections open as it allows; try again later".into())
 }
 
 enum Copied {
@@ -637,7 +962,7 @@ fn fs_to_transfer(e: FsError) -> TransferError {
     }
 }
 
-fn copy_error(e: CopyError, timeout: Duration) -> TransferError {
+fn copy_error(e: CopyError, timeout: Duration, max_file_size: u64) -> TransferError {
     match e {
         CopyError::Aborted => TransferError::Aborted,
         CopyError::Network(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
@@ -645,6 +970,9 @@ fn copy_error(e: CopyError, timeout: Duration) -> TransferError {
         }
         CopyError::Network(e) => TransferError::ConnectionLost(e.to_string()),
         CopyError::Disk(e) if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) => TransferError::NoSpace,
+        CopyError::Disk(e) if e.raw_os_error() == Some(libc::EFBIG) => {
+            TransferError::File(FsError::TooLarge(max_file_size))
+        }
         CopyError::Disk(e) => TransferError::Local(e.to_string()),
     }
 }
@@ -667,27 +995,12 @@ enum MemoryPath {
     Null,
 }
 
-/// Reserves disk space for an upload whose size ALLO announced: blocks
-/// arriving out of order from parallel streams then fill a contiguous
-/// extent instead of fragmenting the file, and a full disk is reported
-/// before any data flows. The file's length is kept (it grows with what
-/// arrives), because restart checks compare against it.
-fn preallocate(upload: &Upload, size: u64) -> Result<(), TransferError> {
-    use nix::fcntl::{fallocate, FallocateFlags};
-    let Ok(len) = i64::try_from(size) else { return Ok(()) };
-    match fallocate(&upload.file, FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len) {
-        Ok(()) => Ok(()),
-        Err(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => Err(TransferError::NoSpace),
-        // Not every file system can (tmpfs can, some network ones cannot).
-        Err(_) => Ok(()),
-    }
-}
-
 /// Opens the file or builds the listing, before any data connection.
 fn prepare(
     root: &Root,
     config: &crate::config::ServerConfig,
     req: &TransferRequest,
+    user: &str,
 ) -> Result<(Prepared, Option<u64>), TransferError> {
     let rest_offset = match &req.restart {
         Some(RestArg::Offset(o)) => *o,
@@ -740,63 +1053,54 @@ fn prepare(
             let esto = req.window.map(|w| w.offset);
             let mode = match (&req.kind, esto, &req.restart) {
                 (TransferKind::Append, _, _) => StoreMode::Append,
-                (_, Some(_), _) => StoreMode::InPlace,
+                (_, Some(_), _) => StoreMode::Patch,
                 (_, None, None) | (_, None, Some(RestArg::Offset(0))) => StoreMode::Replace,
                 _ => StoreMode::Resume,
             };
-            let upload = root.begin_store(&req.path, mode).map_err(fs_to_transfer)?;
-            if let (StoreMode::Replace, Some(size)) = (mode, req.allocation) {
-                preallocate(&upload, size)?;
-            }
             let stream = req.mode == TransferMode::Stream;
-            // A restart claims the partial file already holds `done`; it
-            // cannot hold bytes past its own end. Trusting such a claim
-            // would commit a file with holes.
+            if stream && rest_offset > config.max_file_size {
+                return Err(TransferError::File(FsError::TooLarge(config.max_file_size)));
+            }
+            let info = UploadInfo { user: user.to_string(), allocation: req.allocation };
+            let upload = root.begin_store(&req.path, mode, &info).map_err(fs_to_transfer)?;
+            // A restart claims the partial file already holds `done`; only
+            // what its record says is on disk may be claimed. Trusting
+            // more would commit a file with holes.
             if mode == StoreMode::Resume {
-                if let Some(last) = done.ranges().last() {
-                    if last.end > upload.existing_len {
-                        return Err(TransferError::BadRestart(format!(
-                            "the restart ranges reach byte {}, but this server holds only {} bytes of the upload",
-                            last.end, upload.existing_len
-                        )));
-                    }
+                let unheld: RangeSet = done.ranges().iter().fold(RangeSet::new(), |mut acc, r| {
+                    let mut have = RangeSet::from_range(r.clone());
+                    have = have.difference(&upload.held);
+                    acc.union(&have);
+                    acc
+                });
+                if !unheld.is_empty() {
+                    return Err(TransferError::BadRestart(format!(
+                        "the restart ranges claim bytes {unheld} that this server does not hold (it holds {})",
+                        if upload.held.is_empty() { "none".to_string() } else { upload.held.to_string() }
+                    )));
                 }
             }
             let base = match mode {
                 StoreMode::Append => upload.existing_len,
-                StoreMode::InPlace => esto.unwrap_or(0) + if stream { rest_offset } else { 0 },
-                StoreMode::Resume if stream && rest_offset > upload.existing_len => {
-                    return Err(TransferError::BadRestart(format!(
-                        "offset {rest_offset} is beyond the {} bytes received so far",
-                        upload.existing_len
-                    )))
-                }
+                StoreMode::Patch => esto.unwrap_or(0) + if stream { rest_offset } else { 0 },
                 _ if stream => rest_offset,
                 _ => 0,
             };
+            let upload = Arc::new(upload);
             Ok((Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done }, None))
         }
         TransferKind::List { format, show_hidden } => {
-            let entries = root.list(&req.path, *show_hidden).map_err(TransferError::File)?;
             if *format == ListFormat::Machine {
                 // MLSD lists directories only (RFC 3659 §7.1).
                 root.is_dir(&req.path).map_err(TransferError::File)?;
             }
+            let entries = root.listing(&req.path, *show_hidden).map_err(TransferError::File)?;
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0);
-            let mut out = String::new();
-            for e in &entries {
-                let line = match format {
-                    ListFormat::Long => e.list_line(now),
-                    ListFormat::Names => e.name.clone(),
-                    ListFormat::Machine => e.mlsx_line(req.writable, &e.name),
-                };
-                out.push_str(&line.replace(['\r', '\n'], " "));
-                out.push_str("\r\n");
-            }
-            Ok((Prepared::Listing(out.into_bytes()), None))
+            let job = ListingJob { entries, format: *format, writable: req.writable, now };
+            Ok((Prepared::Listing(job), None))
         }
     }
 }

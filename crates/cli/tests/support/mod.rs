@@ -357,17 +357,17 @@ impl RawControl {
     }
 }
 
-/// End of the first complete reply in `buf` (RFC 959 §4.2 framing).
+/// End of the first complete reply in `buf` (RFC 959 §4.2 framing), on
+/// the octets (names in replies need not be UTF-8).
 fn reply_end(buf: &[u8]) -> Option<usize> {
-    let text = String::from_utf8_lossy(buf);
-    let first_nl = text.find('\n')?;
-    let first = &text[..first_nl];
-    if first.len() >= 4 && first.as_bytes()[3] == b'-' {
+    let first_nl = buf.iter().position(|&b| b == b'\n')?;
+    let first = &buf[..first_nl];
+    if first.len() >= 4 && first[3] == b'-' {
         let code = &first[..3];
         let mut pos = first_nl + 1;
-        while let Some(nl) = text[pos..].find('\n') {
-            let line = &text[pos..pos + nl];
-            if line.starts_with(code) && line.as_bytes().get(3) == Some(&b' ') {
+        while let Some(nl) = buf[pos..].iter().position(|&b| b == b'\n') {
+            let line = &buf[pos..pos + nl];
+            if line.starts_with(code) && line.get(3) == Some(&b' ') {
                 return Some(pos + nl + 1);
             }
             pos += nl + 1;

@@ -107,7 +107,7 @@ impl Client {
                 for entry in std::fs::read_dir(p).map_err(local_err(p))? {
                     let entry = entry.map_err(local_err(p))?;
                     let path = entry.path();
-                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let name = ferry_io::root::local_name(&entry.file_name());
                     let lmd = std::fs::symlink_metadata(&path).map_err(local_err(&path))?;
                     if lmd.file_type().is_symlink() {
                         if follow {
@@ -144,7 +144,7 @@ impl Client {
                 for entry in std::fs::read_dir(p).map_err(local_err(p))? {
                     let entry = entry.map_err(local_err(p))?;
                     let md = entry.metadata().map_err(local_err(p))?;
-                    out.push(ferry_io::root::local_facts(entry.file_name().to_string_lossy().into_owned(), md));
+                    out.push(ferry_io::root::local_facts(ferry_io::root::local_name(&entry.file_name()), md));
                 }
                 out
             }
@@ -244,7 +244,9 @@ impl Client {
                         continue;
                     }
                     let record = ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified);
-                    if self.opts.resume && !record.is_empty() {
+                    // An interrupted upload may have left no ranges yet,
+                    // but a partial on the server: it resumes one by one.
+                    if self.opts.resume && (!record.is_empty() || record.interrupted()) {
                         resume.push((s, d, e.facts));
                     } else {
                         fresh.push((s, d, e.facts));
