@@ -77,7 +77,7 @@ fn server_killed_during_a_four_stream_upload_resumes_after_restart() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let partial = server.path(".big.bin.ferry-part");
+    let partial = server.partial("big.bin");
     upload_under_way(&server, state.path(), &mut child, "the server was killed");
     server.kill_and_restart();
     let out = child.wait_with_output().unwrap();
@@ -192,7 +192,7 @@ fn link_cut(reset: bool) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let partial = server.path(".big.bin.ferry-part");
+    let partial = server.partial("big.bin");
     upload_under_way(&server, state.path(), &mut child, "the cut");
     proxy.set_cut(true);
     let cut_at = std::fs::metadata(&partial).map_or(0, |m| m.len());
@@ -248,7 +248,7 @@ fn disk_full_on_the_server_fails_clearly_and_leaves_no_final_file() {
         // The server still serves, and a file that fits goes through.
         let small = local.path().join("small.bin");
         random_file(&small, 64 << 10, 84);
-        std::fs::remove_file(server.path(".big.bin.ferry-part")).ok();
+        std::fs::remove_file(server.partial("big.bin")).ok();
         let (ok, _, err) = cp(state.path(), &["-q", small.to_str().unwrap(), &server.url(ALICE, "/small.bin")]);
         assert!(ok, "{err}");
         assert_eq!(sha256_file(&server.path("small.bin")), sha256_file(&small));
@@ -284,7 +284,7 @@ fn disk_full_on_the_client_fails_clearly_and_leaves_no_final_file() {
 /// 111 markers, every second), then one more marker interval, so a fault
 /// injected now leaves markers to resume from.
 fn upload_under_way(server: &FerryServer, state: &Path, child: &mut std::process::Child, before: &str) {
-    let partial = server.path(".big.bin.ferry-part");
+    let partial = server.partial("big.bin");
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::metadata(&partial).map_or(0, |m| m.len()) < SIZE / 4
         || std::fs::read_dir(state).unwrap().count() == 0

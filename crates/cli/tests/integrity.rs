@@ -124,6 +124,11 @@ fn an_abandoned_partial_is_taken_over_and_resumed() {
     let (a, mut data, r) = stream_command(&server, b"STOR taken.bin");
     assert!(r.starts_with("150"), "{r}");
     data.write_all(&[7u8; 3 << 20]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.partial("taken.bin").metadata().map_or(0, |m| m.len()) < 1 << 20 {
+        assert!(Instant::now() < deadline, "nothing arrived");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // The uploader dies: control connection first, then data.
     drop(a);
     drop(data);
@@ -155,6 +160,8 @@ fn an_abandoned_partial_is_taken_over_and_resumed() {
 /// beside a copy that goes on. No final file may be a mixture, and every
 /// upload reported successful must match what is on disk when it ended.
 #[test]
+// Both children are waited for: the loop polls until each has exited.
+#[allow(clippy::zombie_processes)]
 fn trial_concurrent_uploads_to_one_name() {
     let n = trials(2);
     let server = FerryServer::start();
@@ -333,7 +340,11 @@ fn trial_killed_paced_stream_uploads() {
         let t = wait_for_transfers(&server, &format!("/{name}"), 1);
         if server.path(&name).exists() {
             committed += 1;
-            println!("committed truncated: {name} {} bytes, logged {}", server.path(&name).metadata().unwrap().len(), t[0]);
+            println!(
+                "committed truncated: {name} {} bytes, logged {}",
+                server.path(&name).metadata().unwrap().len(),
+                t[0]
+            );
         }
     }
     println!("TRIAL killed paced stream uploads: {n} killed, {committed} committed under the final name");

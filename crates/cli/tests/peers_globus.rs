@@ -267,7 +267,7 @@ fn guc_rst_resumes_a_third_party_copy_into_a_killed_ferry_server() {
         .spawn()
         .unwrap();
     // Kill the destination once a good part has arrived.
-    let partial = ferry_srv.path(".big.bin.ferry-part");
+    let partial = ferry_srv.partial("big.bin");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0) < 30 << 20 {
         assert!(std::time::Instant::now() < deadline, "the copy did not start");

@@ -131,13 +131,23 @@ fn a_wrong_restart_record_is_detected_and_the_copy_starts_over() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(sha256_file(&server.path("f.bin")), sha256_file(&src));
-    // The server refused the false restart claim (nothing was written),
-    // and the client started over.
+    // The client asked the server what it holds (SITE PARTIAL: nothing)
+    // instead of trusting the record, and sent the whole file at once.
     let attempts = server.transfers("/f.bin");
-    assert_eq!(attempts.len(), 2, "{attempts:?}");
-    assert!(attempts[0]["status"].as_str().unwrap().contains("bad restart"), "{attempts:?}");
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
     assert_eq!(
-        (&attempts[1]["status"], &attempts[1]["restart"]),
+        (&attempts[0]["status"], &attempts[0]["restart"]),
         (&serde_json::json!("complete"), &serde_json::json!(false))
     );
+    // A client that sends the false claim anyway is refused (554): the
+    // server holds none of those bytes.
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    for cmd in ["TYPE I", "MODE E"] {
+        assert!(c.cmd(cmd).starts_with("200"));
+    }
+    let _data = std::net::TcpStream::connect(pasv_addr(&c.cmd("PASV"))).unwrap();
+    assert!(c.cmd("REST 0-1572864").starts_with("350"));
+    let r = c.cmd("STOR other.bin");
+    assert!(r.starts_with("554") && r.contains("does not hold"), "{r}");
 }

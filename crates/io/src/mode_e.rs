@@ -824,17 +824,9 @@ mod tests {
             let ctl = TransferControl { staging: if recv_staged { staging } else { None }, ..TransferControl::new() };
             let state = Arc::new(ReceiveState::default());
             let sink: Arc<dyn BlockSink> = Arc::new(out.try_clone().unwrap());
-            receive(
-                receivers,
-                &mut rx,
-                sink,
-                ReceiveSpec::new(0, None),
-                state.clone(),
-                ctl,
-                Duration::from_secs(5),
-            )
-            .await
-            .unwrap();
+            receive(receivers, &mut rx, sink, ReceiveSpec::new(0, None), state.clone(), ctl, Duration::from_secs(5))
+                .await
+                .unwrap();
             assert_eq!(send.join().unwrap().unwrap(), 4);
             let mut got = Vec::new();
             std::io::Read::read_to_end(&mut &*out, &mut got).unwrap();

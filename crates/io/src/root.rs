@@ -231,7 +231,11 @@ fn preallocate(file: &std::fs::File, size: u64) -> Result<(), FsError> {
 /// Opens a regular file without blocking on a FIFO or a device: opened
 /// `O_NONBLOCK` (a FIFO with no writer would block `open` for ever),
 /// checked with `fstat`, then switched back to blocking I/O.
-fn open_regular(dir: &Dir, path: &Path, opts: &mut OpenOptions) -> Result<(cap_std::fs::File, cap_std::fs::Metadata), FsError> {
+fn open_regular(
+    dir: &Dir,
+    path: &Path,
+    opts: &mut OpenOptions,
+) -> Result<(cap_std::fs::File, cap_std::fs::Metadata), FsError> {
     opts.custom_flags(libc::O_NONBLOCK);
     let file = dir.open_with(path, opts).map_err(|e| fs_error(&e))?;
     let md = file.metadata().map_err(|e| fs_error(&e))?;
@@ -435,7 +439,8 @@ impl Root {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(fs_error(&e)),
         };
-        let record = Record { name: name_of(&name), user: info.user.clone(), size: info.allocation, ranges: String::new() };
+        let record =
+            Record { name: name_of(&name), user: info.user.clone(), size: info.allocation, ranges: String::new() };
         let has_partial = parent.open_dir(AREA).is_ok_and(|a| a.symlink_metadata(format!("{id}.part")).is_ok());
         let in_place = match mode {
             StoreMode::Append => true,
@@ -770,6 +775,7 @@ fn to_facts(name: String, md: &cap_std::fs::Metadata) -> FileFacts {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::linux::fs::MetadataExt as _;
 
     fn vp(s: &str) -> VirtualPath {
         VirtualPath::root().resolve(s).unwrap()
@@ -843,7 +849,10 @@ mod tests {
         assert!(root.list(&vp("/"), true).unwrap().is_empty(), "the partial area is hidden");
         assert_eq!(root.partial_len(&vp("/f.bin")), Some(5));
         // While it runs, the name is taken.
-        assert_eq!(root.begin_store(&vp("/f.bin"), StoreMode::Replace, &info()).unwrap_err(), FsError::UploadInProgress);
+        assert_eq!(
+            root.begin_store(&vp("/f.bin"), StoreMode::Replace, &info()).unwrap_err(),
+            FsError::UploadInProgress
+        );
         assert_eq!(root.partial_facts(&vp("/f.bin"), &|| false).unwrap_err(), FsError::UploadInProgress);
         up.abandon(&RangeSet::from_range(0..3));
         drop(up); // interrupted: partial kept for resume, claim released
@@ -853,7 +862,9 @@ mod tests {
         sum.update(b"hel");
         assert_eq!(facts.xxh128, sum.finish_hex());
         let up = root.begin_store(&vp("/f.bin"), StoreMode::Resume, &info()).unwrap();
+        // Bytes that were never recorded were given back.
         assert_eq!((up.existing_len, up.held.to_string()), (5, "0-3".to_string()));
+        std::os::unix::fs::FileExt::write_all_at(&up.file, b"lo", 3).unwrap();
         up.commit().unwrap();
         assert_eq!(std::fs::read(d.path().join("f.bin")).unwrap(), b"hello");
         assert_eq!(root.partial_len(&vp("/f.bin")), None);
@@ -891,8 +902,10 @@ mod tests {
         up.file.write_all(b"abcd").unwrap();
         up.abandon(&RangeSet::from_range(0..4));
         drop(up);
-        let blocks: u64 =
-            std::fs::read_dir(d.path().join("sub").join(AREA)).unwrap().map(|e| e.unwrap().metadata().unwrap().blocks()).sum();
+        let blocks: u64 = std::fs::read_dir(d.path().join("sub").join(AREA))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().st_blocks())
+            .sum();
         assert!(blocks * 512 < 1 << 20, "{blocks} blocks still allocated");
         // RMD of a directory holding only the abandoned partial removes both.
         root.remove_dir(&vp("/sub")).unwrap();

@@ -297,7 +297,9 @@ pub fn receive(
 /// `EFBIG` when `len` bytes at `pos` would pass `limit`.
 fn beyond_limit(pos: u64, len: usize, limit: Option<u64>) -> Result<(), CopyError> {
     match limit {
-        Some(l) if pos.saturating_add(len as u64) > l => Err(CopyError::Disk(io::Error::from_raw_os_error(libc::EFBIG))),
+        Some(l) if pos.saturating_add(len as u64) > l => {
+            Err(CopyError::Disk(io::Error::from_raw_os_error(libc::EFBIG)))
+        }
         _ => Ok(()),
     }
 }

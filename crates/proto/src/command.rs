@@ -957,7 +957,11 @@ mod tests {
         assert_eq!(code("OPTS \r \u{c}"), 501);
         assert_eq!(code("SITE  "), 501);
         assert_eq!(Command::parse(b"RETR a\0b").unwrap_err().code().get(), 501);
-        assert_eq!(Command::parse(b"RETR \xff\xfe").unwrap_err().code().get(), 501);
+        // Path octets that are not UTF-8 are a name, not an error.
+        assert_eq!(
+            Command::parse(b"RETR \xff\xfe"),
+            Ok(Command::Retr(crate::octets::decode(b"\xff\xfe").into_owned()))
+        );
     }
 
     fn arb_path() -> impl Strategy<Value = String> {

@@ -672,10 +672,7 @@ impl Session {
                     Action::AbortFileOp
                 }
                 Command::Noop => Self::reply(ReplyCode::OK, "NOOP ok."),
-                Command::Stat(None) => Self::reply(
-                    ReplyCode::SYSTEM_STATUS,
-                    format!("{} in progress.", op_verb(op)),
-                ),
+                Command::Stat(None) => Self::reply(ReplyCode::SYSTEM_STATUS, format!("{} in progress.", op_verb(op))),
                 other => Self::reply(
                     ReplyCode::BAD_SEQUENCE,
                     format!("{} cannot be served while {} is in progress.", other.verb(), op_verb(op)),

@@ -95,7 +95,7 @@ impl Harness {
                 out.extend(self.s.transfer_finished(&req.path, outcome));
                 out
             }
-            Action::AbortTransfer => vec![],
+            Action::AbortTransfer | Action::AbortFileOp => vec![],
             // The driver's answer, standing in for a started profiler.
             Action::Profile(_) => vec![Reply::new(ReplyCode::OK, "profiling")],
         }

@@ -703,6 +703,7 @@ impl Control {
         let (tx, done) = oneshot::channel();
         let cancel = Arc::new(AtomicBool::new(false));
         let (ctx, closed, stop) = (self.ctx.clone(), self.control_closed.clone(), cancel.clone());
+        let closed_now = self.control_closed.clone();
         let peer = self.peer;
         tokio::spawn(async move {
             let slots = ctx.checksum_slots.clone();
@@ -715,6 +716,7 @@ impl Control {
                             p = slots.clone().acquire_owned() => break p.expect("never closed"),
                             _ = tokio::time::sleep(Duration::from_millis(100)) => {
                                 if stop.load(Ordering::SeqCst) || closed.load(Ordering::SeqCst) {
+                                    tracing::info!(%peer, "checksum abandoned before it started");
                                     let _ = tx.send(Err(FsError::Aborted));
                                     return;
                                 }
@@ -730,6 +732,13 @@ impl Control {
             })
             .await
             .unwrap_or_else(|e| Err(FsError::Other(e.to_string())));
+            if result == Err(FsError::Aborted) {
+                if closed_now.load(Ordering::SeqCst) {
+                    tracing::info!(%peer, "checksum abandoned: the client closed the connection");
+                } else {
+                    tracing::info!(%peer, "checksum stopped by ABOR");
+                }
+            }
             let _ = tx.send(result);
         });
         RunningOp { done, cancel }
@@ -893,12 +902,16 @@ fn memory_facts(ctx: &ServerContext, path: &VirtualPath) -> Option<ferry_proto::
 
 /// A checksum (CKSM of a file, or of a partial upload's ranges), on a
 /// blocking thread; `abandoned` says ABOR came or the client has gone.
-fn long_file_op(root: &Root, ctx: &ServerContext, op: FileOp, abandoned: &dyn Fn() -> bool) -> Result<FileDone, FsError> {
+fn long_file_op(
+    root: &Root,
+    ctx: &ServerContext,
+    op: FileOp,
+    abandoned: &dyn Fn() -> bool,
+) -> Result<FileDone, FsError> {
     match op {
         FileOp::Checksum { path, algorithm, offset, length } => {
             let r = ctx.checksums.get_or_compute(root, &path, &algorithm, offset, length, abandoned);
             if r.is_err() && abandoned() {
-                tracing::info!(path = %path, "checksum abandoned: ABOR, or the client closed the connection");
                 return Err(FsError::Aborted);
             }
             r.map(FileDone::Checksum)

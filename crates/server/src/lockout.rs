@@ -129,7 +129,8 @@ impl LoginLockout {
             let window = self.window;
             map.retain(|_, e| e.pending > 0 || now.duration_since(e.last) < window);
             if map.len() >= MAX_TRACKED {
-                if let Some(oldest) = map.iter().filter(|(_, e)| e.pending == 0).min_by_key(|(_, e)| e.last).map(|(k, _)| *k)
+                if let Some(oldest) =
+                    map.iter().filter(|(_, e)| e.pending == 0).min_by_key(|(_, e)| e.last).map(|(k, _)| *k)
                 {
                     map.remove(&oldest);
                 }
@@ -152,7 +153,7 @@ impl LoginLockout {
         let e = map.entry(ip).or_insert(Entry { failures: 0, pending: 0, last: now });
         if now.duration_since(e.last) >= self.window {
             // The previous burst is over: count afresh.
-            *e = Entry { failures: 0, last: now };
+            *e = Entry { failures: 0, pending: e.pending, last: now };
         }
         e.failures = e.failures.saturating_add(1);
         e.last = now;

@@ -177,6 +177,15 @@ impl FerryServer {
         self.root.path().join(rel.trim_start_matches('/'))
     }
 
+    /// Where the server keeps the partial upload of `rel`: in the hidden
+    /// area of its directory, under a name made from the final name.
+    pub fn partial(&self, rel: &str) -> PathBuf {
+        let path = self.path(rel);
+        let name = path.file_name().unwrap().to_os_string();
+        use std::os::unix::ffi::OsStrExt;
+        path.with_file_name(ferry_io::partial::AREA).join(ferry_io::partial::part_file(name.as_bytes()))
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
