@@ -542,7 +542,8 @@ fn names_that_are_not_utf8_are_listed_and_copied() {
     let (ok, _, err) = ferry(&["cp", "-r", &server.url(ALICE, "/"), local.path().join("t").to_str().unwrap()]);
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&local.path().join("t")), tree_digest(root), "download");
-    let (ok, _, err) = ferry(&["cp", "-r", local.path().join("t").to_str().unwrap(), &server.url(ALICE, "/back")]);
+    let contents = format!("{}/", local.path().join("t").display());
+    let (ok, _, err) = ferry(&["cp", "-r", &contents, &server.url(ALICE, "/back")]);
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&server.path("back")), tree_digest(&local.path().join("t")), "upload");
 }

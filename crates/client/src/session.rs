@@ -1306,3 +1306,19 @@ pub async fn third_party_many(
     }
     (done, result)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_replies_parse() {
+        let hash = "0123456789abcdef0123456789abcdef";
+        let p = PartialUpload::parse(&format!("Size=10;Ranges=0-4,6-8;XXH128={hash}; /a b.nc")).unwrap();
+        assert_eq!((p.size, p.ranges.to_string(), p.xxh128.as_str()), (Some(10), "0-4,6-8".to_string(), hash));
+        let p = PartialUpload::parse(&format!("Ranges=0-0;XXH128={hash}; /x")).unwrap();
+        assert!(p.size.is_none() && p.ranges.is_empty());
+        assert_eq!(PartialUpload::parse("Ranges=0-4; /x"), None, "no hash: nothing to check against");
+        assert_eq!(PartialUpload::parse("Ranges=x;XXH128=0; /x"), None);
+    }
+}

@@ -645,3 +645,54 @@ fn certificate_login_by_mapping() {
     assert_eq!(h.code("USER alice"), 331);
     assert_eq!(h.code("PASS right"), 230);
 }
+
+/// A long file operation (a CKSM of a huge file) keeps the session alive:
+/// NOOP and STAT are answered, ABOR stops it (426 for the CKSM, then 226),
+/// and other commands wait for the driver.
+#[test]
+fn noop_and_abor_during_a_checksum() {
+    let mut h = Harness::logged_in();
+    let op = h.s.handle(Command::parse(b"CKSM MD5 0 -1 huge.bin"));
+    assert!(matches!(op, Action::File(FileOp::Checksum { .. })), "{op:?}");
+    assert_eq!(h.s.handle(Command::parse(b"NOOP")), Action::Reply(Reply::new(ReplyCode::OK, "NOOP ok.")));
+    assert!(matches!(h.s.handle(Command::parse(b"STAT")), Action::Reply(r) if r.code.get() == 211));
+    assert_eq!(h.s.handle(Command::parse(b"ABOR")), Action::AbortFileOp);
+    assert!(h.s.file_abort_requested());
+    let r = h.s.file_result(Err(FsError::Aborted));
+    assert_eq!(r.code.get(), 426);
+    assert_eq!(h.s.file_abort_reply().map(|r| r.code.get()), Some(226));
+    assert_eq!(h.s.file_abort_reply(), None);
+    assert_eq!(h.code("NOOP"), 200);
+}
+
+/// ALLO and ESTO are bounded by the largest file the server stores; MFMT
+/// reports the time the file system took.
+#[test]
+fn sizes_are_bounded_and_mfmt_reports_what_was_set() {
+    let cfg = SessionConfig { max_file_size: 1 << 20, ..SessionConfig::default() };
+    let mut h = Harness::with(cfg);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.code("ALLO 1048576"), 200);
+    assert_eq!(h.code("ALLO 1048577"), 552);
+    assert_eq!(h.code("ESTO A 1048576 x"), 552);
+    let op = h.s.handle(Command::parse(b"MFMT 19000101000000 t.txt"));
+    assert!(matches!(op, Action::File(FileOp::SetModTime { .. })));
+    let r = h.s.file_result(Ok(FileDone::ModTime(0)));
+    assert_eq!(r.lines[0], "Modify=19700101000000; /t.txt");
+}
+
+#[test]
+fn site_partial_reports_the_record() {
+    let mut h = Harness::logged_in();
+    let op = h.s.handle(Command::parse(b"SITE PARTIAL run.nc"));
+    assert_eq!(op, Action::File(FileOp::Partial(VirtualPath::root().resolve("/run.nc").unwrap())));
+    let facts = ferry_proto::session::PartialFacts {
+        size: Some(10),
+        ranges: ferry_proto::RangeSet::parse("0-4,6-8").unwrap(),
+        xxh128: "ab".repeat(16),
+    };
+    let r = h.s.file_result(Ok(FileDone::Partial(facts)));
+    assert_eq!(r.to_string(), format!("213 Size=10;Ranges=0-4,6-8;XXH128={}; /run.nc\r\n", "ab".repeat(16)));
+    assert!(h.send("FEAT")[0].lines.iter().any(|l| l == " SITE PARTIAL"));
+}
