@@ -104,8 +104,14 @@ impl ResumeState {
             return Self { path: None, record: fresh, done, last_saved: None, store: Some(store.clone()), interrupted };
         }
         let path = state_dir().map(|d| d.join(key(source, destination)));
-        let mut state =
-            Self { path, record: fresh.clone(), done: RangeSet::new(), last_saved: None, store: None, interrupted: false };
+        let mut state = Self {
+            path,
+            record: fresh.clone(),
+            done: RangeSet::new(),
+            last_saved: None,
+            store: None,
+            interrupted: false,
+        };
         let Some(p) = &state.path else { return state };
         let Ok(text) = std::fs::read_to_string(p) else { return state };
         match serde_json::from_str::<Record>(&text) {
