@@ -809,10 +809,14 @@ fn login_lockout_counts_attempts_as_they_start() {
 // ---------------------------------------------------------------------------
 // 13. Resume that resends only what is missing
 
-/// Starts `ferry cp` at 16 MB/s, SIGKILLs it after `after`, and returns
-/// how many bytes the server had received by then (its transfer log).
+/// Starts `ferry cp` at 16 MB/s, SIGKILLs it `after` its upload began (the
+/// server created the partial file: a kill during start-up, on a loaded
+/// machine, would leave nothing to resume and no transfer to log), and
+/// returns how many bytes the server had received by then (its transfer log).
 fn kill_upload(server: &FerryServer, args: &[&str], state: &Path, path: &str, after: Duration) -> u64 {
     let before = server.transfers(path).len();
+    let partial = server.partial(path);
+    assert!(!partial.exists(), "{path}: a partial file is left from an earlier upload");
     let mut child = Command::new(ferry_bin())
         .args(["cp", "-q", "--max-rate", "16M"])
         .args(args)
@@ -821,6 +825,12 @@ fn kill_upload(server: &FerryServer, args: &[&str], state: &Path, path: &str, af
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !partial.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "{path}: the copy ended before its upload began");
+        assert!(Instant::now() < deadline, "{path}: the upload did not begin within 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     std::thread::sleep(after);
     assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
     child.kill().unwrap();
