@@ -4,6 +4,7 @@
 //!
 //! `bench/README.md` describes the scenarios and how to run them.
 
+pub mod bottlenecks;
 pub mod data;
 pub mod error;
 pub mod machine;

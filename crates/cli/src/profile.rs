@@ -1,6 +1,11 @@
 //! `ferry profile`: runs a transfer while both ends sample themselves, and
 //! writes a report that says where the bottleneck is.
 //!
+//! Both samplers run from before the profiled copy until after the last
+//! `--compare-memory` variant, so every variant is sampled for its whole
+//! duration on both ends; each transfer's progress series marks its own
+//! time window, and the report judges each window separately.
+//!
 //! The server's half comes from `SITE PROFILE START`/`STOP` on the session
 //! the transfer uses (a Ferry server, for a user with the profile
 //! permission); the client samples itself with the same code. Against a
@@ -10,7 +15,7 @@
 //! using a Ferry server's `/dev/zero` and `/dev/null` (`serve
 //! --memory-paths`), so the report can name the part that limits.
 
-use crate::copy::{runtime, ChannelFlags};
+use crate::copy::{runtime, ChannelFlags, TlsArgs};
 use anyhow::{bail, Context};
 use clap::Args;
 use ferry_client::session::ServerSession;
@@ -52,6 +57,8 @@ pub struct ProfileArgs {
     compare_memory: bool,
     #[command(flatten)]
     channel: ChannelFlags,
+    #[command(flatten)]
+    tls: TlsArgs,
     /// Seconds to wait for a server reply or a stalled data connection.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
@@ -83,6 +90,7 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
     };
     let registry = StreamRegistry::new();
     let mut opts = args.channel.options(Duration::from_secs(args.timeout));
+    opts.tls = args.tls.options();
     opts.streams = Some(registry.clone());
     // A profile measures one transfer as it is: no retries, no resume.
     opts.retries = 0;
@@ -100,13 +108,25 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
     }
     let local = start_sampler(&registry, args.interval_ms, args.perf).await?;
 
-    let recorder = ProgressRecorder::new(format!("{src} -> {dst}"), None);
+    let is_dev = |l: &Location, dev: &str| {
+        matches!(l, Location::Local(p) if p == std::path::Path::new(dev))
+            || matches!(l, Location::Remote(u) if u.path == dev)
+    };
+    let recorder = ProgressRecorder::new(format!("{src} -> {dst}"), None)
+        .with_files(!is_dev(&src, "/dev/zero"), !is_dev(&dst, "/dev/null"));
     let ticker = record_progress(&client, &recorder, args.interval_ms);
     let started = Instant::now();
     let copied = client.copy(&src, &dst).await;
     let seconds = started.elapsed().as_secs_f64();
     ticker.abort();
     recorder.record(client.stats().bytes.load(Ordering::Relaxed));
+
+    // The variants run while both ends are still sampling.
+    let mut variants = None;
+    if let (true, Ok(summary)) = (args.compare_memory, &copied) {
+        let disk_to_disk = summary.bytes as f64 / seconds.max(1e-9);
+        variants = Some(compare(&mut client, &server, &src, &dst, direction, summary.bytes, disk_to_disk).await);
+    }
 
     let server_half = if server_sampling { stop_server(&mut client, &server).await } else { Ok(None) };
     let client_half = tokio::task::spawn_blocking(move || local.stop()).await??;
@@ -137,18 +157,15 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
     profile.server = server_half;
     profile.transfers.push(recorder.snapshot());
 
-    if args.compare_memory {
-        let disk_to_disk = summary.bytes as f64 / seconds.max(1e-9);
-        let comparison = compare(&mut client, &server, &src, &dst, direction, summary.bytes, disk_to_disk).await;
-        match comparison {
-            Ok((c, series)) => {
-                profile.comparison = Some(c);
-                profile.transfers.extend(series);
-            }
-            Err(e) => {
-                profile.meta.settings.extra.insert("compare_memory".into(), format!("not run: {e:#}"));
-            }
+    match variants {
+        Some(Ok((c, series))) => {
+            profile.comparison = Some(c);
+            profile.transfers.extend(series);
         }
+        Some(Err(e)) => {
+            profile.meta.settings.extra.insert("compare_memory".into(), format!("not run: {e:#}"));
+        }
+        None => {}
     }
     client.close().await;
     Ok(profile)
@@ -221,7 +238,8 @@ async fn compare(
     }
     let mut series = Vec::new();
     let mut measure = async |label: &str, session: &mut ServerSession, variant: Variant| -> anyhow::Result<f64> {
-        let recorder = ProgressRecorder::new(label, Some(bytes));
+        let (reads, writes) = variant.files();
+        let recorder = ProgressRecorder::new(label, Some(bytes)).with_files(reads, writes);
         let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let ctl = TransferControl::shared(counter.clone(), None);
         let ticker = {
@@ -229,7 +247,8 @@ async fn compare(
             tokio::spawn(async move {
                 loop {
                     recorder.record(counter.load(Ordering::Relaxed));
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    // Variants are often short: 50 ms keeps their curves from being stubs.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             })
         };
@@ -266,10 +285,10 @@ async fn compare(
         (Direction::Upload, Location::Local(p), Location::Remote(u)) => {
             let zero = || -> anyhow::Result<Arc<dyn BlockSource>> { Ok(Arc::new(ZeroSource::new(bytes)?)) };
             let file = || -> anyhow::Result<Arc<dyn BlockSource>> { Ok(Arc::new(std::fs::File::open(p)?)) };
-            let m2m = measure("memory to memory", session, Variant::Upload(zero()?, "/dev/null".into())).await?;
-            let d2m = measure("disk to memory", session, Variant::Upload(file()?, "/dev/null".into())).await?;
+            let m2m = measure("memory to memory", session, Variant::Upload(zero()?, "/dev/null".into(), false)).await?;
+            let d2m = measure("disk to memory", session, Variant::Upload(file()?, "/dev/null".into(), true)).await?;
             let scratch = format!("{}.ferry-profile", u.path.trim_end_matches('/'));
-            let m2d = measure("memory to disk", session, Variant::Upload(zero()?, scratch.clone())).await?;
+            let m2d = measure("memory to disk", session, Variant::Upload(zero()?, scratch.clone(), false)).await?;
             let _ = session.ctrl.command(&Command::Dele(scratch)).await;
             ThroughputComparison {
                 memory_to_memory: Some(m2m),
@@ -292,8 +311,18 @@ enum Sink {
 enum Variant {
     /// Download this server path (`/dev/zero` is cut to size) into a sink.
     Download(String, Sink),
-    /// Upload a source to this server path.
-    Upload(Arc<dyn BlockSource>, String),
+    /// Upload a source (a file if the flag says so) to this server path.
+    Upload(Arc<dyn BlockSource>, String, bool),
+}
+
+impl Variant {
+    /// Whether the sending end reads a file and the receiving end writes one.
+    fn files(&self) -> (bool, bool) {
+        match self {
+            Variant::Download(path, sink) => (path != "/dev/zero", matches!(sink, Sink::File(_))),
+            Variant::Upload(_, path, file) => (*file, path != "/dev/null"),
+        }
+    }
 }
 
 async fn run_variant(
@@ -311,7 +340,7 @@ async fn run_variant(
             let state = Arc::new(ReceiveState::default());
             session.retrieve_range_e(&path, 0, bytes, sink, state, ctl).await?;
         }
-        Variant::Upload(source, path) => {
+        Variant::Upload(source, path, _) => {
             session.store_e(&path, source, bytes, &RangeSet::new(), ctl, &mut |_| {}).await?;
         }
     }

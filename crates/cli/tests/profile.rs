@@ -37,11 +37,34 @@ fn a_download_profile_has_both_ends_every_variant_and_a_verdict() {
     ]);
     assert!(ok, "{err}");
     assert_eq!(sha256_file(&dst), sha256_file(&server.path("big.bin")));
-    assert!(stdout.contains("Bottleneck:"), "{stdout}");
+    assert!(stdout.contains("Verdict:"), "{stdout}");
     let r = report(out.path());
     let profile = &r["profile"];
     assert!(has_samples(&profile["client"]), "client samples");
     assert!(has_samples(&profile["server"]), "server samples");
+    // Both ends sampled every variant for its whole duration (issue 14:
+    // the samplers used to stop with the profiled copy).
+    let transfers = profile["transfers"].as_array().expect("transfers");
+    assert_eq!(transfers.len(), 4, "the copy and three variants");
+    let end_ms = |t: &serde_json::Value| {
+        t["start_unix_ms"].as_f64().unwrap()
+            + 1000.0 * t["samples"].as_array().unwrap().last().unwrap()["t"].as_f64().unwrap()
+    };
+    let last_end = transfers.iter().map(end_ms).fold(0.0, f64::max);
+    for side in ["client", "server"] {
+        let h = &profile[side];
+        let last = h["samples"].as_array().unwrap().last().unwrap()["t"].as_f64().unwrap();
+        let sampled_until = h["start_unix_ms"].as_f64().unwrap() + 1000.0 * last;
+        assert!(
+            sampled_until >= last_end,
+            "{side} stopped sampling at {sampled_until}, the last variant ended at {last_end}"
+        );
+    }
+    // Every window was judged, and the profiled copy has a verdict with its evidence.
+    let a = &r["analysis"];
+    assert!(a["verdict"]["name"].is_string(), "{}", a["verdict"]);
+    assert!(a["verdict"]["candidates"].as_array().is_some_and(|c| c.len() >= 8), "{}", a["verdict"]);
+    assert!(a["transfers"].as_array().unwrap().iter().all(|t| t["limit"].is_string()));
     // The server followed its data connections (two streams).
     let streams = profile["server"]["streams"].as_array().expect("server streams");
     assert!(streams.len() >= 2, "{streams:?}");

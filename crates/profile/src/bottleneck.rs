@@ -1,17 +1,26 @@
-//! Plain-language conclusions: which part limits a transfer, and what the
-//! samples suggest changing.
+//! The FTPProfiler comparison of variants, and the hints.
 //!
-//! The bottleneck statement follows the `--compare-memory` method: run the
-//! same transfer memory-to-memory (the network's rate with no disk
-//! involved), disk-to-memory (only the reading side's disk), memory-to-disk
-//! (only the writing side's disk) and disk-to-disk, then compare each with
-//! memory-to-memory. The part whose variant falls furthest below the
-//! network's rate is the limit; if none falls noticeably below, the network is.
+//! The comparison follows the `--compare-memory` method: run the same
+//! transfer memory-to-memory (the network's rate with no disk involved),
+//! disk-to-memory (only the reading side's disk), memory-to-disk (only the
+//! writing side's file) and disk-to-disk, then compare each with
+//! memory-to-memory. It says which *part* costs throughput, not which
+//! *resource*: a memory-to-disk variant can be slow because the disk is
+//! slow or because copying into the page cache costs CPU the machine does
+//! not have. The verdict (`verdict.rs`) names the resource from the samples
+//! and uses the comparison as one piece of evidence.
+//!
+//! Hints are observations with advice. Each bears on some candidate
+//! limits; once the verdict is known, a hint about other limits keeps its
+//! observation but loses its advice and says it is not the limit
+//! ([`reconcile`]), so the page never recommends one thing in the verdict
+//! and the opposite in a hint.
 
 use serde::{Deserialize, Serialize};
 
 use crate::report::{Analysis, Profile, Side};
 use crate::units::{format_rate, format_rate_both};
+use crate::verdict::{LimitKind, Verdict};
 
 /// A variant within this fraction of memory-to-memory "keeps up".
 pub const KEEPS_UP: f64 = 0.9;
@@ -46,7 +55,7 @@ pub enum Limit {
     Disks,
 }
 
-/// The answer, as a sentence and as data.
+/// What the comparison of variants shows, as a sentence and as data.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bottleneck {
     pub limit: Limit,
@@ -59,8 +68,9 @@ fn pct(r: f64) -> String {
     format!("{:.0}%", r * 100.0)
 }
 
-/// Names the limiting part, e.g. "The limit is disk reads on the server:
-/// 54% of the network's memory-to-memory rate (512 MiB/s of 948 MiB/s)."
+/// Names the part whose variant is slowest, e.g. "Of the variants, disk
+/// reads on the server (disk to memory) fall furthest below memory to
+/// memory: 54% of its rate (512 MiB/s of 948 MiB/s)."
 /// Needs memory-to-memory and at least one other variant.
 pub fn bottleneck(c: &ThroughputComparison) -> Option<Bottleneck> {
     let m2m = c.memory_to_memory.filter(|&r| r > 0.0)?;
@@ -71,11 +81,9 @@ pub fn bottleneck(c: &ThroughputComparison) -> Option<Bottleneck> {
     if read.is_none() && write.is_none() && both.is_none() {
         return None;
     }
-    let of_net = |r: f64, rate: f64| {
-        format!("{} of the network's memory-to-memory rate ({} of {})", pct(r), format_rate(rate), format_rate(m2m))
-    };
-    let read_name = format!("disk reads on the {}", reader.label());
-    let write_name = format!("disk writes on the {}", writer.label());
+    let of_net = |r: f64, rate: f64| format!("{} of its rate ({} of {})", pct(r), format_rate(rate), format_rate(m2m));
+    let read_name = format!("disk reads on the {} (disk to memory)", reader.label());
+    let write_name = format!("file writes on the {} (memory to disk)", writer.label());
 
     // The worse of the single-disk variants, if any falls short.
     let mut singles: Vec<(Limit, f64, f64, &str)> = Vec::new();
@@ -88,7 +96,8 @@ pub fn bottleneck(c: &ThroughputComparison) -> Option<Bottleneck> {
     singles.sort_by(|a, b| a.1.total_cmp(&b.1));
     if let Some(&(limit, r, v, name)) = singles.first() {
         if r < KEEPS_UP {
-            let mut statement = format!("The limit is {name}: {}.", of_net(r, v));
+            let mut statement =
+                format!("Of the variants, {name} fall furthest below memory to memory: {}.", of_net(r, v));
             if let Some(&(_, r2, _, name2)) = singles.get(1) {
                 if r2 < KEEPS_UP {
                     statement.push_str(&format!(" {} reach {} of it too.", capitalise(name2), pct(r2)));
@@ -105,7 +114,7 @@ pub fn bottleneck(c: &ThroughputComparison) -> Option<Bottleneck> {
             limit: Limit::Disks,
             ratio: b,
             statement: format!(
-                "The disks are the limit: disk-to-disk reaches {}. Run the disk-to-memory and memory-to-disk variants to tell which disk.",
+                "With both disks involved the transfer reaches {}. Run the disk-to-memory and memory-to-disk variants to tell which part.",
                 of_net(b, bv)
             ),
         }),
@@ -113,7 +122,7 @@ pub fn bottleneck(c: &ThroughputComparison) -> Option<Bottleneck> {
             limit: Limit::DisksTogether,
             ratio: b,
             statement: format!(
-                "Each disk keeps up on its own (at least {} of the network's rate), but disk-to-disk reaches only {}: reading and writing together compete for CPU, memory bandwidth or the same device.",
+                "Each disk keeps up on its own (at least {} of memory to memory), but disk to disk reaches only {}: reading and writing together compete for CPU, memory bandwidth or the same device.",
                 pct(singles.iter().map(|s| s.1).fold(f64::INFINITY, f64::min)),
                 of_net(b, bv)
             ),
@@ -124,7 +133,7 @@ pub fn bottleneck(c: &ThroughputComparison) -> Option<Bottleneck> {
                 limit: Limit::Network,
                 ratio: worst,
                 statement: format!(
-                    "The network is the limit: with the disks involved the transfer still reaches {} of the memory-to-memory rate ({}).",
+                    "Every variant keeps up with memory to memory: with the disks involved the transfer still reaches {} of its rate ({}).",
                     pct(worst),
                     format_rate_both(m2m)
                 ),
@@ -159,12 +168,65 @@ pub enum HintKind {
     SamplerOverhead,
 }
 
+impl HintKind {
+    /// The limits this observation can be evidence of; `None` for remarks
+    /// about the profile itself.
+    pub fn bears_on(self) -> Option<&'static [LimitKind]> {
+        use LimitKind as L;
+        Some(match self {
+            HintKind::CoreKernelBound | HintKind::CoreUserBound | HintKind::PerfHotspot => &[L::Cpu, L::PageCacheCopy],
+            HintKind::IoWait => &[L::DiskRead, L::DiskWrite],
+            HintKind::Retransmissions | HintKind::Drops => &[L::Loss, L::NetworkPath],
+            HintKind::ReceiverWindowLimited => &[L::ReceiverWindow],
+            HintKind::SendBufferLimited => &[L::SendBuffer],
+            HintKind::ApplicationLimited => &[L::SenderApplication, L::DiskRead, L::Cpu, L::PageCacheCopy],
+            HintKind::CongestionWindowLimited => &[L::NetworkPath, L::Loss, L::TooFewStreams],
+            HintKind::DirtyPages => &[L::DiskWrite, L::PageCacheCopy],
+            HintKind::SamplerOverhead => return None,
+        })
+    }
+}
+
 /// One observation with the change it suggests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hint {
     pub kind: HintKind,
     pub side: Option<Side>,
+    /// What was seen, with the advice when it is consistent with the verdict.
     pub message: String,
+    /// `supports` (bears on the verdict's limit), `not_the_limit` (bears on
+    /// another limit; its advice was dropped), or `observation` (no verdict,
+    /// or a remark about the profile itself).
+    pub relation: String,
+    /// The advice the observation suggests on its own.
+    #[serde(skip)]
+    advice: String,
+    #[serde(skip)]
+    observation: String,
+}
+
+impl Hint {
+    fn new(kind: HintKind, side: Option<Side>, observation: String, advice: &str) -> Hint {
+        let message = if advice.is_empty() { observation.clone() } else { format!("{observation} {advice}") };
+        Hint { kind, side, message, relation: "observation".into(), advice: advice.to_string(), observation }
+    }
+}
+
+/// Makes the hints agree with the verdict: an observation about another
+/// limit keeps its figures, drops its advice and says it is not the limit.
+pub fn reconcile(hints: &mut [Hint], verdict: Option<&Verdict>) {
+    let Some(v) = verdict.filter(|v| v.conclusive) else { return };
+    let Some(limit) = v.limit else { return };
+    for h in hints {
+        match h.kind.bears_on() {
+            Some(kinds) if kinds.contains(&limit) => h.relation = "supports".into(),
+            Some(_) => {
+                h.relation = "not_the_limit".into();
+                h.message = format!("{} Not the limit here: the verdict is {}.", h.observation, v.name);
+            }
+            None => {}
+        }
+    }
 }
 
 /// A core counts as saturated when it is at least this busy...
@@ -213,66 +275,78 @@ pub fn hints(profile: &Profile, analysis: &Analysis) -> Vec<Hint> {
         }
         let cores =
             |v: &[String]| if v.len() == 1 { format!("{} was", v[0]) } else { format!("{} were", v.join(", ")) };
+        // The machine's cores may be busy with other programs: say how much
+        // of it was the watched process.
+        let own = sum
+            .process_cpu_percent
+            .map(|p| format!(" The watched Ferry process used {:.0}% of one core on average.", p.avg))
+            .unwrap_or_default();
         if !kernel_bound.is_empty() {
-            out.push(Hint {
-                kind: HintKind::CoreKernelBound,
-                side: Some(side),
-                message: format!(
-                    "Saturated core on the {who} (at least {PEGGED_BUSY:.0}% busy), mostly in the kernel: {} saturated. The network stack or the copies need a whole core; more streams help only if the NIC spreads them over queues (RSS/RPS), and zero-copy sends cut the copy cost.",
+            out.push(Hint::new(
+                HintKind::CoreKernelBound,
+                Some(side),
+                format!(
+                    "Saturated core on the {who} (at least {PEGGED_BUSY:.0}% busy), mostly in the kernel: {} saturated.{own}",
                     cores(&kernel_bound)
                 ),
-            });
+                "The network stack or the copies need a whole core; more streams help only if the NIC spreads them over queues (RSS/RPS), and zero-copy sends cut the copy cost.",
+            ));
         }
         if !user_bound.is_empty() {
-            out.push(Hint {
-                kind: HintKind::CoreUserBound,
-                side: Some(side),
-                message: format!(
-                    "Saturated core on the {who} (at least {PEGGED_BUSY:.0}% busy), mostly in user space: {} saturated. A program's thread (checksums, copies, encryption — or another program: see the perf table) is the limit.",
+            out.push(Hint::new(
+                HintKind::CoreUserBound,
+                Some(side),
+                format!(
+                    "Saturated core on the {who} (at least {PEGGED_BUSY:.0}% busy), mostly in user space: {} saturated.{own}",
                     cores(&user_bound)
                 ),
-            });
+                "A program's thread (checksums, copies, encryption — or another program: see the perf table) is the limit.",
+            ));
         }
         // iowait is a share of all cores; 10% on a 2-core machine is a fifth of one core waiting.
         if sum.cpu_iowait_percent.avg >= 10.0 {
-            out.push(Hint {
-                kind: HintKind::IoWait,
-                side: Some(side),
-                message: format!(
-                    "The {who}'s CPUs waited for the disk {:.0}% of the time on average (peak {:.0}%): the disk is slower than the transfer. More staging (larger buffers, more reader/writer threads) only helps if the disk can do more in parallel.",
+            out.push(Hint::new(
+                HintKind::IoWait,
+                Some(side),
+                format!(
+                    "The {who}'s CPUs waited for the disk {:.0}% of the time on average (peak {:.0}%).",
                     sum.cpu_iowait_percent.avg, sum.cpu_iowait_percent.peak
                 ),
-            });
+                "The disk is slower than the transfer; more staging (larger buffers, more reader/writer threads) only helps if the disk can do more in parallel.",
+            ));
         }
         if sum.retrans_percent >= 1.0 {
-            out.push(Hint {
-                kind: HintKind::Retransmissions,
-                side: Some(side),
-                message: format!(
-                    "{:.1}% of the {who}'s TCP segments were retransmitted (peak {:.0}/s): loss on the path or at a full queue. On a long path loss is what parallel streams are for; on a short one, look for a rate-limited or overloaded link.",
+            out.push(Hint::new(
+                HintKind::Retransmissions,
+                Some(side),
+                format!(
+                    "{:.1}% of the {who}'s TCP segments were retransmitted (peak {:.0}/s).",
                     sum.retrans_percent, sum.tcp_retrans_segs_per_s.peak
                 ),
-            });
+                "Loss on the path or at a full queue: on a long path loss is what parallel streams are for; on a short one, look for a rate-limited or overloaded link.",
+            ));
         }
         let drops: f64 =
             host.samples.iter().flat_map(|s| s.nets.iter()).map(|n| n.rx_drops_per_s + n.tx_drops_per_s).sum::<f64>();
         if drops > 0.0 {
-            out.push(Hint {
-                kind: HintKind::Drops,
-                side: Some(side),
-                message: format!("The {who}'s network interfaces dropped packets: check ring sizes (ethtool -g) and the receive backlog (net.core.netdev_max_backlog)."),
-            });
+            out.push(Hint::new(
+                HintKind::Drops,
+                Some(side),
+                format!("The {who}'s network interfaces dropped packets."),
+                "Check ring sizes (ethtool -g) and the receive backlog (net.core.netdev_max_backlog).",
+            ));
         }
         let mem_total = host.host.mem_total_bytes.max(1) as f64;
         if sum.dirty_peak_bytes as f64 > 0.1 * mem_total {
-            out.push(Hint {
-                kind: HintKind::DirtyPages,
-                side: Some(side),
-                message: format!(
-                    "Dirty page cache on the {who} peaked at {:.0}% of memory: writes outran the disk and the kernel throttles writers once the dirty limit is reached.",
+            out.push(Hint::new(
+                HintKind::DirtyPages,
+                Some(side),
+                format!(
+                    "Dirty page cache on the {who} peaked at {:.0}% of memory: writes went to memory faster than to the disk.",
                     100.0 * sum.dirty_peak_bytes as f64 / mem_total
                 ),
-            });
+                "The kernel throttles writers once the dirty limit is reached; a longer transfer would run at the disk's rate.",
+            ));
         }
         if let Some(perf) = &host.perf {
             // The heaviest module a reader can act on ("other kernel" and
@@ -282,29 +356,31 @@ pub fn hints(profile: &Profile, analysis: &Analysis) -> Vec<Hint> {
                 |g: &&crate::perf::GroupShare| !matches!(g.group, M::SchedulerIdle | M::OtherKernel | M::OtherUser);
             if let Some(g) = perf.groups.iter().find(actionable) {
                 if g.percent >= 25.0 {
-                    out.push(Hint {
-                        kind: HintKind::PerfHotspot,
-                        side: Some(side),
-                        message: format!(
+                    out.push(Hint::new(
+                        HintKind::PerfHotspot,
+                        Some(side),
+                        format!(
                             "perf on the {who}: {:.0}% of CPU samples were in {} ({}).",
                             g.percent,
                             g.name,
                             g.examples.join(", ")
                         ),
-                    });
+                        "",
+                    ));
                 }
             }
         }
         let interval_us = host.interval_ms.max(1) as f64 * 1000.0;
         if host.overhead.mean_us / interval_us > 0.02 {
-            out.push(Hint {
-                kind: HintKind::SamplerOverhead,
-                side: Some(side),
-                message: format!(
-                    "The sampler on the {who} spent {:.1}% of its interval reading /proc; use a longer interval for a less disturbed profile.",
+            out.push(Hint::new(
+                HintKind::SamplerOverhead,
+                Some(side),
+                format!(
+                    "The sampler on the {who} spent {:.1}% of its interval reading /proc.",
                     100.0 * host.overhead.mean_us / interval_us
                 ),
-            });
+                "Use a longer interval for a less disturbed profile.",
+            ));
         }
     }
     // The senders' view of each stream says what held the window back.
@@ -314,30 +390,31 @@ pub fn hints(profile: &Profile, analysis: &Analysis) -> Vec<Hint> {
     let mut stream_hint = |kind, limit: &str, advice: &str| {
         let k = count(limit);
         if k > 0 {
-            out.push(Hint {
+            out.push(Hint::new(
                 kind,
-                side: None,
-                message: format!(
-                    "{k} of {total} sending stream{} limited by the {limit}: {advice}",
+                None,
+                format!(
+                    "{k} of {total} sending stream{} limited by the {limit}.",
                     if total == 1 { " was" } else { "s were" }
                 ),
-            });
+                advice,
+            ));
         }
     };
     stream_hint(
         HintKind::ReceiverWindowLimited,
         "receiver window",
-        "the receiver's buffer is smaller than the bandwidth-delay product; raise the TCP buffer (--tcp-bs, and net.core.rmem_max on the receiver) or use more parallel streams.",
+        "The receiver's buffer is smaller than the bandwidth-delay product: raise the TCP buffer (--tcp-bs, and net.core.rmem_max on the receiver) or use more parallel streams.",
     );
     stream_hint(
         HintKind::SendBufferLimited,
         "send buffer",
-        "the sender's socket buffer is too small for the path; raise the TCP buffer (--tcp-bs, and net.core.wmem_max on the sender).",
+        "The sender's socket buffer is too small for the path: raise the TCP buffer (--tcp-bs, and net.core.wmem_max on the sender).",
     );
     stream_hint(
         HintKind::ApplicationLimited,
         "application",
-        "the sender often had nothing to send; the disk reads or the CPU feed the network too slowly (see the disk and CPU figures).",
+        "The sender often had nothing to send: the disk reads or the CPU feed the network too slowly (see the disk and CPU figures).",
     );
     stream_hint(
         HintKind::CongestionWindowLimited,
@@ -364,7 +441,11 @@ mod tests {
         };
         let b = bottleneck(&c).unwrap();
         assert_eq!(b.limit, Limit::DiskRead);
-        assert!(b.statement.starts_with("The limit is disk reads on the server: 54% of the network's memory-to-memory rate (512 MiB/s of 948 MiB/s)."), "{}", b.statement);
+        assert!(
+            b.statement.starts_with("Of the variants, disk reads on the server (disk to memory) fall furthest below memory to memory: 54% of its rate (512 MiB/s of 948 MiB/s)."),
+            "{}",
+            b.statement
+        );
     }
 
     #[test]
@@ -378,8 +459,13 @@ mod tests {
         };
         let b = bottleneck(&c).unwrap();
         assert_eq!(b.limit, Limit::DiskWrite);
-        assert!(b.statement.contains("disk writes on the server: 40%"), "{}", b.statement);
-        assert!(b.statement.contains("Disk reads on the client reach 80%"), "{}", b.statement);
+        assert!(
+            b.statement
+                .contains("file writes on the server (memory to disk) fall furthest below memory to memory: 40%"),
+            "{}",
+            b.statement
+        );
+        assert!(b.statement.contains("Disk reads on the client (disk to memory) reach 80%"), "{}", b.statement);
     }
 
     #[test]

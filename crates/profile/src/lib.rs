@@ -81,8 +81,10 @@
 
 mod bottleneck;
 mod error;
+mod facts;
 mod perf;
 mod probe;
+mod process;
 mod procfs;
 mod report;
 mod sampler;
@@ -90,18 +92,21 @@ mod streams;
 mod sys;
 mod tune;
 mod units;
+mod verdict;
 
-pub use bottleneck::{bottleneck, hints, Bottleneck, Hint, HintKind, Limit, ThroughputComparison, KEEPS_UP};
+pub use bottleneck::{bottleneck, hints, reconcile, Bottleneck, Hint, HintKind, Limit, ThroughputComparison, KEEPS_UP};
 pub use error::{ProfileError, Result};
+pub use facts::{all_stream_facts, side_facts, stream_facts, ProcessFacts, SideFacts, StreamFacts, Window};
 pub use perf::{
     classify, parse_report, perf_available, record_for, summarize, DsoShare, GroupShare, ModuleGroup, PerfConfig,
     PerfRecording, PerfSummary, PerfTarget, SymbolShare,
 };
 pub use probe::{bdp_bytes, rtt_estimate, BufferLimits, ProbeReport, RttEstimate};
+pub use process::{CgroupLimits, IoLimit};
 pub use report::{
     text_table, Analysis, CoreSummary, HostSummary, InterfaceSummary, Profile, ProgressRecorder, ProgressSample,
-    ReportDocument, ReportFiles, RunMeta, Side, Stat, StreamSummary, TransferSeries, TransferSettings, TransferSummary,
-    SCHEMA,
+    ReportDocument, ReportFiles, RunMeta, Side, Stat, StreamSummary, TableNote, TransferSeries, TransferSettings,
+    TransferSummary, SCHEMA,
 };
 pub use sampler::{
     CoreShare, CpuShare, DiskRate, DiskTotal, HostInfo, HostProfile, LoadAvg, Memory, NetRate, ProcessInfo,
@@ -110,3 +115,4 @@ pub use sampler::{
 pub use streams::{tcp_info, StreamHandle, StreamRegistry, StreamSample, StreamSeries, TcpInfo, Tracked};
 pub use tune::{exhaustive, tune, Knob, Trial, TuneConfig, TuneError, TunePlan, TuneResult, TuneSpace};
 pub use units::{format_bits, format_bytes, format_ms, format_rate, format_rate_both};
+pub use verdict::{judge, Candidate, Context, LimitKind, Verdict};

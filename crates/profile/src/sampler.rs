@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ProfileError, Result};
 use crate::perf::{PerfConfig, PerfRecording, PerfSummary};
+use crate::process::{CgroupLimits, ProcessCounters, ProcessWatch};
 use crate::procfs::{self, CpuTimes, DiskCounters, MemCounters, NetCounters, ProcStat, StatCounters};
 use crate::streams::{StreamRegistry, StreamSample, StreamSeries};
 use crate::sys;
@@ -167,6 +168,8 @@ pub struct Memory {
     pub cached_bytes: u64,
     pub dirty_bytes: u64,
     pub writeback_bytes: u64,
+    /// `Shmem`: tmpfs and shared memory (a tmpfs file's pages are here).
+    pub shmem_bytes: u64,
 }
 
 impl From<MemCounters> for Memory {
@@ -177,6 +180,7 @@ impl From<MemCounters> for Memory {
             cached_bytes: m.cached,
             dirty_bytes: m.dirty,
             writeback_bytes: m.writeback,
+            shmem_bytes: m.shmem,
         }
     }
 }
@@ -189,6 +193,33 @@ pub struct ProcessSample {
     pub system_percent: f64,
     pub rss_bytes: u64,
     pub threads: u64,
+    /// Time its threads were runnable but waited for a CPU, % of one core
+    /// (all threads together): CPU the process wanted and did not get.
+    pub run_delay_percent: f64,
+    /// The thread that wanted the CPU most: its time on a CPU, % of one core.
+    pub busiest_thread_percent: f64,
+    /// ...and its time waiting for one; the sum near 100 means that thread
+    /// needed a whole core.
+    pub busiest_thread_wait_percent: f64,
+    /// Threads running or runnable (state `R`), on average over the looks
+    /// taken during the interval (the sampler's own thread left out).
+    pub threads_running: f64,
+    /// Threads in uninterruptible sleep (state `D`: waiting for the disk,
+    /// or throttled while writing dirty pages), on average.
+    pub threads_blocked: f64,
+    /// Share of the looks that found at least one thread running or
+    /// runnable, %: near 100 means the process always had CPU work.
+    pub runnable_percent: f64,
+    /// Bytes the process made the storage read (`/proc/PID/io` read_bytes).
+    pub storage_read_bytes_per_s: f64,
+    /// Bytes it dirtied for the storage to write (write_bytes minus
+    /// cancelled_write_bytes; counted when dirtied, not when on disk).
+    pub storage_write_bytes_per_s: f64,
+    /// Share of the CPU cgroup's quota periods in which it was throttled, %;
+    /// `null` without a readable `cpu.stat`.
+    pub cgroup_throttled_percent: Option<f64>,
+    /// Time the cgroup's tasks were held back by the quota, ms per second.
+    pub cgroup_throttled_ms_per_s: Option<f64>,
 }
 
 /// Everything read at one tick; rates cover the `dt` seconds ending at `t`.
@@ -266,6 +297,8 @@ impl HostInfo {
 pub struct ProcessInfo {
     pub pid: u32,
     pub command: String,
+    /// CPU quota and block-device limits of its cgroups.
+    pub cgroup: Option<CgroupLimits>,
 }
 
 /// What sampling cost: wall time of each tick's reads and arithmetic.
@@ -324,7 +357,7 @@ struct Counters {
     tcp: HashMap<String, i64>,
     tcp_ext: HashMap<String, i64>,
     mem: MemCounters,
-    process: Option<(ProcStat, u64)>,
+    process: Option<(ProcStat, u64, ProcessCounters)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -339,6 +372,7 @@ enum DiskKind {
 #[derive(Debug)]
 pub struct SystemReader {
     pid: Option<u32>,
+    watch: Option<ProcessWatch>,
     origin: Instant,
     prev: Counters,
     prev_at: Instant,
@@ -354,6 +388,7 @@ impl SystemReader {
     pub fn new(process: Option<u32>) -> Result<SystemReader> {
         let mut r = SystemReader {
             pid: process,
+            watch: process.map(ProcessWatch::new),
             origin: Instant::now(),
             prev: Counters::default(),
             prev_at: Instant::now(),
@@ -389,6 +424,14 @@ impl SystemReader {
         self.prev = cur;
         self.prev_at = now;
         Ok(s)
+    }
+
+    /// Looks at the watched process's thread states (the sampler does this
+    /// several times per interval; each sample reports the average).
+    pub(crate) fn look(&mut self) {
+        if let Some(w) = &mut self.watch {
+            w.look();
+        }
     }
 
     fn warn(&mut self, msg: String) {
@@ -443,8 +486,9 @@ impl SystemReader {
         if let Some(pid) = self.pid {
             let stat = self.load(&format!("/proc/{pid}/stat")).ok().and_then(|t| procfs::parse_pid_stat(t).ok());
             let rss = self.load(&format!("/proc/{pid}/status")).ok().and_then(procfs::parse_status_rss);
+            let counters = self.watch.as_mut().map(|w| w.read()).unwrap_or_default();
             match stat {
-                Some(s) => c.process = Some((s, rss.unwrap_or(0))),
+                Some(s) => c.process = Some((s, rss.unwrap_or(0), counters)),
                 None => self.warn(format!("process {pid} is gone")),
             }
         }
@@ -457,7 +501,9 @@ impl SystemReader {
         }
         // Whole disks are listed in /sys/block, partitions only under
         // /sys/class/block; counting both would count every byte twice.
-        let kind = if !Path::new("/sys/block").exists() {
+        let kind = if procfs::is_loop_disk(name) {
+            DiskKind::Whole { stacked: true }
+        } else if !Path::new("/sys/block").exists() {
             DiskKind::Whole { stacked: false }
         } else if Path::new("/sys/block").join(name).exists() {
             let stacked = std::fs::read_dir(Path::new("/sys/block").join(name).join("slaves"))
@@ -556,12 +602,25 @@ impl SystemReader {
         };
 
         let process = match (&cur.process, &prev.process) {
-            (Some((c, rss)), Some((p, _))) => Some(ProcessSample {
-                user_percent: 100.0 * rate(c.utime, p.utime) / self.hz,
-                system_percent: 100.0 * rate(c.stime, p.stime) / self.hz,
-                rss_bytes: *rss,
-                threads: c.threads,
-            }),
+            (Some((c, rss, cc)), Some((p, _, pc))) => {
+                let r = self.watch.as_mut().map(|w| w.rates(pc, cc, dt)).unwrap_or_default();
+                Some(ProcessSample {
+                    user_percent: 100.0 * rate(c.utime, p.utime) / self.hz,
+                    system_percent: 100.0 * rate(c.stime, p.stime) / self.hz,
+                    rss_bytes: *rss,
+                    threads: c.threads,
+                    run_delay_percent: r.run_delay_percent,
+                    busiest_thread_percent: r.busiest_thread_percent,
+                    busiest_thread_wait_percent: r.busiest_thread_wait_percent,
+                    threads_running: r.threads_running,
+                    threads_blocked: r.threads_blocked,
+                    runnable_percent: r.runnable_percent,
+                    storage_read_bytes_per_s: r.storage_read_bytes_per_s,
+                    storage_write_bytes_per_s: r.storage_write_bytes_per_s,
+                    cgroup_throttled_percent: r.cgroup_throttled_percent,
+                    cgroup_throttled_ms_per_s: r.cgroup_throttled_ms_per_s,
+                })
+            }
             _ => None,
         };
 
@@ -717,6 +776,7 @@ impl Sampler {
                 .ok()
                 .and_then(|t| procfs::parse_pid_comm(&t))
                 .unwrap_or_default(),
+            cgroup: crate::process::cgroup_limits(pid),
         });
         let (perf, perf_error) = match &config.perf {
             Some(pc) => match PerfRecording::start(pc) {
@@ -866,18 +926,34 @@ fn run(
             streams.entry(r.id, &r.label, r.local, r.peer, 0.0).samples.push(StreamSample { t: 0.0, info: r.info });
         }
     }
+    // Thread states are looked at five times per interval (at most every
+    // 20 ms, at least every 200 ms): a state is an instant, and one look per
+    // interval would make "blocked on the disk 60% of the time" a coin toss.
+    let look_every = (interval / 5).clamp(Duration::from_millis(20), Duration::from_millis(200));
+    let mut look_cost_us = 0.0;
     loop {
-        let stopping = {
+        let mut next_look = Instant::now() + look_every;
+        let stopping = loop {
             let mut stopped = signal.stopped.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if *stopped {
-                    break true;
-                }
-                let now = Instant::now();
-                if now >= next {
-                    break false;
-                }
-                stopped = signal.wake.wait_timeout(stopped, next - now).unwrap_or_else(|e| e.into_inner()).0;
+            if *stopped {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= next {
+                break false;
+            }
+            if now >= next_look {
+                drop(stopped);
+                let t = Instant::now();
+                reader.look();
+                look_cost_us += t.elapsed().as_secs_f64() * 1e6;
+                next_look = now + look_every;
+                continue;
+            }
+            let until = next.min(next_look);
+            stopped = signal.wake.wait_timeout(stopped, until - now).unwrap_or_else(|e| e.into_inner()).0;
+            if *stopped {
+                break true;
             }
         };
         // The final tick closes the window at the moment of stopping, unless
@@ -890,6 +966,7 @@ fn run(
             truncated = true;
         } else {
             let tick_start = Instant::now();
+            reader.look();
             match reader.sample() {
                 Ok(s) => samples.push(s),
                 Err(e) => reader.warn(format!("sample failed: {e}")),
@@ -909,7 +986,8 @@ fn run(
                     s.closed_t = Some(ct);
                 }
             }
-            let us = tick_start.elapsed().as_secs_f64() * 1e6;
+            // A tick's cost includes the looks at thread states since the last one.
+            let us = tick_start.elapsed().as_secs_f64() * 1e6 + std::mem::take(&mut look_cost_us);
             overhead.ticks += 1;
             total_us += us;
             overhead.max_us = overhead.max_us.max(us);

@@ -91,6 +91,12 @@ pub struct TcpInfo {
     pub total_rto: Option<u16>,
     pub total_rto_recoveries: Option<u16>,
     pub total_rto_time_ms: Option<u32>,
+    /// The socket's send and receive buffer sizes (`SO_SNDBUF`, `SO_RCVBUF`:
+    /// not part of `TCP_INFO`, read with it), as autotuning has grown them.
+    #[serde(default)]
+    pub send_buffer_bytes: Option<u32>,
+    #[serde(default)]
+    pub receive_buffer_bytes: Option<u32>,
 }
 
 /// `TCP_INFINITE_SSTHRESH`: slow start has not ended yet.
@@ -188,6 +194,8 @@ impl TcpInfo {
             total_rto: has(tcpinfo::OFFSET_TOTAL_RTO).then_some(r.total_rto),
             total_rto_recoveries: has(tcpinfo::OFFSET_TOTAL_RTO).then_some(r.total_rto_recoveries),
             total_rto_time_ms: has(tcpinfo::OFFSET_TOTAL_RTO).then_some(r.total_rto_time),
+            send_buffer_bytes: None,
+            receive_buffer_bytes: None,
         }
     }
 }
@@ -209,7 +217,11 @@ pub fn tcp_info(socket: &impl AsFd) -> Result<TcpInfo> {
             ),
         });
     }
-    Ok(TcpInfo::from_raw(&raw, len))
+    let mut info = TcpInfo::from_raw(&raw, len);
+    let sock = socket2::SockRef::from(&fd);
+    info.send_buffer_bytes = sock.send_buffer_size().ok().map(|v| v as u32);
+    info.receive_buffer_bytes = sock.recv_buffer_size().ok().map(|v| v as u32);
+    Ok(info)
 }
 
 /// One `TCP_INFO` reading of a stream, `t` seconds after its sampler started.
@@ -221,7 +233,7 @@ pub struct StreamSample {
 }
 
 /// All readings of one registered socket during a profile.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StreamSeries {
     /// Registry-assigned, unique within one registry.
     pub id: u64,

@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{Profile, Side, TransferSeries};
 use crate::bottleneck::{self, Bottleneck, Hint};
+use crate::facts::Window;
 use crate::sampler::HostProfile;
 use crate::streams::StreamSeries;
+use crate::verdict::{self, Verdict};
 
 /// Time-weighted average and highest value of one quantity.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -133,6 +135,17 @@ pub struct TransferSummary {
     pub duration_s: f64,
     pub avg_bytes_per_s: f64,
     pub peak_bytes_per_s: f64,
+    /// The verdict for this transfer's own time window (its name only;
+    /// the profiled transfer's full verdict is `analysis.verdict`).
+    pub limit: String,
+}
+
+/// How one of the FTPProfiler tables bears on the verdict.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TableNote {
+    /// The table ("peak load", "I/O transactions per second", ...).
+    pub table: String,
+    pub note: String,
 }
 
 /// Everything derived from a [`Profile`].
@@ -142,8 +155,13 @@ pub struct Analysis {
     pub server: Option<HostSummary>,
     pub transfers: Vec<TransferSummary>,
     pub streams: Vec<StreamSummary>,
-    pub bottleneck: Option<Bottleneck>,
+    /// What limited the profiled transfer (the first in `transfers`).
+    pub verdict: Option<Verdict>,
+    /// The FTPProfiler comparison of variants (`--compare-memory`).
+    pub comparison: Option<Bottleneck>,
     pub hints: Vec<Hint>,
+    /// How each table of the report bears on the verdict.
+    pub table_notes: Vec<TableNote>,
 }
 
 impl Analysis {
@@ -161,16 +179,46 @@ pub(crate) fn analyze(profile: &Profile) -> Analysis {
         server: profile.server.as_ref().map(summarize_host),
         transfers: profile.transfers.iter().map(summarize_transfer).collect(),
         streams: Vec::new(),
-        bottleneck: profile.comparison.as_ref().and_then(bottleneck::bottleneck),
+        verdict: None,
+        comparison: profile.comparison.as_ref().and_then(bottleneck::bottleneck),
         hints: Vec::new(),
+        table_notes: Vec::new(),
     };
     for side in [Side::Client, Side::Server] {
         if let Some(h) = profile.host(side) {
             a.streams.extend(h.streams.iter().map(|s| summarize_stream(s, Some(side))));
         }
     }
+    for (i, t) in profile.transfers.iter().enumerate() {
+        let v = judge_transfer(profile, t, i == 0);
+        if let Some(v) = &v {
+            a.transfers[i].limit = v.name.clone();
+        }
+        if i == 0 {
+            a.verdict = v;
+        }
+    }
     a.hints = bottleneck::hints(profile, &a);
+    bottleneck::reconcile(&mut a.hints, a.verdict.as_ref());
+    a.table_notes = super::notes::table_notes(profile, &a);
     a
+}
+
+/// The verdict for one transfer's window. The profiled transfer (`main`)
+/// falls back on the run's settings for what it read and wrote.
+fn judge_transfer(profile: &Profile, t: &TransferSeries, main: bool) -> Option<Verdict> {
+    let w = Window::of_transfer(t)?;
+    let st = &profile.meta.settings;
+    let is = |p: &Option<String>, dev: &str| p.as_deref().is_some_and(|p| p.ends_with(dev));
+    let ctx = verdict::Context {
+        reader: st.reader.unwrap_or(Side::Server),
+        reads_file: t.reads_file.unwrap_or(!(main && is(&st.source, "/dev/zero"))),
+        writes_file: t.writes_file.unwrap_or(!(main && is(&st.destination, "/dev/null"))),
+        comparison: if main { profile.comparison } else { None },
+        streams: st.parallel_streams,
+    };
+    let bytes = t.samples.last()?.bytes.saturating_sub(t.samples.first()?.bytes);
+    Some(verdict::judge(profile, &w, &t.label, bytes, &ctx))
 }
 
 pub(crate) fn summarize_host(h: &HostProfile) -> HostSummary {
@@ -338,7 +386,22 @@ pub(crate) fn summarize_stream(s: &StreamSeries, side: Option<Side>) -> StreamSu
 pub(crate) fn throughput_points(series: &TransferSeries) -> Vec<(f64, f64)> {
     let s = &series.samples;
     let (Some(first), Some(last)) = (s.first(), s.last()) else { return Vec::new() };
-    let window = ((last.t - first.t) / 200.0).max(0.2);
+    windowed(series, ((last.t - first.t) / 200.0).max(0.2))
+}
+
+/// The points the throughput chart draws: like [`throughput_points`], but
+/// a short run (a variant of a third of a second) gets windows of a tenth
+/// of its length, down to 20 ms, so it is a curve and not a two-point stub.
+pub(crate) fn plot_points(series: &TransferSeries) -> Vec<(f64, f64)> {
+    let s = &series.samples;
+    let (Some(first), Some(last)) = (s.first(), s.last()) else { return Vec::new() };
+    let d = last.t - first.t;
+    windowed(series, (d / 200.0).max((d / 10.0).clamp(0.02, 0.2)))
+}
+
+fn windowed(series: &TransferSeries, window: f64) -> Vec<(f64, f64)> {
+    let s = &series.samples;
+    let (Some(first), Some(last)) = (s.first(), s.last()) else { return Vec::new() };
     let mut out = Vec::new();
     let mut anchor = *first;
     for p in s.iter().skip(1) {
@@ -366,6 +429,7 @@ fn summarize_transfer(t: &TransferSeries) -> TransferSummary {
         duration_s: duration,
         avg_bytes_per_s: if duration > 0.0 { bytes as f64 / duration } else { 0.0 },
         peak_bytes_per_s: throughput_points(t).iter().map(|p| p.1).fold(0.0, f64::max),
+        limit: String::new(),
     }
 }
 
@@ -387,6 +451,8 @@ mod tests {
             label: "x".into(),
             start_unix_ms: 0,
             expected_bytes: None,
+            reads_file: None,
+            writes_file: None,
             samples: (0..=100).map(|i| ProgressSample { t: i as f64 * 0.01, bytes: i * 1000 }).collect(),
         };
         let pts = throughput_points(&t);

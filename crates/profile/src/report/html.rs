@@ -4,13 +4,14 @@
 
 use std::fmt::Write as _;
 
-use super::analysis::{throughput_points, Analysis, HostSummary, Stat};
-use super::plots::{self, Layer, Series};
+use super::analysis::{plot_points, Analysis, HostSummary, Stat};
+use super::plots::{self, Layer, Series, Span};
 use super::{Profile, Side};
 use crate::error::Result;
 use crate::perf::PerfSummary;
 use crate::sampler::HostProfile;
 use crate::units::{format_bytes, format_ms, format_rate, format_rate_both, three_digits};
+use crate::verdict::Verdict;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -156,6 +157,53 @@ pub(crate) fn stream_rows(a: &Analysis) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The verdict, its figures, the runner-up and the advice.
+fn verdict_html(h: &mut String, v: &Verdict) {
+    if v.conclusive {
+        let _ = write!(
+            h,
+            "<p class=\"verdict-line\"><b>Verdict: {}</b> (score {:.2}).</p><ul class=\"evidence\">",
+            esc(&v.name),
+            v.score
+        );
+        for e in &v.evidence {
+            let _ = write!(h, "<li>{}</li>", esc(e));
+        }
+        h.push_str("</ul>");
+        if let Some(l) = v.limit {
+            let _ = write!(h, "<p><b>What to try:</b> {}.</p>", esc(l.advice()));
+        }
+    } else {
+        let _ = write!(
+            h,
+            "<p class=\"verdict-line\"><b>Verdict: inconclusive</b>: {}.</p>",
+            esc(v.why_inconclusive.as_deref().unwrap_or(""))
+        );
+        if let Some(b) = v.candidates.first() {
+            let _ = write!(h, "<p>Best candidate: {} (score {:.2}).</p>", esc(&b.name), b.score);
+        }
+    }
+    if let Some(r) = &v.runner_up {
+        let _ = write!(h, "<p><b>Runner-up:</b> {}.</p>", esc(r));
+    }
+}
+
+pub(crate) fn candidate_rows(v: &Verdict) -> Vec<Vec<String>> {
+    v.candidates
+        .iter()
+        .map(|c| vec![c.name.clone(), format!("{:.2}", c.score), c.evidence.join("; "), c.against.join("; ")])
+        .collect()
+}
+
+/// "ftp://host/x -> /tmp/x" is too long for a chart's corner.
+fn short_label(label: &str) -> String {
+    if label.chars().count() <= 24 {
+        label.to_string()
+    } else {
+        "profiled transfer".to_string()
+    }
+}
+
 pub(crate) const STREAM_HEADERS: [&str; 9] = [
     "side",
     "stream",
@@ -226,9 +274,27 @@ fn sides(profile: &Profile) -> Vec<(Side, &HostProfile)> {
     [Side::Client, Side::Server].into_iter().filter_map(|s| profile.host(s).map(|h| (s, h))).collect()
 }
 
+/// A legend name that tells streams apart even when the data path gave
+/// them all the same label: side, label, and the local → peer ports.
+fn stream_name(side: Side, s: &crate::streams::StreamSeries) -> String {
+    let port = |a: &Option<String>| a.as_deref().and_then(|a| a.rsplit(':').next()).unwrap_or("?").to_string();
+    format!("{} {} :{}→:{}", side.label(), s.label, port(&s.local), port(&s.peer))
+}
+
 fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
     let xm = x_max(profile);
     let mut out = Vec::new();
+    // Each transfer and variant shaded on every chart, so a reader sees
+    // which run a stretch of CPU or packets belongs to.
+    let spans: Vec<Span> = profile
+        .transfers
+        .iter()
+        .filter_map(|t| {
+            let off = offset_s(profile, t.start_unix_ms);
+            let (first, last) = (t.samples.first()?, t.samples.last()?);
+            Some(Span { name: short_label(&t.label), from: off + first.t, to: off + last.t })
+        })
+        .collect();
 
     // Throughput: the transfer's own progress when given, else what the
     // busiest interface carried.
@@ -239,7 +305,7 @@ fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
             let off = offset_s(profile, t.start_unix_ms);
             Series {
                 name: t.label.clone(),
-                points: throughput_points(t).into_iter().map(|(x, r)| (x + off, r / MIB)).collect(),
+                points: plot_points(t).into_iter().map(|(x, r)| (x + off, r / MIB)).collect(),
             }
         })
         .collect();
@@ -258,7 +324,7 @@ fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
             tp.push(Series { name: format!("{} {name}", side.label()), points: pts });
         }
     }
-    out.push(plots::line_chart("throughput", "Throughput", "MiB/s", &tp, xm)?);
+    out.push(plots::line_chart("throughput", "Throughput", "MiB/s", &tp, &spans, xm)?);
 
     for (side, h) in sides(profile) {
         let off = offset_s(profile, h.start_unix_ms);
@@ -273,7 +339,7 @@ fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
             Layer { name: "iowait", color: plotters::style::RGBColor(140, 140, 140), points: pts(&|c| c.iowait) },
         ];
         let title = format!("CPU, {} ({} cores)", side.label(), h.host.cores);
-        out.push(plots::stacked_chart("cpu", &title, "% of all cores", &layers, xm, 100.0)?);
+        out.push(plots::stacked_chart("cpu", &title, "% of all cores", &layers, &spans, xm, 100.0)?);
     }
 
     let mut pk = Vec::new();
@@ -306,15 +372,15 @@ fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
             disk.push(Series { name: format!("{} disk {dir}", side.label()), points });
         }
     }
-    out.push(plots::line_chart("packets", "Packets per second", "packets/s", &pk, xm)?);
-    out.push(plots::line_chart("disk", "Disk throughput", "MiB/s", &disk, xm)?);
+    out.push(plots::line_chart("packets", "Packets per second", "packets/s", &pk, &spans, xm)?);
+    out.push(plots::line_chart("disk", "Disk throughput", "MiB/s", &disk, &spans, xm)?);
 
     let mut rtt = Vec::new();
     let mut cwnd = Vec::new();
     for (side, h) in sides(profile) {
         let off = offset_s(profile, h.start_unix_ms);
         for s in &h.streams {
-            let name = format!("{} {}", side.label(), s.label);
+            let name = stream_name(side, s);
             rtt.push(Series {
                 name: name.clone(),
                 points: s.samples.iter().map(|x| (x.t + off, x.info.rtt_us as f64 / 1000.0)).collect(),
@@ -328,8 +394,8 @@ fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
             }
         }
     }
-    out.push(plots::line_chart("rtt", "Per-stream RTT (TCP_INFO)", "ms", &rtt, xm)?);
-    out.push(plots::line_chart("cwnd", "Per-stream congestion window, sending side", "segments", &cwnd, xm)?);
+    out.push(plots::line_chart("rtt", "Per-stream RTT (TCP_INFO)", "ms", &rtt, &spans, xm)?);
+    out.push(plots::line_chart("cwnd", "Per-stream congestion window, sending side", "segments", &cwnd, &spans, xm)?);
     Ok(out)
 }
 
@@ -345,6 +411,9 @@ th { background: #f4f6f8; }
 td:not(:first-child) { font-variant-numeric: tabular-nums; }
 .verdict { background: #fff8e1; border-left: 4px solid #f0b400; padding: 10px 14px; margin: 12px 0; }
 .verdict p { margin: 4px 0; }
+.verdict-line { font-size: 17px; }
+ul.evidence li { margin: 2px 0; }
+li.not_the_limit { color: #666; }
 ul.hints li { margin: 4px 0; }
 figure { margin: 8px 0 20px; }
 svg { max-width: 100%; height: auto; }
@@ -370,40 +439,51 @@ pub(crate) fn render(profile: &Profile, a: &Analysis) -> Result<String> {
 
     // The verdict first: it is what the reader came for.
     h.push_str("<div class=\"verdict\">");
-    for t in &a.transfers {
+    for (i, t) in a.transfers.iter().enumerate() {
         let _ = write!(
             h,
-            "<p><b>{}</b>: {} in {:.2} s, average {}, peak {}.</p>",
+            "<p><b>{}</b>: {} in {:.2} s, average {}, peak {}{}.</p>",
             esc(&t.label),
             esc(&format_bytes(t.bytes)),
             t.duration_s,
             esc(&format_rate_both(t.avg_bytes_per_s)),
-            esc(&format_rate(t.peak_bytes_per_s))
+            esc(&format_rate(t.peak_bytes_per_s)),
+            if i > 0 && !t.limit.is_empty() {
+                format!("; in its own window: {}", esc(&t.limit))
+            } else {
+                String::new()
+            }
         );
     }
-    match &a.bottleneck {
-        Some(b) => {
-            let _ = write!(h, "<p><b>Bottleneck:</b> {}</p>", esc(&b.statement));
+    match &a.verdict {
+        Some(v) => verdict_html(&mut h, v),
+        None => {
+            h.push_str("<p><b>Verdict: inconclusive</b>: no transfer was recorded, so there is no window to judge.</p>")
         }
-        None if profile.comparison.is_none() => {
-            h.push_str("<p>No memory/disk comparison was run (<code>--compare-memory</code>), so the report cannot name the limiting part; the hints below come from the samples alone.</p>");
-        }
-        None => {}
     }
-    if a.hints.is_empty() {
-        h.push_str("<p>No saturated core, disk wait, retransmissions or window limits were seen.</p>");
-    } else {
+    if let Some(b) = &a.comparison {
+        let _ = write!(h, "<p><b>Variants:</b> {}</p>", esc(&b.statement));
+    }
+    if !a.hints.is_empty() {
         h.push_str("<ul class=\"hints\">");
         for hint in &a.hints {
-            let _ = write!(h, "<li>{}</li>", esc(&hint.message));
+            let _ = write!(h, "<li class=\"{}\">{}</li>", esc(&hint.relation), esc(&hint.message));
         }
         h.push_str("</ul>");
     }
     h.push_str("</div>");
 
+    if let Some(v) = &a.verdict {
+        h.push_str("<h2>Evidence for each candidate limit</h2>");
+        h.push_str("<p class=\"note\">Each candidate is scored from 0 (no evidence) to 1 from the samples of the profiled transfer's own time window. The verdict names the best if it scores at least 0.5 and leads the runner-up by 0.1; otherwise it is inconclusive. docs/profiler.md explains every rule.</p>");
+        h.push_str(&table(&["candidate", "score", "for", "against"], &candidate_rows(v)));
+    }
+
     if let Some(c) = &profile.comparison {
         h.push_str("<h2>Memory and disk variants</h2>");
         let base = c.memory_to_memory.unwrap_or(0.0);
+        let limit_of =
+            |label: &str| a.transfers.iter().find(|t| t.label == label).map(|t| t.limit.clone()).unwrap_or_default();
         let rows: Vec<Vec<String>> = [
             ("memory to memory", c.memory_to_memory),
             ("disk to memory", c.disk_to_memory),
@@ -417,10 +497,15 @@ pub(crate) fn render(profile: &Profile, a: &Analysis) -> Result<String> {
                 n.to_string(),
                 format_rate_both(v),
                 if base > 0.0 { format!("{:.0}%", 100.0 * v / base) } else { "—".into() },
+                if n == "disk to disk" {
+                    a.verdict.as_ref().map(|v| v.name.clone()).unwrap_or_default()
+                } else {
+                    limit_of(n)
+                },
             ]
         })
         .collect();
-        h.push_str(&table(&["variant", "throughput", "of memory to memory"], &rows));
+        h.push_str(&table(&["variant", "throughput", "of memory to memory", "verdict in its window"], &rows));
     }
 
     h.push_str("<h2>Over time</h2>");
@@ -431,6 +516,13 @@ pub(crate) fn render(profile: &Profile, a: &Analysis) -> Result<String> {
     h.push_str("<h2>Summary (peak / average)</h2>");
     let (headers, rows) = summary_rows(a);
     h.push_str(&table(&headers, &rows));
+    if !a.table_notes.is_empty() {
+        h.push_str("<h3>How these tables bear on the verdict</h3><ul class=\"note\">");
+        for n in &a.table_notes {
+            let _ = write!(h, "<li><b>{}</b>: {}</li>", esc(&n.table), esc(&n.note));
+        }
+        h.push_str("</ul>");
+    }
 
     for (side, _) in sides(profile) {
         let Some(s) = a.host(side) else { continue };

@@ -13,6 +13,7 @@
 
 mod analysis;
 mod html;
+mod notes;
 mod plots;
 mod text;
 
@@ -23,7 +24,9 @@ use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use analysis::{Analysis, CoreSummary, HostSummary, InterfaceSummary, Stat, StreamSummary, TransferSummary};
+pub use analysis::{
+    Analysis, CoreSummary, HostSummary, InterfaceSummary, Stat, StreamSummary, TableNote, TransferSummary,
+};
 
 use crate::bottleneck::ThroughputComparison;
 use crate::error::{ProfileError, Result};
@@ -31,7 +34,7 @@ use crate::sampler::{unix_ms, HostProfile};
 use crate::tune::TuneResult;
 
 /// Identifies the format of `report.json`; bumped when a field changes meaning.
-pub const SCHEMA: &str = "ferry-profile/1";
+pub const SCHEMA: &str = "ferry-profile/2";
 
 /// Which end of a transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -97,6 +100,12 @@ pub struct TransferSeries {
     pub start_unix_ms: u64,
     /// The size the transfer was expected to reach, if known.
     pub expected_bytes: Option<u64>,
+    /// The sending end read a file (not generated data); `null` = unknown.
+    #[serde(default)]
+    pub reads_file: Option<bool>,
+    /// The receiving end wrote a file (not a discarding sink); `null` = unknown.
+    #[serde(default)]
+    pub writes_file: Option<bool>,
     pub samples: Vec<ProgressSample>,
 }
 
@@ -116,9 +125,22 @@ impl ProgressRecorder {
             label: label.into(),
             start_unix_ms: unix_ms(SystemTime::now()),
             expected_bytes,
+            reads_file: None,
+            writes_file: None,
             samples: vec![ProgressSample { t: 0.0, bytes: 0 }],
         };
         ProgressRecorder { inner: Arc::new(Mutex::new((Instant::now(), series))) }
+    }
+
+    /// Says whether the sending end reads a file and the receiving end
+    /// writes one (the verdict only blames a disk that was used).
+    pub fn with_files(self, reads_file: bool, writes_file: bool) -> ProgressRecorder {
+        {
+            let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            g.1.reads_file = Some(reads_file);
+            g.1.writes_file = Some(writes_file);
+        }
+        self
     }
 
     /// Records the cumulative number of bytes moved so far.

@@ -29,21 +29,30 @@ fn plot_err(plot: &'static str) -> impl Fn(DrawingAreaErrorKind<std::io::Error>)
     move |e| ProfileError::Plot { plot, detail: e.to_string() }
 }
 
-fn y_format(v: &f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if a >= 1e4 {
-        format!("{:.0}k", v / 1e3)
-    } else if a >= 10.0 {
-        format!("{v:.0}")
+/// Tick labels for an axis from 0 to `top`: scaled to k or M for large
+/// values, with as many decimals as the tick step needs, so neighbouring
+/// labels always differ (a disk axis from 0 to 0.12 MiB/s reads 0.02,
+/// 0.04, ... rather than 0.0, 0.0, 0.1).
+pub(crate) fn tick_formatter(top: f64) -> impl Fn(&f64) -> String {
+    let (scale, suffix) = if top >= 1e6 {
+        (1e6, "M")
+    } else if top >= 1e4 {
+        (1e3, "k")
     } else {
-        format!("{v:.1}")
+        (1.0, "")
+    };
+    // plotters puts about ten labels on an axis; their step is a 1-2-5
+    // multiple of top/10.
+    let step = (top / 10.0 / scale).max(f64::MIN_POSITIVE);
+    let decimals = (-step.log10().floor()).clamp(0.0, 9.0) as usize;
+    move |v: &f64| {
+        if *v == 0.0 {
+            "0".into()
+        } else {
+            format!("{:.*}{suffix}", decimals, v / scale)
+        }
     }
 }
-
 /// A placeholder with the chart's title, for series with no points, so
 /// the page's layout does not depend on which data exist.
 pub(crate) fn empty(title: &str, why: &str) -> String {
@@ -98,13 +107,38 @@ fn time_frame<'a, 'b>(
         .configure_mesh()
         .x_desc("time (s)")
         .y_desc(y_label)
-        .y_label_formatter(&y_format)
+        .y_label_formatter(&tick_formatter(y_top))
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 14))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(plot_err(plot))?;
     Ok(chart)
+}
+
+/// A named stretch of the time axis (one transfer or variant), shaded
+/// behind the data so every chart shows which run each part belongs to.
+pub(crate) struct Span {
+    pub name: String,
+    pub from: f64,
+    pub to: f64,
+}
+
+fn draw_spans(chart: &mut TimeChart<'_, '_>, plot: &'static str, spans: &[Span], y_top: f64) -> Result<()> {
+    for (i, sp) in spans.iter().enumerate() {
+        let shade = if i % 2 == 0 { RGBColor(246, 246, 246) } else { RGBColor(236, 240, 246) };
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(sp.from, 0.0), (sp.to, y_top)], shade.filled())))
+            .map_err(plot_err(plot))?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                sp.name.clone(),
+                (sp.from, y_top * 0.985),
+                ("sans-serif", 11).into_font().color(&RGBColor(110, 110, 110)),
+            )))
+            .map_err(plot_err(plot))?;
+    }
+    Ok(())
 }
 
 /// The legend box, top right.
@@ -125,6 +159,7 @@ pub(crate) fn line_chart(
     title: &str,
     y_label: &str,
     series: &[Series],
+    spans: &[Span],
     x_max: f64,
 ) -> Result<String> {
     if series.iter().all(|s| s.points.is_empty()) {
@@ -138,6 +173,7 @@ pub(crate) fn line_chart(
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(plot))?;
         let mut chart = time_frame(&root, plot, title, y_label, x_top, y_top)?;
+        draw_spans(&mut chart, plot, spans, y_top)?;
         for (i, s) in series.iter().enumerate() {
             let c = color(i);
             let drawn = chart
@@ -163,6 +199,7 @@ pub(crate) fn stacked_chart(
     title: &str,
     y_label: &str,
     layers: &[Layer],
+    spans: &[Span],
     x_max: f64,
     y_max: f64,
 ) -> Result<String> {
@@ -184,6 +221,7 @@ pub(crate) fn stacked_chart(
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err(plot))?;
         let mut chart = time_frame(&root, plot, title, y_label, x_top, y_max)?;
+        draw_spans(&mut chart, plot, spans, y_max)?;
         // Draw the highest band first so each lower one paints over it.
         for (l, top) in layers.iter().zip(&tops).rev() {
             let c = l.color;
@@ -197,4 +235,23 @@ pub(crate) fn stacked_chart(
         root.present().map_err(plot_err(plot))?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neighbouring_ticks_differ() {
+        // The disk axis: ten ticks up to about 0.12 MiB/s.
+        let f = tick_formatter(0.12);
+        let labels: Vec<String> = (0..=6).map(|i| f(&(i as f64 * 0.02))).collect();
+        assert_eq!(labels, ["0", "0.02", "0.04", "0.06", "0.08", "0.10", "0.12"]);
+        let f = tick_formatter(250_000.0);
+        assert_eq!((f(&25_000.0), f(&50_000.0)), ("25k".to_string(), "50k".to_string()));
+        let f = tick_formatter(3.0e6);
+        assert_eq!((f(&300_000.0), f(&600_000.0)), ("0.3M".to_string(), "0.6M".to_string()));
+        let f = tick_formatter(100.0);
+        assert_eq!(f(&10.0), "10");
+    }
 }

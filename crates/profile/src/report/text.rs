@@ -17,16 +17,20 @@ fn with_header(headers: &[&str], rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
 pub(crate) fn render(profile: &Profile, a: &Analysis) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Ferry profile: {}", profile.meta.command);
-    for t in &a.transfers {
+    for (i, t) in a.transfers.iter().enumerate() {
         let _ = writeln!(
             out,
-            "{}: {} in {:.2} s, average {}, peak {}",
+            "{}: {} in {:.2} s, average {}, peak {}{}",
             t.label,
             format_bytes(t.bytes),
             t.duration_s,
             format_rate_both(t.avg_bytes_per_s),
-            format_rate(t.peak_bytes_per_s)
+            format_rate(t.peak_bytes_per_s),
+            if i > 0 && !t.limit.is_empty() { format!("; in its own window: {}", t.limit) } else { String::new() }
         );
+    }
+    if let Some(v) = &a.verdict {
+        let _ = writeln!(out, "Verdict: {}", v.statement);
     }
     out.push('\n');
 
@@ -69,8 +73,40 @@ pub(crate) fn render(profile: &Profile, a: &Analysis) -> String {
         let _ = writeln!(out, "{}\n", t.recommendation());
     }
 
-    if let Some(b) = &a.bottleneck {
-        let _ = writeln!(out, "Bottleneck: {}", b.statement);
+    if let Some(b) = &a.comparison {
+        let _ = writeln!(out, "Variants: {}", b.statement);
+    }
+    for n in &a.table_notes {
+        let _ = writeln!(out, "{}: {}", n.table, n.note);
+    }
+    if let Some(v) = &a.verdict {
+        out.push_str("\nCandidates (score 0-1; evidence for / against):\n");
+        for c in &v.candidates {
+            let _ = writeln!(out, "  {:.2}  {}", c.score, c.name);
+            if c.score >= 0.2 {
+                for e in &c.evidence {
+                    let _ = writeln!(out, "          + {e}");
+                }
+                for e in &c.against {
+                    let _ = writeln!(out, "          - {e}");
+                }
+            }
+        }
+        out.push('\n');
+        if v.conclusive {
+            let _ = writeln!(out, "Verdict: {} (score {:.2})", v.name, v.score);
+            for e in &v.evidence {
+                let _ = writeln!(out, "  - {e}");
+            }
+            if let Some(l) = v.limit {
+                let _ = writeln!(out, "What to try: {}.", l.advice());
+            }
+        } else {
+            let _ = writeln!(out, "Verdict: inconclusive: {}.", v.why_inconclusive.as_deref().unwrap_or(""));
+        }
+        if let Some(r) = &v.runner_up {
+            let _ = writeln!(out, "Runner-up: {r}.");
+        }
     }
     if !a.hints.is_empty() {
         out.push_str("Hints:\n");

@@ -47,14 +47,15 @@ fn tcp(t: f64, stream: u64, sender: bool) -> TcpInfo {
         bytes_received: if sender { 0 } else { (k * 12.0 * MIB) as u64 },
         segs_out: (k * 8000.0) as u32,
         segs_in: (k * 4000.0) as u32,
-        notsent_bytes: 65_536,
+        // The sender waits for its disk: nothing queued, busy half the time.
+        notsent_bytes: 0,
         min_rtt_us: 29_800,
         data_segs_in: 0,
         data_segs_out: (k * 8000.0) as u32,
         delivery_rate: 118_000_000,
-        busy_time_us: (t * 1e6) as u64,
-        rwnd_limited_us: if stream == 2 { (t * 0.5e6) as u64 } else { 0 },
-        sndbuf_limited_us: if stream == 4 { (t * 0.4e6) as u64 } else { 0 },
+        busy_time_us: (t * 0.5e6) as u64,
+        rwnd_limited_us: if stream == 2 { (t * 0.3e6) as u64 } else { 0 },
+        sndbuf_limited_us: if stream == 4 { (t * 0.2e6) as u64 } else { 0 },
         delivered: (k * 8000.0) as u32,
         delivered_ce: 0,
         bytes_sent: (k * 12.0 * MIB) as u64,
@@ -68,6 +69,8 @@ fn tcp(t: f64, stream: u64, sender: bool) -> TcpInfo {
         total_rto: Some(0),
         total_rto_recoveries: Some(0),
         total_rto_time_ms: Some(0),
+        send_buffer_bytes: Some(16 << 20),
+        receive_buffer_bytes: Some(12 << 20),
     }
 }
 
@@ -178,12 +181,25 @@ fn host(side: Side, start_unix_ms: u64, with_perf: bool) -> HostProfile {
                     cached_bytes: (1u64 << 30) + i * (10 << 20),
                     dirty_bytes: if side == Side::Client { 1200 << 20 } else { 1 << 20 },
                     writeback_bytes: if side == Side::Client { 40 << 20 } else { 0 },
+                    shmem_bytes: 64 << 20,
                 },
+                // The server's reader threads wait for its disk; the client
+                // writes what arrives into its page cache.
                 process: Some(ProcessSample {
                     user_percent: 25.0 * a,
                     system_percent: 60.0 * a,
                     rss_bytes: 48 << 20,
                     threads: 12,
+                    run_delay_percent: 3.0 * a,
+                    busiest_thread_percent: 45.0 * a,
+                    busiest_thread_wait_percent: 2.0 * a,
+                    threads_running: 0.6 * a,
+                    threads_blocked: if side == Side::Server { 1.6 * a } else { 0.0 },
+                    runnable_percent: 50.0 * a,
+                    storage_read_bytes_per_s: if side == Side::Server { rate } else { 0.0 },
+                    storage_write_bytes_per_s: if side == Side::Client { rate } else { 0.0 },
+                    cgroup_throttled_percent: Some(0.0),
+                    cgroup_throttled_ms_per_s: Some(0.0),
                 }),
             }
         })
@@ -222,7 +238,20 @@ fn host(side: Side, start_unix_ms: u64, with_perf: bool) -> HostProfile {
         interval_ms: 500,
         duration_s: n as f64 * dt,
         truncated: false,
-        process: Some(ProcessInfo { pid: 4242, command: "ferry".into() }),
+        process: Some(ProcessInfo {
+            pid: 4242,
+            command: "ferry".into(),
+            cgroup: Some(CgroupLimits {
+                cpu_cgroup: Some("/ferry".into()),
+                cpu_quota_cores: Some(1.5),
+                io_cgroup: Some("/ferry".into()),
+                io_limits: vec![IoLimit {
+                    device: "vda".into(),
+                    read_bytes_per_s: Some(500 << 20),
+                    write_bytes_per_s: None,
+                }],
+            }),
+        }),
         samples,
         streams,
         perf: perf.map(|mut p| {
@@ -264,6 +293,8 @@ pub fn synthetic_profile() -> Profile {
         label: "download big.nc".into(),
         start_unix_ms: start + 4000,
         expected_bytes: Some(2560 << 20),
+        reads_file: Some(true),
+        writes_file: Some(true),
         samples: (0..=220)
             .map(|i| {
                 let t = i as f64 * 0.1;

@@ -1,0 +1,733 @@
+//! The verdict: which resource limited a transfer, with the figures that
+//! say so, the runner-up, and "inconclusive" when the evidence is weak.
+//!
+//! Every candidate limit is scored from the samples of the transfer's own
+//! time window, 0 (no evidence) to 1 (everything points at it):
+//!
+//! | candidate | evidence for it |
+//! |---|---|
+//! | disk reads (sender) | the sending process's threads wait for the disk (state `D`) and it reads about as much from storage as it sends |
+//! | disk writes (receiver) | the receiving process's threads wait for the disk and it writes about as much to storage as it receives |
+//! | CPU, either end | its CPU cgroup throttled it; or its busiest thread wanted a whole core (time on a CPU plus time waiting for one); or it wanted more than all cores. Named *page-cache copy* when that end writes a file into the page cache and spends its CPU in the kernel |
+//! | network path | the senders were limited by their congestion window (not by the receiver's window, their send buffer or the application) without random loss |
+//! | loss | the same, with ≥ 0.2 % of the bytes retransmitted while the RTT stayed near its minimum (losses that no full queue explains) |
+//! | receiver window | the senders waited for the receiver's window, and the receiver was neither waiting for its disk nor short of CPU |
+//! | send buffer | the senders waited for their own socket buffer |
+//! | sender application | the senders had nothing to send, and the sender was neither waiting for its disk nor short of CPU |
+//! | too few streams | window-limited streams whose congestion window was still growing at the end, on an otherwise idle path |
+//!
+//! Symptoms are charged to their causes: a sender held back by the
+//! receiver's window is the receiver's disk's fault when the receiver's
+//! threads were waiting for the disk, and a sender with nothing to send is
+//! its CPU's fault when its cgroup throttled it. CPU is judged per Ferry
+//! process (its threads' time on and waiting for a CPU, its cgroup), never
+//! from the machine's busy cores alone, so other programs on a shared
+//! machine do not make Ferry look CPU-bound, and do not hide it when they
+//! take the cores Ferry wanted.
+//!
+//! The best candidate is the verdict if it scores at least [`CONCLUSIVE`]
+//! and leads the runner-up by [`MARGIN`]; otherwise the verdict is
+//! "inconclusive" and says why. A window shorter than [`MIN_SECONDS`] or
+//! with fewer than [`MIN_SAMPLES`] samples is always inconclusive.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bottleneck::ThroughputComparison;
+use crate::facts::{self, SideFacts, StreamFacts, Window};
+use crate::report::{Profile, Side};
+use crate::units::{format_bytes, format_rate};
+
+/// A candidate needs this score to be named.
+pub const CONCLUSIVE: f64 = 0.5;
+/// ...and this lead over the runner-up.
+pub const MARGIN: f64 = 0.1;
+/// Shorter windows are too short to judge.
+pub const MIN_SECONDS: f64 = 1.0;
+/// Fewer samples (on the better-sampled end) are too few to judge.
+pub const MIN_SAMPLES: usize = 3;
+
+/// What limited a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    DiskRead,
+    DiskWrite,
+    PageCacheCopy,
+    Cpu,
+    NetworkPath,
+    Loss,
+    ReceiverWindow,
+    SendBuffer,
+    SenderApplication,
+    TooFewStreams,
+}
+
+impl LimitKind {
+    /// The name the report uses.
+    pub fn label(self) -> &'static str {
+        match self {
+            LimitKind::DiskRead => "disk reads",
+            LimitKind::DiskWrite => "disk writes",
+            LimitKind::PageCacheCopy => "CPU (page-cache copy)",
+            LimitKind::Cpu => "CPU",
+            LimitKind::NetworkPath => "network path rate",
+            LimitKind::Loss => "packet loss",
+            LimitKind::ReceiverWindow => "receiver window",
+            LimitKind::SendBuffer => "sender's socket buffer",
+            LimitKind::SenderApplication => "sender application stalls",
+            LimitKind::TooFewStreams => "too few streams",
+        }
+    }
+
+    /// What to try when this is the limit.
+    pub fn advice(self) -> &'static str {
+        match self {
+            LimitKind::DiskRead => "a faster source file system, more read-ahead, or a staged read (--staging) if the disk does better with more requests in flight; more streams or larger TCP buffers will not help",
+            LimitKind::DiskWrite => "a faster destination file system or device; more streams or larger TCP buffers will not help",
+            LimitKind::PageCacheCopy => "the copy into the page cache costs CPU: O_DIRECT (--direct-io) skips it, and a machine with more or faster cores helps; more streams or larger TCP buffers will not",
+            LimitKind::Cpu => "give that end more CPU (a larger quota, fewer competing programs, faster cores) or make the work cheaper (no TLS on the data channel if the network is trusted, zero-copy paths); more streams or larger TCP buffers will not help",
+            LimitKind::NetworkPath => "the path delivered what it can; only a faster path (or a less loaded one) moves more",
+            LimitKind::Loss => "loss caps each TCP stream's window: more parallel streams (-p) share the loss and move more; a loss-tolerant transport would too",
+            LimitKind::ReceiverWindow => "raise the receiver's TCP buffer (--tcp-bs, and net.core.rmem_max / net.ipv4.tcp_rmem on the receiver) or use more parallel streams",
+            LimitKind::SendBuffer => "raise the sender's TCP buffer (--tcp-bs, and net.core.wmem_max / net.ipv4.tcp_wmem on the sender) or use more parallel streams",
+            LimitKind::SenderApplication => "the sender's program did not keep the connections fed: look at its staging (--staging), block size and pipelining",
+            LimitKind::TooFewStreams => "more parallel streams (-p) fill the path sooner than one window can grow",
+        }
+    }
+}
+
+/// One candidate limit and why it scored what it did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub limit: LimitKind,
+    pub side: Option<Side>,
+    /// "CPU (page-cache copy) on the client", "packet loss".
+    pub name: String,
+    /// 0 (no evidence) to 1.
+    pub score: f64,
+    /// Figures that point at it.
+    pub evidence: Vec<String>,
+    /// Figures that point away from it.
+    pub against: Vec<String>,
+}
+
+/// The verdict for one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The transfer (or variant) judged.
+    pub transfer: String,
+    pub seconds: f64,
+    pub bytes: u64,
+    pub bytes_per_s: f64,
+    /// A limit was named.
+    pub conclusive: bool,
+    pub limit: Option<LimitKind>,
+    pub side: Option<Side>,
+    /// The limit's name, or "inconclusive".
+    pub name: String,
+    pub score: f64,
+    /// The sentence the report leads with.
+    pub statement: String,
+    /// The figures behind it.
+    pub evidence: Vec<String>,
+    /// The second-best candidate, in one sentence.
+    pub runner_up: Option<String>,
+    /// Why no limit was named.
+    pub why_inconclusive: Option<String>,
+    /// Every candidate, best first.
+    pub candidates: Vec<Candidate>,
+}
+
+/// What the caller knows about the transfer beyond the samples.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The end that reads the source and sends: the server for a download.
+    pub reader: Side,
+    /// The receiving end writes a file (not /dev/null or a memory sink).
+    pub writes_file: bool,
+    /// The sending end reads a file (not /dev/zero).
+    pub reads_file: bool,
+    /// Memory/disk variants, when measured.
+    pub comparison: Option<ThroughputComparison>,
+    /// Parallel streams asked for.
+    pub streams: Option<u32>,
+}
+
+/// 0 below `lo`, 1 above `hi`, linear in between.
+fn ramp(x: f64, lo: f64, hi: f64) -> f64 {
+    if !x.is_finite() {
+        return 0.0;
+    }
+    ((x - lo) / (hi - lo)).clamp(0.0, 1.0)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", 100.0 * x)
+}
+
+/// What held the senders back over the window. The kernel's own clocks
+/// (`busy`, receive-window- and send-buffer-limited time) are combined with
+/// what the readings show (data queued, a window or the buffer full),
+/// because the clocks alone undercount: a sender whose queue briefly runs
+/// dry between two writes is "busy" by the kernel's clock, not limited.
+#[derive(Debug, Clone, Copy, Default)]
+struct SenderShares {
+    /// Kernel clocks, share of the streams' time.
+    kernel_rwnd: f64,
+    kernel_sndbuf: f64,
+    /// Readings: receiver's window full; send buffer full (nothing queued).
+    rwnd_full: f64,
+    sndbuf_full: f64,
+    /// Evidence for each, the larger of clock and readings.
+    rwnd: f64,
+    sndbuf: f64,
+    /// Data queued with the windows open: the network set the pace.
+    network: f64,
+    /// Nothing to send (not busy by the kernel's clock).
+    idle: f64,
+    bytes_sent: u64,
+    bytes_retrans: u64,
+    min_rtt_ms: f64,
+    avg_rtt_ms: f64,
+    in_flight: f64,
+    peer_window: f64,
+    send_buffer: Option<f64>,
+    cwnd_growth: f64,
+    streams: usize,
+}
+
+fn sender_shares(streams: &[&StreamFacts]) -> Option<SenderShares> {
+    let secs: f64 = streams.iter().map(|s| s.seconds).sum();
+    if secs <= 0.0 {
+        return None;
+    }
+    let sum = |f: fn(&StreamFacts) -> f64| streams.iter().map(|s| f(s)).sum::<f64>();
+    let by_time = |f: fn(&StreamFacts) -> f64| streams.iter().map(|s| f(s) * s.seconds).sum::<f64>() / secs;
+    let busy = sum(|s| s.busy_s) / secs;
+    let kernel_rwnd = sum(|s| s.rwnd_limited_s) / secs;
+    let kernel_sndbuf = sum(|s| s.sndbuf_limited_s) / secs;
+    let rwnd_full = by_time(|s| s.rwnd_full_share);
+    let sndbuf_full = by_time(|s| s.sndbuf_full_share);
+    let by_bytes = |f: fn(&StreamFacts) -> f64| {
+        let w: f64 = streams.iter().map(|s| s.bytes as f64).sum();
+        if w > 0.0 {
+            streams.iter().map(|s| f(s) * s.bytes as f64).sum::<f64>() / w
+        } else {
+            streams.iter().map(|s| f(s)).sum::<f64>() / streams.len() as f64
+        }
+    };
+    let buffers: Vec<f64> = streams.iter().filter_map(|s| s.avg_send_buffer_bytes).collect();
+    Some(SenderShares {
+        kernel_rwnd,
+        kernel_sndbuf,
+        rwnd_full,
+        sndbuf_full,
+        rwnd: kernel_rwnd.max(rwnd_full),
+        sndbuf: kernel_sndbuf.max(sndbuf_full),
+        network: by_time(|s| s.backlog_share),
+        idle: (1.0 - busy).max(0.0),
+        bytes_sent: streams.iter().map(|s| s.bytes_sent).sum(),
+        bytes_retrans: streams.iter().map(|s| s.bytes_retrans).sum(),
+        min_rtt_ms: streams.iter().map(|s| s.min_rtt_ms).filter(|&v| v > 0.0).fold(f64::INFINITY, f64::min),
+        avg_rtt_ms: by_bytes(|s| s.avg_rtt_ms),
+        in_flight: streams.iter().map(|s| s.avg_in_flight_bytes).sum(),
+        peer_window: streams.iter().map(|s| s.avg_peer_window_bytes).sum(),
+        send_buffer: (!buffers.is_empty()).then(|| buffers.iter().sum()),
+        cwnd_growth: by_bytes(|s| s.cwnd_growth),
+        streams: streams.len(),
+    })
+}
+
+/// CPU evidence for one end.
+struct CpuEvidence {
+    score: f64,
+    quota: f64,
+    thread: f64,
+    whole: f64,
+    lines: Vec<String>,
+    kernel_share: f64,
+}
+
+fn cpu_evidence(f: &SideFacts) -> CpuEvidence {
+    let who = f.side.map(|s| s.label()).unwrap_or("this end");
+    let mut lines = Vec::new();
+    let Some(p) = &f.process else {
+        return CpuEvidence { score: 0.0, quota: 0.0, thread: 0.0, whole: 0.0, lines, kernel_share: 0.0 };
+    };
+    let quota = match (p.cpu_quota_cores, p.cgroup_throttled_percent) {
+        (Some(q), Some(t)) => {
+            let s = ramp(t, 10.0, 50.0);
+            lines.push(format!(
+                "the {who}'s CPU cgroup allows {q:.2} of a core and throttled it in {t:.0}% of its periods ({:.0} ms per second held back); the process used {:.0}% of a core",
+                p.cgroup_throttled_ms_per_s.unwrap_or(0.0),
+                p.cpu_percent
+            ));
+            s
+        }
+        _ => 0.0,
+    };
+    let demand = p.busiest_thread_percent + p.busiest_thread_wait_percent;
+    // Either one thread wanted a whole core, or the process always had a
+    // thread that wanted one (a pipeline whose stages take turns).
+    let thread = ramp(demand, 70.0, 92.0).max(ramp(p.runnable_percent, 70.0, 92.0));
+    if demand >= 50.0 || p.runnable_percent >= 50.0 {
+        lines.push(format!(
+            "the {who}'s busiest thread wanted {demand:.0}% of a core ({:.0}% on a CPU, {:.0}% waiting for one); some thread of it was running or runnable {:.0}% of the time",
+            p.busiest_thread_percent, p.busiest_thread_wait_percent, p.runnable_percent
+        ));
+    }
+    // All threads together against all cores: several threads each short
+    // of a whole core can still want more than the machine has.
+    let whole_demand = (p.cpu_percent + p.run_delay_percent) / (100.0 * f.cores as f64);
+    let whole = ramp(whole_demand, 0.8, 0.97);
+    if whole > 0.0 {
+        lines.push(format!(
+            "the {who} process wanted {:.0}% of the machine's {} cores ({:.0}% of a core on CPUs, {:.0}% waiting for one)",
+            100.0 * whole_demand,
+            f.cores,
+            p.cpu_percent,
+            p.run_delay_percent
+        ));
+    }
+    let kernel_share = if p.cpu_percent > 0.0 { p.system_percent / p.cpu_percent } else { 0.0 };
+    let score = quota.max(thread).max(whole);
+    if score > 0.0 {
+        lines.push(format!(
+            "its CPU time was {:.0}% user, {:.0}% system; the machine's softirq (network receive) took {:.0}% of all cores",
+            100.0 * (1.0 - kernel_share),
+            100.0 * kernel_share,
+            f.cpu_softirq_percent
+        ));
+    }
+    CpuEvidence { score, quota, thread, whole, lines, kernel_share }
+}
+
+fn blocked_disk(f: &SideFacts, reading: bool, rate: f64) -> (f64, Vec<String>) {
+    let who = f.side.map(|s| s.label()).unwrap_or("this end");
+    let Some(p) = &f.process else { return (0.0, Vec::new()) };
+    let storage = if reading { p.storage_read_bytes_per_s } else { p.storage_write_bytes_per_s };
+    let blocked = ramp(p.threads_blocked, 0.15, 0.5);
+    let volume = if rate > 0.0 { ramp(storage / rate, 0.3, 0.7) } else { 0.0 };
+    let mut lines = vec![format!(
+        "the {who}'s threads waited for the disk (state D) {:.2} at a time on average, and it {} storage at {} ({} of the transfer's rate)",
+        p.threads_blocked,
+        if reading { "read from" } else { "wrote to" },
+        format_rate(storage),
+        if rate > 0.0 { pct(storage / rate) } else { "—".into() }
+    )];
+    for l in &p.io_limits {
+        let lim = if reading { l.read_bytes_per_s } else { l.write_bytes_per_s };
+        if let Some(v) = lim {
+            lines.push(format!(
+                "its block-I/O cgroup limits {} on {} to {}",
+                if reading { "reads" } else { "writes" },
+                l.device,
+                format_rate(v as f64)
+            ));
+        }
+    }
+    if let Some(d) = &f.busiest_disk {
+        lines.push(format!(
+            "busiest device {d}: {:.0}% utilised; iowait {:.0}% of all cores",
+            f.busiest_disk_util_percent, f.cpu_iowait_percent
+        ));
+    }
+    (blocked.min(volume), lines)
+}
+
+/// Judges one window of `profile`.
+pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Context) -> Verdict {
+    let seconds = w.seconds();
+    let rate = if seconds > 0.0 { bytes as f64 / seconds } else { 0.0 };
+    let reader = ctx.reader;
+    let writer = other(reader);
+    let side = |s: Side| profile.host(s).and_then(|h| facts::side_facts(h, Some(s), w));
+    let (rf, wf) = (side(reader), side(writer));
+    let streams = facts::all_stream_facts(profile, w);
+    let senders: Vec<&StreamFacts> =
+        streams.iter().filter(|s| s.sender && s.side == Some(reader) && s.bytes > 0).collect();
+    let sh = sender_shares(&senders);
+    let recv_buffers: Vec<f64> = streams
+        .iter()
+        .filter(|s| !s.sender && s.side == Some(writer) && s.bytes > 0)
+        .filter_map(|s| s.avg_receive_buffer_bytes)
+        .collect();
+    let recv_buffer = (!recv_buffers.is_empty()).then(|| recv_buffers.iter().sum::<f64>());
+    let same_host = matches!((&rf, &wf), (Some(a), Some(b)) if a.hostname == b.hostname && !a.hostname.is_empty());
+
+    let mut c: Vec<Candidate> = Vec::new();
+    let mut add = |limit, side: Option<Side>, score: f64, evidence: Vec<String>, against: Vec<String>| {
+        let name = match side {
+            Some(s) if !matches!(limit, LimitKind::NetworkPath | LimitKind::Loss | LimitKind::TooFewStreams) => {
+                format!("{} on the {}", limit.label(), s.label())
+            }
+            _ => limit.label().to_string(),
+        };
+        c.push(Candidate { limit, side, name, score: score.clamp(0.0, 1.0), evidence, against });
+    };
+
+    // Disks.
+    let (read_score, read_lines) = match (&rf, ctx.reads_file) {
+        (Some(f), true) => blocked_disk(f, true, rate),
+        _ => (0.0, Vec::new()),
+    };
+    let (write_score, write_lines) = match (&wf, ctx.writes_file) {
+        (Some(f), true) => blocked_disk(f, false, rate),
+        _ => (0.0, Vec::new()),
+    };
+
+    // CPU, per end.
+    let rcpu = rf.as_ref().map(cpu_evidence);
+    let wcpu = wf.as_ref().map(cpu_evidence);
+    // On one host the two processes take turns with the same cores: the
+    // pair is CPU-bound when between them some thread always wanted a CPU.
+    let pair = if same_host {
+        let r = |f: &Option<SideFacts>| {
+            f.as_ref().and_then(|f| f.process.as_ref()).map(|p| p.runnable_percent).unwrap_or(0.0)
+        };
+        let both = (r(&rf) + r(&wf)).min(100.0);
+        (ramp(both, 85.0, 98.0), both)
+    } else {
+        (0.0, 0.0)
+    };
+    let rcpu_score = rcpu.as_ref().map(|e| e.score).unwrap_or(0.0);
+    let wcpu_score = wcpu.as_ref().map(|e| e.score).unwrap_or(0.0);
+
+    // Symptoms on the senders.
+    let loss =
+        sh.map(|s| if s.bytes_sent > 0 { s.bytes_retrans as f64 / s.bytes_sent as f64 } else { 0.0 }).unwrap_or(0.0);
+    // RTT over its minimum: a queue at the bottleneck. Sub-millisecond
+    // differences (loopback, LAN) are scheduling noise, not a queue.
+    let queueing = sh
+        .map(|s| {
+            if s.min_rtt_ms > 0.0 && s.min_rtt_ms.is_finite() && s.avg_rtt_ms - s.min_rtt_ms >= 1.0 {
+                s.avg_rtt_ms / s.min_rtt_ms
+            } else {
+                1.0
+            }
+        })
+        .unwrap_or(1.0);
+    let random_loss = ramp(loss, 0.002, 0.006) * (1.0 - ramp(queueing, 1.5, 2.5));
+    let sender_line = sh.map(|s| {
+        format!(
+            "the {} sending stream{} had data queued with the windows open in {} of the readings (the network set the pace), the receiver's window full {} (kernel clock {}), the send buffer full {} (kernel clock {}), and nothing to send {} of the time",
+            s.streams,
+            if s.streams == 1 { "" } else { "s" },
+            pct(s.network),
+            pct(s.rwnd_full),
+            pct(s.kernel_rwnd),
+            pct(s.sndbuf_full),
+            pct(s.kernel_sndbuf),
+            pct(s.idle)
+        )
+    });
+
+    // Comparison of variants, when measured.
+    let cmp = ctx.comparison.as_ref().and_then(|c| c.memory_to_memory.filter(|&m| m > 0.0).map(|m| (c, m)));
+    let ratio = |v: Option<f64>| cmp.and_then(|(_, m)| v.map(|v| v / m));
+    let m2d = cmp.and_then(|(c, _)| ratio(c.memory_to_disk));
+    let d2m = cmp.and_then(|(c, _)| ratio(c.disk_to_memory));
+
+    // Disk reads.
+    {
+        let mut against = Vec::new();
+        let mut score = read_score;
+        let mut ev = read_lines.clone();
+        if let Some(s) = &sh {
+            if s.idle > 0.2 {
+                ev.push(format!("the senders had nothing to send {} of the time", pct(s.idle)));
+            }
+        }
+        if let Some(r) = d2m {
+            if r < 0.9 {
+                ev.push(format!("disk to memory reached {} of memory to memory", pct(r)));
+            } else {
+                against.push(format!("disk to memory kept up ({} of memory to memory)", pct(r)));
+                score *= 0.6;
+            }
+        }
+        if !ctx.reads_file {
+            against.push("the source is not a file".into());
+        }
+        add(LimitKind::DiskRead, Some(reader), score, ev, against);
+    }
+    // Disk writes, and the page-cache copy.
+    let page_cache = match (&wf, &wcpu) {
+        (Some(f), Some(e)) => {
+            let blocked = f.process.as_ref().map(|p| p.threads_blocked).unwrap_or(0.0);
+            let absorbed = ctx.writes_file && blocked < 0.3;
+            let kernel = ramp(e.kernel_share, 0.35, 0.55);
+            // On one host both ends share the cores: the receiver is short of
+            // CPU when either process, or the two together, show it.
+            let cpu = if same_host { e.score.max(rcpu_score * 0.9).max(pair.0) } else { e.score };
+            if absorbed {
+                cpu * kernel
+            } else {
+                0.0
+            }
+        }
+        _ => 0.0,
+    };
+    {
+        let mut against = Vec::new();
+        let mut score = write_score;
+        let mut ev = write_lines.clone();
+        if let Some(s) = &sh {
+            if s.rwnd > 0.2 {
+                ev.push(format!(
+                    "the senders waited for the receiver's window {} of the time (it was not draining its sockets)",
+                    pct(s.rwnd)
+                ));
+            }
+        }
+        if let Some(r) = m2d {
+            if r < 0.9 {
+                ev.push(format!("memory to disk reached {} of memory to memory", pct(r)));
+            } else {
+                against.push(format!("memory to disk kept up ({} of memory to memory)", pct(r)));
+                score *= 0.6;
+            }
+        }
+        if !ctx.writes_file {
+            against.push("the destination is not a file".into());
+        }
+        add(LimitKind::DiskWrite, Some(writer), score, ev, against);
+    }
+    if let (Some(f), Some(e)) = (&wf, &wcpu) {
+        let mut ev = Vec::new();
+        let mut against = Vec::new();
+        ev.extend(e.lines.iter().cloned());
+        if same_host {
+            if let Some(r) = &rcpu {
+                ev.extend(r.lines.iter().filter(|l| !l.starts_with("its CPU")).cloned());
+            }
+            ev.push(format!(
+                "both ends run on {} and share its {} cores; between them some Ferry thread was running or runnable {:.0}% of the time",
+                f.hostname, f.cores, pair.1
+            ));
+        }
+        if let Some(p) = &f.process {
+            ev.push(format!(
+                "the {} wrote the file through the page cache: threads waiting for the disk {:.2} on average, page cache dirty {:+} , tmpfs {:+}",
+                writer.label(),
+                p.threads_blocked,
+                format_bytes(f.dirty_growth_bytes.unsigned_abs()),
+                format_bytes(f.shmem_growth_bytes.unsigned_abs())
+            ));
+        }
+        let mut score = page_cache;
+        if let Some(r) = m2d {
+            if r < 0.9 {
+                ev.push(format!(
+                    "memory to disk reached {} of memory to memory: writing the file is the expensive part",
+                    pct(r)
+                ));
+            } else {
+                against.push(format!("memory to disk kept up ({} of memory to memory)", pct(r)));
+                score *= 0.6;
+            }
+        }
+        if !ctx.writes_file {
+            against.push("the destination is not a file".into());
+        }
+        add(LimitKind::PageCacheCopy, Some(writer), score, ev, against);
+    }
+    // Plain CPU, per end (what the page-cache copy does not explain).
+    let runnable =
+        |f: &Option<SideFacts>| f.as_ref().and_then(|f| f.process.as_ref()).map(|p| p.runnable_percent).unwrap_or(0.0);
+    let busier = if runnable(&rf) >= runnable(&wf) { reader } else { writer };
+    for (s, e) in [(reader, &rcpu), (writer, &wcpu)] {
+        let Some(e) = e else { continue };
+        let mut score = e.score;
+        if same_host && s == busier {
+            // One CPU on one host: the pair's shortage is charged to the
+            // end that wanted it more (after the page-cache copy, below).
+            score = score.max(pair.0);
+        }
+        if s == writer || same_host {
+            score = (score - page_cache).max(0.0);
+        }
+        let mut ev = e.lines.clone();
+        let kind = if e.quota >= e.thread.max(e.whole) && e.quota > 0.0 {
+            "its cgroup's CPU quota"
+        } else if e.kernel_share >= 0.5 {
+            "kernel work (copies, the network stack)"
+        } else {
+            "user-space work (encryption, checksums, copies)"
+        };
+        if score > 0.0 {
+            ev.push(format!("most of it was {kind}"));
+        }
+        add(LimitKind::Cpu, Some(s), score, ev, Vec::new());
+    }
+
+    // The network.
+    if let Some(s) = &sh {
+        // Data queued with the windows open means the network set the
+        // pace, unless a window or the buffer was also seen full: a
+        // pacing sender (BBR) learns its rate from whatever limits it, and
+        // then queues behind its own pacing.
+        let base = ramp(s.network, 0.4, 0.75) * (1.0 - ramp(s.rwnd.max(s.sndbuf), 0.2, 0.5));
+        let growing = ramp(s.cwnd_growth, 1.3, 2.0) * (1.0 - ramp(queueing, 1.2, 1.5));
+        let mut ev = vec![sender_line.clone().unwrap_or_default()];
+        ev.push(format!(
+            "RTT averaged {:.1} ms against a minimum of {:.1} ms ({:.2}×); {:.3}% of the bytes sent were retransmissions",
+            s.avg_rtt_ms,
+            s.min_rtt_ms,
+            queueing,
+            100.0 * loss
+        ));
+        let mut against = Vec::new();
+        if let Some((c, _)) = cmp {
+            let worst = [c.disk_to_memory, c.memory_to_disk]
+                .into_iter()
+                .flatten()
+                .map(|v| v / cmp.unwrap().1)
+                .fold(f64::INFINITY, f64::min);
+            if worst.is_finite() && worst < 0.9 {
+                against.push(format!("a disk variant reached only {} of memory to memory", pct(worst)));
+            }
+        }
+        let ncpu = rcpu_score.max(wcpu_score);
+        let net_score = base * (1.0 - random_loss) * (1.0 - growing) * (1.0 - 0.5 * ncpu);
+        add(LimitKind::NetworkPath, None, net_score, ev.clone(), against.clone());
+        let mut lev = ev.clone();
+        if random_loss > 0.0 {
+            lev.push(
+                "the RTT stayed near its minimum, so the losses are not a full queue's: the path loses packets".into(),
+            );
+        }
+        add(LimitKind::Loss, None, base * random_loss, lev, against.clone());
+        let mut tev = ev.clone();
+        tev.push(format!("the congestion window grew {:.1}× over the second half of the transfer", s.cwnd_growth));
+        add(LimitKind::TooFewStreams, None, base * (1.0 - random_loss) * growing * 0.8, tev, against);
+
+        // Receiver window: a symptom of the receiver's disk or CPU when those are busy.
+        let rw = ramp(s.rwnd, 0.25, 0.55);
+        let cause = write_score.max(wcpu_score).max(page_cache);
+        let mut ev = vec![sender_line.clone().unwrap_or_default()];
+        if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 {
+            ev.push(format!(
+                "the receiver advertised {} in all{}; at the {:.1} ms minimum RTT that allows {} — the transfer ran at {}",
+                format_bytes(s.peer_window as u64),
+                recv_buffer.map(|b| format!(" from receive buffers of {}", format_bytes(b as u64))).unwrap_or_default(),
+                s.min_rtt_ms,
+                format_rate(s.peer_window / (s.min_rtt_ms / 1000.0)),
+                format_rate(rate)
+            ));
+        }
+        let mut against = Vec::new();
+        if cause > 0.3 {
+            against.push("the receiver was busy (disk or CPU), which explains a full receive buffer".into());
+        }
+        add(LimitKind::ReceiverWindow, Some(writer), rw * (1.0 - cause), ev, against);
+
+        let sb = ramp(s.sndbuf, 0.25, 0.55);
+        let mut ev = vec![sender_line.clone().unwrap_or_default()];
+        if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 {
+            ev.push(format!(
+                "{} in flight on average in send buffers of {}; at the {:.1} ms minimum RTT that allows {}",
+                format_bytes(s.in_flight as u64),
+                s.send_buffer.map(|b| format_bytes(b as u64)).unwrap_or_else(|| "unknown size".into()),
+                s.min_rtt_ms,
+                format_rate(s.in_flight / (s.min_rtt_ms / 1000.0))
+            ));
+        }
+        add(LimitKind::SendBuffer, Some(reader), sb * (1.0 - rcpu_score), ev, Vec::new());
+
+        let idle = ramp(s.idle, 0.3, 0.6);
+        let mut cause = read_score.max(rcpu_score);
+        if same_host {
+            cause = cause.max(wcpu_score).max(page_cache);
+        }
+        let mut against = Vec::new();
+        if cause > 0.3 {
+            against.push("the sender was short of CPU or waiting for its disk, which explains it".into());
+        }
+        add(
+            LimitKind::SenderApplication,
+            Some(reader),
+            idle * (1.0 - cause),
+            vec![sender_line.clone().unwrap_or_default()],
+            against,
+        );
+    }
+
+    c.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let samples = rf.as_ref().map(|f| f.samples).max(wf.as_ref().map(|f| f.samples)).unwrap_or(0);
+    let mut v = Verdict {
+        transfer: transfer.to_string(),
+        seconds,
+        bytes,
+        bytes_per_s: rate,
+        conclusive: false,
+        limit: None,
+        side: None,
+        name: "inconclusive".into(),
+        score: c.first().map(|x| x.score).unwrap_or(0.0),
+        statement: String::new(),
+        evidence: Vec::new(),
+        runner_up: None,
+        why_inconclusive: None,
+        candidates: c,
+    };
+    let best = v.candidates.first().cloned();
+    let second = v.candidates.get(1).cloned();
+    if let Some(s) = &second {
+        v.runner_up = Some(format!(
+            "{} (score {:.2}){}",
+            s.name,
+            s.score,
+            s.evidence.first().map(|e| format!(": {e}")).unwrap_or_default()
+        ));
+    }
+    let why = if seconds < MIN_SECONDS || samples < MIN_SAMPLES {
+        Some(format!(
+            "the transfer took {seconds:.2} s with {samples} sample{} on the better-sampled end; a verdict needs at least {MIN_SECONDS:.0} s and {MIN_SAMPLES} samples (move more data, or sample more often with --interval-ms)",
+            if samples == 1 { "" } else { "s" }
+        ))
+    } else if rf.is_none() && wf.is_none() {
+        Some("neither end was sampled during the transfer".into())
+    } else {
+        match (&best, &second) {
+            (None, _) => Some("no candidate could be scored".into()),
+            (Some(b), _) if b.score < CONCLUSIVE => Some(format!(
+                "no candidate has strong evidence: the best, {}, scores {:.2} (a verdict needs {CONCLUSIVE:.2}){}",
+                b.name,
+                b.score,
+                if sh.is_none() {
+                    "; the sending end's streams were not sampled, so the network's side is unknown"
+                } else {
+                    ""
+                }
+            )),
+            (Some(b), Some(s)) if b.score - s.score < MARGIN => {
+                Some(format!("{} ({:.2}) and {} ({:.2}) fit about equally well", b.name, b.score, s.name, s.score))
+            }
+            _ => None,
+        }
+    };
+    match (why, best) {
+        (None, Some(b)) => {
+            v.conclusive = true;
+            v.limit = Some(b.limit);
+            v.side = b.side;
+            v.name = b.name.clone();
+            v.statement = format!("The limit is {}: {}.", b.name, b.evidence.first().cloned().unwrap_or_default());
+            v.evidence = b.evidence.clone();
+        }
+        (why, _) => {
+            let why = why.unwrap_or_default();
+            v.statement = format!("Inconclusive: {why}.");
+            v.why_inconclusive = Some(why);
+        }
+    }
+    v
+}
+
+fn other(s: Side) -> Side {
+    match s {
+        Side::Client => Side::Server,
+        Side::Server => Side::Client,
+    }
+}
