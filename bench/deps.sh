@@ -13,6 +13,8 @@ packages=(
   iproute2 util-linux coreutils libc-bin
   # ferry-bench-service: the two-node rows share a PostgreSQL queue
   postgresql
+  # bench/bottlenecks.sh: ext4 on loop devices, a TLS certificate, sysctl
+  e2fsprogs openssl procps
 )
 
 "$(dirname "$0")/../scripts/apt-install.sh" bench/deps "${packages[@]}"

@@ -19,6 +19,9 @@ packages=(
   linux-perf chromium fonts-liberation
   # the transfer service's shared queue: the tests start their own server
   postgresql
+  # the induced-bottleneck suite: ext4 on loop devices, a TLS certificate,
+  # sysctl inside namespaces
+  e2fsprogs openssl procps
 )
 
 "$(dirname "$0")/apt-install.sh" deps "${packages[@]}"

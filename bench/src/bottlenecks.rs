@@ -501,7 +501,7 @@ fn run_case_inner(suite: &Suite, case: &Case, o: &mut Outcome) -> Result<()> {
         }
         "loss" => {
             _cubic = Some(AllowCubic::new()?);
-            file_size = size(scale, 24 * MIB, 64 * MIB);
+            file_size = size(scale, 64 * MIB, 160 * MIB);
             extra.extend(["-p".into(), "2".into()]);
             let net = wan(None, 10, 0.01)?;
             for side in [Side::Client, Side::Server] {

@@ -277,10 +277,14 @@ pub fn hints(profile: &Profile, analysis: &Analysis) -> Vec<Hint> {
             |v: &[String]| if v.len() == 1 { format!("{} was", v[0]) } else { format!("{} were", v.join(", ")) };
         // The machine's cores may be busy with other programs: say how much
         // of it was the watched process.
-        let own = sum
-            .process_cpu_percent
-            .map(|p| format!(" The watched Ferry process used {:.0}% of one core on average.", p.avg))
+        let own_avg = sum.process_cpu_percent.map(|p| p.avg);
+        let own = own_avg
+            .map(|p| format!(" The watched Ferry process used {p:.0}% of one core on average."))
             .unwrap_or_default();
+        // A saturated core the Ferry process hardly used is other programs'
+        // work: advice about Ferry's own threads would be wrong.
+        let others = own_avg.is_some_and(|p| p < 50.0);
+        let contention = "Other programs take these cores: Ferry gets less CPU than it wants (the verdict says whether that limits it).";
         if !kernel_bound.is_empty() {
             out.push(Hint::new(
                 HintKind::CoreKernelBound,
@@ -289,7 +293,11 @@ pub fn hints(profile: &Profile, analysis: &Analysis) -> Vec<Hint> {
                     "Saturated core on the {who} (at least {PEGGED_BUSY:.0}% busy), mostly in the kernel: {} saturated.{own}",
                     cores(&kernel_bound)
                 ),
-                "The network stack or the copies need a whole core; more streams help only if the NIC spreads them over queues (RSS/RPS), and zero-copy sends cut the copy cost.",
+                if others {
+                    contention
+                } else {
+                    "The network stack or the copies need a whole core; more streams help only if the NIC spreads them over queues (RSS/RPS), and zero-copy sends cut the copy cost."
+                },
             ));
         }
         if !user_bound.is_empty() {
@@ -300,7 +308,11 @@ pub fn hints(profile: &Profile, analysis: &Analysis) -> Vec<Hint> {
                     "Saturated core on the {who} (at least {PEGGED_BUSY:.0}% busy), mostly in user space: {} saturated.{own}",
                     cores(&user_bound)
                 ),
-                "A program's thread (checksums, copies, encryption — or another program: see the perf table) is the limit.",
+                if others {
+                    contention
+                } else {
+                    "A program's thread (checksums, copies, encryption — or another program: see the perf table) is the limit."
+                },
             ));
         }
         // iowait is a share of all cores; 10% on a 2-core machine is a fifth of one core waiting.

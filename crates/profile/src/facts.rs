@@ -161,9 +161,12 @@ fn in_flight(i: &TcpInfo) -> f64 {
     i.unacked as f64 * i.snd_mss as f64
 }
 
-/// The peer's advertised window is (nearly) used up; a zero window counts.
+/// The peer's advertised window is (nearly) used up while there is data
+/// to send or in flight; a zero window with data waiting counts (a
+/// receiver that stopped reading leaves nothing in flight).
 fn rwnd_full(i: &TcpInfo) -> bool {
-    i.unacked > 0 && in_flight(i) >= 0.75 * i.snd_wnd as f64
+    let room = i.snd_wnd as f64 - in_flight(i);
+    (i.unacked > 0 || i.notsent_bytes > 0) && room < (0.25 * i.snd_wnd as f64).max(i.snd_mss as f64)
 }
 
 /// The send buffer holds at least 60% of its size in data (in flight or
