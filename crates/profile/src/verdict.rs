@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::bottleneck::ThroughputComparison;
 use crate::facts::{self, SideFacts, StreamFacts, Window};
 use crate::report::{Profile, Side};
-use crate::units::{format_bytes, format_rate};
+use crate::units::{format_bytes, format_ms, format_rate};
 
 /// A candidate needs this score to be named.
 pub const CONCLUSIVE: f64 = 0.5;
@@ -573,9 +573,9 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         let growing = ramp(s.cwnd_growth, 1.3, 2.0) * (1.0 - ramp(queueing, 1.2, 1.5));
         let mut ev = vec![sender_line.clone().unwrap_or_default()];
         ev.push(format!(
-            "RTT averaged {:.1} ms against a minimum of {:.1} ms ({:.2}×); {:.3}% of the bytes sent were retransmissions",
-            s.avg_rtt_ms,
-            s.min_rtt_ms,
+            "RTT averaged {} against a minimum of {} ({:.2}×); {:.3}% of the bytes sent were retransmissions",
+            format_ms(s.avg_rtt_ms),
+            format_ms(s.min_rtt_ms),
             queueing,
             100.0 * loss
         ));
@@ -610,10 +610,10 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         let mut ev = vec![sender_line.clone().unwrap_or_default()];
         if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 {
             ev.push(format!(
-                "the receiver advertised {} in all{}; at the {:.1} ms minimum RTT that allows {} — the transfer ran at {}",
+                "the receiver advertised {} in all{}; at the {} minimum RTT that allows {} — the transfer ran at {}",
                 format_bytes(s.peer_window as u64),
                 recv_buffer.map(|b| format!(" from receive buffers of {}", format_bytes(b as u64))).unwrap_or_default(),
-                s.min_rtt_ms,
+                format_ms(s.min_rtt_ms),
                 format_rate(s.peer_window / (s.min_rtt_ms / 1000.0)),
                 format_rate(rate)
             ));
@@ -628,10 +628,10 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         let mut ev = vec![sender_line.clone().unwrap_or_default()];
         if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 {
             ev.push(format!(
-                "{} in flight on average in send buffers of {}; at the {:.1} ms minimum RTT that allows {}",
+                "{} in flight on average in send buffers of {}; at the {} minimum RTT that allows {}",
                 format_bytes(s.in_flight as u64),
                 s.send_buffer.map(|b| format_bytes(b as u64)).unwrap_or_else(|| "unknown size".into()),
-                s.min_rtt_ms,
+                format_ms(s.min_rtt_ms),
                 format_rate(s.in_flight / (s.min_rtt_ms / 1000.0))
             ));
         }
@@ -676,8 +676,7 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
     let best = v.candidates.first().cloned();
     let second = v.candidates.get(1).cloned();
     if let Some(s) = second.as_ref().filter(|s| s.score < 0.05) {
-        v.runner_up =
-            Some(format!("none: no other candidate has any evidence (the next, {}, scores {:.2})", s.name, s.score));
+        v.runner_up = Some(format!("none: no other candidate has evidence (all score {:.2} or less)", s.score));
     } else if let Some(s) = &second {
         v.runner_up = Some(format!(
             "{} (score {:.2}){}",

@@ -338,8 +338,24 @@ fn plots(profile: &Profile, a: &Analysis) -> Result<Vec<String>> {
             Layer { name: "irq", color: plotters::style::RGBColor(148, 103, 189), points: pts(&|c| c.irq) },
             Layer { name: "iowait", color: plotters::style::RGBColor(140, 140, 140), points: pts(&|c| c.iowait) },
         ];
+        // The Ferry process's own share, on top of the machine's bands: on a
+        // shared machine the bands are mostly someone else's.
+        let cores = h.host.cores.max(1) as f64;
+        let own = |f: &dyn Fn(&crate::sampler::ProcessSample) -> f64| {
+            h.samples
+                .iter()
+                .filter_map(|s| s.process.map(|p| (s.t + off, (f(&p) / cores).min(100.0))))
+                .collect::<Vec<_>>()
+        };
+        let mut lines =
+            vec![Series { name: "Ferry process".into(), points: own(&|p| p.user_percent + p.system_percent) }];
+        lines.push(Series {
+            name: "Ferry, + waiting for a CPU".into(),
+            points: own(&|p| p.user_percent + p.system_percent + p.run_delay_percent),
+        });
+        lines.retain(|l| !l.points.is_empty());
         let title = format!("CPU, {} ({} cores)", side.label(), h.host.cores);
-        out.push(plots::stacked_chart("cpu", &title, "% of all cores", &layers, &spans, xm, 100.0)?);
+        out.push(plots::stacked_chart("cpu", &title, "% of all cores", &layers, &lines, &spans, xm, 100.0)?);
     }
 
     let mut pk = Vec::new();

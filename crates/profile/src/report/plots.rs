@@ -130,6 +130,12 @@ fn draw_spans(chart: &mut TimeChart<'_, '_>, plot: &'static str, spans: &[Span],
         chart
             .draw_series(std::iter::once(Rectangle::new([(sp.from, 0.0), (sp.to, y_top)], shade.filled())))
             .map_err(plot_err(plot))?;
+        // Narrow runs (a 0.3 s variant) keep their shade but not a label
+        // that would run into the next one's.
+        let (lo, hi) = (chart.x_range().start, chart.x_range().end);
+        if (sp.to - sp.from) < 0.12 * (hi - lo) {
+            continue;
+        }
         chart
             .draw_series(std::iter::once(Text::new(
                 sp.name.clone(),
@@ -199,6 +205,7 @@ pub(crate) fn stacked_chart(
     title: &str,
     y_label: &str,
     layers: &[Layer],
+    lines: &[Series],
     spans: &[Span],
     x_max: f64,
     y_max: f64,
@@ -230,6 +237,15 @@ pub(crate) fn stacked_chart(
                 .map_err(plot_err(plot))?
                 .label(l.name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+        }
+        // Lines over the bands (the watched Ferry process), in greys.
+        for (i, l) in lines.iter().enumerate() {
+            let c = if i == 0 { RGBColor(0, 0, 0) } else { RGBColor(120, 120, 120) };
+            chart
+                .draw_series(LineSeries::new(l.points.iter().copied(), c.stroke_width(2)))
+                .map_err(plot_err(plot))?
+                .label(l.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
         }
         legend(&mut chart, plot)?;
         root.present().map_err(plot_err(plot))?;
