@@ -127,8 +127,24 @@ fn assert_close(a: &Value, b: &Value, path: &str) {
 #[test]
 fn analysis_names_the_bottleneck_and_the_symptoms() {
     let a = support::synthetic_profile().analyze();
-    let b = a.bottleneck.as_ref().unwrap();
-    assert!(b.statement.starts_with("The limit is disk reads on the server: 54%"), "{}", b.statement);
+    let b = a.comparison.as_ref().unwrap();
+    assert!(b.statement.starts_with("Of the variants, disk reads on the server (disk to memory)"), "{}", b.statement);
+    // The samples agree: the server's threads wait for its disk while it reads as much as it sends.
+    let v = a.verdict.as_ref().unwrap();
+    assert!(v.conclusive, "{v:#?}");
+    assert_eq!((v.limit, v.side), (Some(ferry_profile::LimitKind::DiskRead), Some(ferry_profile::Side::Server)));
+    assert!(v.runner_up.is_some());
+    // Every FTPProfiler table says how it bears on the verdict.
+    let tables: Vec<_> = a.table_notes.iter().map(|n| n.table.as_str()).collect();
+    for t in [
+        "peak load and CPU",
+        "I/O transactions per second",
+        "packets per second",
+        "module shares (perf)",
+        "memory-to-memory vs disk-to-disk",
+    ] {
+        assert!(tables.contains(&t), "no note for {t}: {tables:?}");
+    }
     let kinds: Vec<_> = a.hints.iter().map(|h| h.kind).collect();
     use ferry_profile::HintKind::*;
     for k in [
@@ -163,7 +179,9 @@ fn terminal_summary_has_the_papers_tables() {
         "Data streams (TCP_INFO)",
         "CPU profile, server",
         "TCP/IP stack",
-        "Bottleneck: The limit is disk reads on the server",
+        "Verdict: The limit is disk reads on the server",
+        "Variants: Of the variants",
+        "Runner-up:",
         "Tuning sweep",
     ] {
         assert!(text.contains(needle), "summary lacks {needle:?}:\n{text}");
@@ -180,7 +198,9 @@ fn html_is_self_contained() {
     }
     // Throughput, CPU client, CPU server, packets, disk, RTT, cwnd.
     assert_eq!(html.matches("<svg").count(), 7);
-    assert!(html.contains("The limit is disk reads on the server"));
+    assert!(html.contains("Verdict: disk reads on the server"), "the verdict leads the page");
+    assert!(html.contains("Evidence for each candidate limit"));
+    assert!(html.contains("How these tables bear on the verdict"));
 }
 
 fn chromium() -> PathBuf {
