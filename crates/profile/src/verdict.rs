@@ -810,8 +810,28 @@ mod tests {
         p
     }
 
+    /// The verdict, after checking that no hint contradicts it: every hint
+    /// about a limit either supports the verdict's or says it is not the
+    /// limit, without the advice that would chase it.
     fn verdict(p: &Profile) -> Verdict {
-        p.analyze().verdict.expect("a verdict")
+        let a = p.analyze();
+        let v = a.verdict.clone().expect("a verdict");
+        hints_agree(&a.hints, &v);
+        v
+    }
+
+    fn hints_agree(hints: &[crate::bottleneck::Hint], v: &Verdict) {
+        let Some(limit) = v.limit.filter(|_| v.conclusive) else { return };
+        for h in hints {
+            match h.kind.bears_on() {
+                Some(kinds) if kinds.contains(&limit) => assert_eq!(h.relation, "supports", "{h:?}"),
+                Some(_) => {
+                    assert_eq!(h.relation, "not_the_limit", "{h:?}");
+                    assert!(h.message.ends_with(&format!("the verdict is {}.", v.name)), "{}", h.message);
+                }
+                None => {}
+            }
+        }
     }
 
     /// A process that mostly sleeps.
@@ -864,6 +884,7 @@ mod tests {
         let v = a.verdict.as_ref().unwrap();
         assert!(v.conclusive, "{v:#?}");
         assert_eq!((v.limit, v.side), (Some(LimitKind::PageCacheCopy), Some(Side::Client)), "{v:#?}");
+        hints_agree(&a.hints, v);
         assert!(v.name.starts_with("CPU (page-cache copy)"), "{}", v.name);
         assert!(v.runner_up.is_some());
         // No hint may advise what the verdict says will not help.
@@ -957,6 +978,55 @@ mod tests {
         let p = profile(end("a", 20, quiet()), server, sender(20, 80.0 * MIB, 0.3, 0.0, 0.0, |_| {}), 320.0 * MIB, 4.0);
         let v = verdict(&p);
         assert_eq!((v.limit, v.side), (Some(LimitKind::Cpu), Some(Side::Server)), "{v:#?}");
+    }
+
+    #[test]
+    fn an_idle_sender_is_an_application_stall_unless_its_disk_or_cpu_explains_it() {
+        // Busy 35% of the time, nothing queued, no window or buffer full.
+        let p = profile(
+            end("a", 20, quiet()),
+            end("b", 20, quiet()),
+            sender(20, 8.0 * MIB, 0.35, 0.0, 0.0, |_| {}),
+            32.0 * MIB,
+            4.0,
+        );
+        let v = verdict(&p);
+        assert_eq!((v.limit, v.side), (Some(LimitKind::SenderApplication), Some(Side::Server)), "{v:#?}");
+        // The same idle streams with the server waiting for its disk while
+        // it reads as much as it sends: the disk, not the program.
+        let reading = ProcessSample { threads_blocked: 1.0, storage_read_bytes_per_s: 8.0 * MIB, ..quiet() };
+        let p = profile(
+            end("a", 20, quiet()),
+            end("b", 20, reading),
+            sender(20, 8.0 * MIB, 0.35, 0.0, 0.0, |_| {}),
+            32.0 * MIB,
+            4.0,
+        );
+        let v = verdict(&p);
+        assert_eq!((v.limit, v.side), (Some(LimitKind::DiskRead), Some(Side::Server)), "{v:#?}");
+        let app = v.candidates.iter().find(|c| c.limit == LimitKind::SenderApplication).unwrap();
+        assert!(app.score < 0.1 && !app.against.is_empty(), "{app:#?}");
+    }
+
+    #[test]
+    fn a_window_still_growing_on_an_idle_path_is_too_few_streams() {
+        // Data queued, windows open, the RTT at its minimum, and the
+        // congestion window doubling over the second half: one stream
+        // still in slow start when the transfer ended.
+        let growing = |i: &mut TcpInfo| {
+            i.notsent_bytes = 200 << 10;
+            i.snd_cwnd = 10 * (i.bytes_acked / (1 << 20)).max(1) as u32;
+        };
+        let p = profile(
+            end("a", 20, quiet()),
+            end("b", 20, quiet()),
+            sender(20, 24.0 * MIB, 0.99, 0.0, 0.0, growing),
+            96.0 * MIB,
+            4.0,
+        );
+        let v = verdict(&p);
+        assert_eq!(v.limit, Some(LimitKind::TooFewStreams), "{v:#?}");
+        assert!(v.evidence.iter().any(|e| e.contains("congestion window grew")), "{v:#?}");
     }
 
     #[test]
