@@ -3,7 +3,7 @@
 # created on purpose (network path rate, loss, receiver window, CPU, disk
 # write, disk read, page-cache copy, sender buffer), each profiled with
 # `ferry profile` three times; the verdicts go to
-# bench/results/bottlenecks.md. About 3 minutes on a quiet 2-core machine.
+# bench/results/bottlenecks.md (and its figure, bottlenecks.svg).
 #
 #   bench/bottlenecks.sh                 # 8 cases x 3 repetitions
 #   bench/bottlenecks.sh --case 3,8      # some cases
@@ -23,9 +23,18 @@ fi
 bench/deps.sh
 cargo build --release --quiet -p ferry -p ferry-bench
 target="${CARGO_TARGET_DIR:-target}"
+# The full run (8 cases x 3) writes bottlenecks.md; fewer repetitions
+# write bottlenecks-reps-N.md, a subset of cases bottlenecks-partial.md, so a
+# short run never replaces the full table.
 results=bench/results/bottlenecks.md
+prev=
 for a in "$@"; do
-  case "$a" in --case | --case=* | --reps | --reps=*) results=bench/results/bottlenecks-partial.md ;; esac
+  case "$prev" in --reps) [ "$a" = 3 ] || results=bench/results/bottlenecks-reps-$a.md ;; esac
+  case "$a" in --reps=*) [ "${a#--reps=}" = 3 ] || results=bench/results/bottlenecks-reps-${a#--reps=}.md ;; esac
+  prev=$a
+done
+for a in "$@"; do
+  case "$a" in --case | --case=*) results=bench/results/bottlenecks-partial.md ;; esac
 done
 export FERRY_BOTTLENECKS_COMMAND="bench/bottlenecks.sh${*:+ $*}"
 exec "$target/release/ferry-bottlenecks" --ferry "$target/release/ferry" --results "$results" "$@"

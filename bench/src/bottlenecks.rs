@@ -163,6 +163,11 @@ pub struct Outcome {
     pub why_inconclusive: Option<String>,
     /// Every candidate's name, score and evidence, best first.
     pub candidates: Vec<(String, f64, Vec<String>)>,
+    /// The score of the candidate the case induced (0 if it is missing).
+    pub expected_score: f64,
+    /// The best score of every other candidate: the margin the verdict
+    /// had is `expected_score - other_score`.
+    pub other_score: f64,
     pub bytes_per_s: f64,
     pub seconds: f64,
     pub pass: bool,
@@ -644,6 +649,17 @@ pub fn read_verdict(json: &serde_json::Value, case: &Case, o: &mut Outcome) {
         .unwrap_or_default();
     o.runner_up = s("runner_up");
     o.why_inconclusive = s("why_inconclusive");
+    let induced = |c: &serde_json::Value| {
+        c["limit"].as_str() == Some(case.expect) && case.expect_side.is_none_or(|side| c["side"].as_str() == Some(side))
+    };
+    let scores = |want: bool| {
+        v["candidates"]
+            .as_array()
+            .map(|a| a.iter().filter(|c| induced(c) == want).filter_map(|c| c["score"].as_f64()).fold(0.0, f64::max))
+            .unwrap_or(0.0)
+    };
+    o.expected_score = scores(true);
+    o.other_score = scores(false);
     o.candidates = v["candidates"]
         .as_array()
         .map(|a| {
@@ -717,7 +733,13 @@ pub fn preflight(suite: &Suite) -> Result<()> {
 }
 
 /// The committed results page: one row per case and repetition.
-pub fn markdown(outcomes: &[Outcome], command: &str, reps: u32, notes: &[(String, String)]) -> String {
+pub fn markdown(
+    outcomes: &[Outcome],
+    command: &str,
+    reps: u32,
+    notes: &[(String, String)],
+    figure: Option<&str>,
+) -> String {
     let mut s = String::new();
     let passed = outcomes.iter().filter(|o| o.pass).count();
     let _ = writeln!(s, "# Induced bottlenecks: does `ferry profile` name them?\n");
@@ -727,11 +749,18 @@ pub fn markdown(outcomes: &[Outcome], command: &str, reps: u32, notes: &[(String
     );
     let _ = writeln!(
         s,
-        "**Result: {passed} of {} runs named correctly** ({} cases × {reps} repetitions).\n",
+        "**Result: {passed} of {} runs named correctly** ({} cases × {reps} repetition{}).\n",
         outcomes.len(),
-        CASES.len()
+        CASES.len(),
+        if reps == 1 { "" } else { "s" }
     );
     let _ = writeln!(s, "Command:\n\n```sh\n{command}\n```\n");
+    if let Some(f) = figure {
+        let _ = writeln!(
+            s,
+            "![Per case: the induced limit's score beside the best other candidate's, and the score a verdict needs]({f})\n"
+        );
+    }
     if !notes.is_empty() {
         s.push_str("| machine | |\n|---|---|\n");
         for (k, v) in notes {
@@ -778,4 +807,112 @@ pub fn markdown(outcomes: &[Outcome], command: &str, reps: u32, notes: &[(String
 
 fn md(t: &str) -> String {
     t.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The results figure: per case, the score of the induced limit beside the
+/// best score of any other candidate (medians, with the range over the
+/// repetitions as a whisker), and the score a verdict needs. A case is
+/// named correctly when its blue bar clears the line and the grey one by
+/// the margin the verdict requires.
+pub fn svg(outcomes: &[Outcome], path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let err = |e: plotters::drawing::DrawingAreaErrorKind<std::io::Error>| {
+        BenchError::output(format!("drawing {}", path.display()), format!("{e:?}"))
+    };
+    let summary = |case: u32, f: fn(&Outcome) -> f64| {
+        crate::stats::Summary::of(outcomes.iter().filter(|o| o.case == case && o.error.is_none()).map(f))
+    };
+    let root = SVGBackend::new(path, (1100, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let reps = outcomes.iter().map(|o| o.rep).max().unwrap_or(0);
+    let passed = outcomes.iter().filter(|o| o.pass).count();
+    let title = format!(
+        "ferry profile on induced bottlenecks: {passed} of {} runs named correctly ({reps} repetition{})",
+        outcomes.len(),
+        if reps == 1 { "" } else { "s" }
+    );
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(CASES.len() as f64 - 0.5), 0.0f64..1.35)
+        .map_err(err)?;
+    let label = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() > 0.01 || i < 0.0 {
+            return String::new();
+        }
+        CASES.get(i as usize).map(|c| format!("{} {}", c.number, c.title)).unwrap_or_default()
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(CASES.len())
+        .x_label_formatter(&label)
+        // Scores end at 1; the room above holds the legend.
+        .y_label_formatter(&|y: &f64| if *y > 1.0001 { String::new() } else { format!("{y:.1}") })
+        .y_desc("candidate score (0 = no evidence, 1 = all of it)")
+        .draw()
+        .map_err(err)?;
+    let blue = RGBColor(31, 87, 180);
+    let grey = RGBColor(160, 160, 160);
+    for (i, case) in CASES.iter().enumerate() {
+        let series: [(fn(&Outcome) -> f64, RGBColor); 2] = [(|o| o.expected_score, blue), (|o| o.other_score, grey)];
+        for (k, (f, colour)) in series.into_iter().enumerate() {
+            let Some(v) = summary(case.number, f) else { continue };
+            let x0 = i as f64 - 0.35 + k as f64 * 0.36;
+            let x1 = x0 + 0.32;
+            chart
+                .draw_series(std::iter::once(Rectangle::new([(x0, 0.0), (x1, v.median)], colour.filled())))
+                .map_err(err)?;
+            if v.max > v.min {
+                let xm = (x0 + x1) / 2.0;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(xm, v.min), (xm, v.max)],
+                        BLACK.stroke_width(1),
+                    )))
+                    .map_err(err)?;
+            }
+        }
+        if outcomes.iter().any(|o| o.case == case.number && !o.pass) {
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    "FAIL",
+                    (i as f64 - 0.15, 1.06),
+                    ("sans-serif", 14).into_font().color(&RED),
+                )))
+                .map_err(err)?;
+        }
+    }
+    // ferry_profile::verdict::CONCLUSIVE (the bench does not link the profiler).
+    let need = 0.5;
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            vec![(-0.5, need), (CASES.len() as f64 - 0.5, need)],
+            RGBColor(200, 50, 40).stroke_width(1),
+        )))
+        .map_err(err)?
+        .label(format!("score a verdict needs ({need:.1})"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RGBColor(200, 50, 40).stroke_width(1)));
+    chart
+        .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+        .map_err(err)?
+        .label("the induced limit")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], blue.filled()));
+    chart
+        .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+        .map_err(err)?
+        .label("the best other candidate")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], grey.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
 }

@@ -80,6 +80,10 @@ fn run(args: Args) -> Result<bool> {
             bail!("there is no case {c}: the cases are 1 to 8");
         }
     }
+    // The machine as the run found it (the load of other programs matters
+    // on a shared machine).
+    let started = ferry_bench::record::now_rfc3339();
+    let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
     let mut outcomes: Vec<Outcome> = Vec::new();
     for rep in 1..=args.reps {
         for case in CASES.iter().filter(|c| args.cases.is_empty() || args.cases.contains(&c.number)) {
@@ -136,15 +140,20 @@ fn run(args: Args) -> Result<bool> {
                 "cores".to_string(),
                 std::thread::available_parallelism().map(|n| n.get().to_string()).unwrap_or_default(),
             ),
-            ("date".to_string(), ferry_bench::record::now_rfc3339()),
+            ("started".to_string(), started),
+            ("finished".to_string(), ferry_bench::record::now_rfc3339()),
+            ("load average before".to_string(), load_before),
             (
-                "load average before".to_string(),
+                "load average after".to_string(),
                 std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string(),
             ),
         ];
-        std::fs::write(path, bottlenecks::markdown(&outcomes, &command, args.reps, &notes))
+        let figure = path.with_extension("svg");
+        bottlenecks::svg(&outcomes, &figure)?;
+        let figure_name = figure.file_name().map(|n| n.to_string_lossy().into_owned());
+        std::fs::write(path, bottlenecks::markdown(&outcomes, &command, args.reps, &notes, figure_name.as_deref()))
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("results in {}", path.display());
+        println!("results in {} and {}", path.display(), figure.display());
     }
     Ok(passed == outcomes.len())
 }

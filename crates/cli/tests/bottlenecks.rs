@@ -28,8 +28,13 @@ fn every_induced_bottleneck_is_named() {
         panic!("the induced-bottleneck suite cannot run here: {e}");
     }
     let outcomes: Vec<_> = CASES.iter().map(|c| bottlenecks::run_case(&suite, c, 1)).collect();
-    let table =
-        bottlenecks::markdown(&outcomes, "cargo nextest run -p ferry -E 'test(every_induced_bottleneck)'", 1, &[]);
+    let table = bottlenecks::markdown(
+        &outcomes,
+        "cargo nextest run -p ferry -E 'test(every_induced_bottleneck)'",
+        1,
+        &[],
+        None,
+    );
     println!("{table}");
     let failed: Vec<String> = outcomes
         .iter()
