@@ -2,7 +2,7 @@
 //! eight bottlenecks of `ferry_bench::bottlenecks` is created on purpose
 //! and `ferry profile`'s verdict must name it. The long version, three
 //! repetitions with larger transfers, is `bench/bottlenecks.sh`; its
-//! results are committed in bench/results/bottlenecks.md.
+//! results are committed in bench/results/ (bottlenecks*.md and .svg).
 //!
 //! Needs root (network namespaces, cgroup v1 `cpu` and `blkio`, loop
 //! devices); without it the test fails with a message saying so. The
