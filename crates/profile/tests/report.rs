@@ -201,6 +201,13 @@ fn html_is_self_contained() {
     assert!(html.contains("Verdict: disk reads on the server"), "the verdict leads the page");
     assert!(html.contains("Evidence for each candidate limit"));
     assert!(html.contains("How these tables bear on the verdict"));
+    // The CPU charts draw the watched Ferry process over the machine's
+    // bands (on a shared machine the bands are mostly other programs).
+    assert_eq!(html.matches("Ferry, + waiting for a CPU").count(), 2, "one process line per end");
+    // Stream legends tell the streams apart by their ports.
+    for name in ["server data 1 :50001→:40001", "server data 4 :50004→:40004"] {
+        assert!(html.contains(name), "no legend entry {name:?}");
+    }
 }
 
 fn chromium() -> PathBuf {
