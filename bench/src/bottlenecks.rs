@@ -815,6 +815,8 @@ fn md(t: &str) -> String {
 /// named correctly when its blue bar clears the line and the grey one by
 /// the margin the verdict requires.
 pub fn svg(outcomes: &[Outcome], path: &Path) -> Result<()> {
+    /// Which score of an outcome a bar shows.
+    type Pick = fn(&Outcome) -> f64;
     use plotters::prelude::*;
     let err = |e: plotters::drawing::DrawingAreaErrorKind<std::io::Error>| {
         BenchError::output(format!("drawing {}", path.display()), format!("{e:?}"))
@@ -858,7 +860,7 @@ pub fn svg(outcomes: &[Outcome], path: &Path) -> Result<()> {
     let blue = RGBColor(31, 87, 180);
     let grey = RGBColor(160, 160, 160);
     for (i, case) in CASES.iter().enumerate() {
-        let series: [(fn(&Outcome) -> f64, RGBColor); 2] = [(|o| o.expected_score, blue), (|o| o.other_score, grey)];
+        let series: [(Pick, RGBColor); 2] = [(|o| o.expected_score, blue), (|o| o.other_score, grey)];
         for (k, (f, colour)) in series.into_iter().enumerate() {
             let Some(v) = summary(case.number, f) else { continue };
             let x0 = i as f64 - 0.35 + k as f64 * 0.36;
