@@ -104,6 +104,20 @@ pub enum SiteCommand {
     /// upload to `path` (Ferry; `docs/gridftp.md`, "Asking what a partial
     /// upload holds").
     Partial(String),
+    /// `SITE SETDISKSTACK <driver,driver...>`: the Globus XIO driver stack
+    /// for the disk side (`globus-url-copy -fsstack`). Ferry has one, `file`.
+    SetDiskStack(String),
+    /// `SITE UTIME <YYYYMMDDHHMMSS> <path>`: the Globus client library's way
+    /// to set a modification time (UTC), as `MFMT` does.
+    Utime {
+        time: String,
+        path: String,
+    },
+    /// `SITE CHGRP <group> <path>`: a group name or number (Globus).
+    Chgrp {
+        group: String,
+        path: String,
+    },
     Other {
         name: String,
         args: String,
@@ -177,6 +191,8 @@ pub enum Command {
     Mdtm(String),
     Mlst(Option<String>),
     Mlsd(Option<String>),
+    /// `MLSR [path]`: MLSD of a whole tree (Globus; advertised in its FEAT).
+    Mlsr(Option<String>),
     // RFC 2428
     Eprt(SocketAddr),
     Epsv(EpsvArg),
@@ -418,6 +434,7 @@ impl Command {
             "MDTM" => C::Mdtm(path("MDTM")?),
             "MLST" => C::Mlst(opt()),
             "MLSD" => C::Mlsd(opt()),
+            "MLSR" => C::Mlsr(opt()),
             "EPRT" => C::Eprt(host_port::parse_eprt(required("EPRT", arg)?).map_err(|e| match e {
                 HostPortError::UnsupportedProtocol(_) => CommandError::ParameterNotImplemented {
                     verb: "EPRT",
@@ -543,6 +560,7 @@ impl Command {
             C::Mdtm(_) => "MDTM",
             C::Mlst(_) => "MLST",
             C::Mlsd(_) => "MLSD",
+            C::Mlsr(_) => "MLSR",
             C::Eprt(_) => "EPRT",
             C::Epsv(_) => "EPSV",
             C::Auth(_) => "AUTH",
@@ -573,6 +591,7 @@ impl Command {
                 | Command::List(_)
                 | Command::Nlst(_)
                 | Command::Mlsd(_)
+                | Command::Mlsr(_)
                 | Command::Eret { .. }
                 | Command::Esto { .. }
         )
@@ -673,6 +692,33 @@ fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
         "PROFILE" => SiteCommand::Profile(parse_profile(rest)?),
         "PARTIAL" if !rest.is_empty() => SiteCommand::Partial(rest.to_string()),
         "PARTIAL" => return Err(syntax("SITE", "expected PARTIAL <path>")),
+        "SETDISKSTACK" => {
+            let stack = rest.trim();
+            if stack.is_empty() || stack.len() > 256 || !stack.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(syntax("SITE", "expected SETDISKSTACK <driver>[,<driver>...]"));
+            }
+            SiteCommand::SetDiskStack(stack.to_string())
+        }
+        "UTIME" => {
+            // The Globus client library (globus_ftp_client_state.c) sends
+            // "SITE UTIME %04d%02d%02d%02d%02d%02d <path>", a UTC time.
+            let usage = "expected UTIME <YYYYMMDDHHMMSS> <path>";
+            let (w, path) = words_then_path(rest, 1).ok_or_else(|| syntax("SITE", usage))?;
+            if w[0].len() != 14 || !w[0].bytes().all(|b| b.is_ascii_digit()) {
+                return Err(syntax("SITE", usage));
+            }
+            SiteCommand::Utime { time: w[0].to_string(), path: path.to_string() }
+        }
+        "CHGRP" => {
+            // Globus: "SITE CHGRP <group> <path>", a name or a number.
+            let usage = "expected CHGRP <group name or number> <path>";
+            let (w, path) = words_then_path(rest, 1).ok_or_else(|| syntax("SITE", usage))?;
+            let group = w[0];
+            if group.len() > 64 || !group.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-$".contains(&b)) {
+                return Err(syntax("SITE", "CHGRP: not a group name or number"));
+            }
+            SiteCommand::Chgrp { group: group.to_string(), path: path.to_string() }
+        }
         _ => SiteCommand::Other { name, args: rest.to_string() },
     })
 }
@@ -787,7 +833,7 @@ impl fmt::Display for Command {
             | C::Size(a)
             | C::Mdtm(a)
             | C::Auth(a) => write!(f, "{v} {a}"),
-            C::List(a) | C::Nlst(a) | C::Stat(a) | C::Help(a) | C::Mlst(a) | C::Mlsd(a) => match a {
+            C::List(a) | C::Nlst(a) | C::Stat(a) | C::Help(a) | C::Mlst(a) | C::Mlsd(a) | C::Mlsr(a) => match a {
                 Some(a) => write!(f, "{v} {a}"),
                 None => f.write_str(v),
             },
@@ -825,6 +871,9 @@ impl fmt::Display for Command {
                 }
                 SiteCommand::Profile(ProfileRequest::Stop) => write!(f, "SITE PROFILE STOP"),
                 SiteCommand::Partial(p) => write!(f, "SITE PARTIAL {p}"),
+                SiteCommand::SetDiskStack(s) => write!(f, "SITE SETDISKSTACK {s}"),
+                SiteCommand::Utime { time, path } => write!(f, "SITE UTIME {time} {path}"),
+                SiteCommand::Chgrp { group, path } => write!(f, "SITE CHGRP {group} {path}"),
                 SiteCommand::Other { name, args } if args.is_empty() => write!(f, "SITE {name}"),
                 SiteCommand::Other { name, args } => write!(f, "SITE {name} {args}"),
             },
@@ -935,6 +984,22 @@ mod tests {
         assert_eq!(p("EPSV ALL"), Ok(Command::Epsv(EpsvArg::All)));
         assert_eq!(p("XPWD"), Ok(Command::Pwd));
         assert_eq!(p("LIST -la"), Ok(Command::List(Some("-la".into()))));
+        // Globus extensions (the forms globus_ftp_client_state.c sends).
+        assert_eq!(p("MLSR /tree"), Ok(Command::Mlsr(Some("/tree".into()))));
+        assert_eq!(p("MLSR"), Ok(Command::Mlsr(None)));
+        assert_eq!(p("SITE SETDISKSTACK file"), Ok(Command::Site(SiteCommand::SetDiskStack("file".into()))));
+        assert_eq!(
+            p("SITE UTIME 20200102030405 /a b"),
+            Ok(Command::Site(SiteCommand::Utime { time: "20200102030405".into(), path: "/a b".into() }))
+        );
+        assert_eq!(
+            p("site chgrp users /x"),
+            Ok(Command::Site(SiteCommand::Chgrp { group: "users".into(), path: "/x".into() }))
+        );
+        for bad in ["SITE UTIME 2020 /a", "SITE UTIME 20200102030405", "SITE CHGRP users", "SITE CHGRP a;b /x"] {
+            assert_eq!(p(bad).unwrap_err().code().get(), 501, "{bad}");
+        }
+        assert_eq!(p("SITE SETDISKSTACK").unwrap_err().code().get(), 501);
     }
 
     #[test]
@@ -974,6 +1039,10 @@ mod tests {
             arb_path().prop_map(Command::Stor),
             arb_path().prop_map(Command::Cwd),
             arb_path().prop_map(|p| Command::Mlsd(Some(p))),
+            arb_path().prop_map(|p| Command::Mlsr(Some(p))),
+            ("[0-9]{14}", arb_path()).prop_map(|(time, path)| Command::Site(SiteCommand::Utime { time, path })),
+            ("[a-z][a-z0-9_-]{0,15}", arb_path())
+                .prop_map(|(group, path)| Command::Site(SiteCommand::Chgrp { group, path })),
             any::<u64>().prop_map(|o| Command::Rest(RestArg::Offset(o))),
             (any::<[u8; 4]>(), any::<u16>()).prop_map(|(ip, port)| Command::Port(SocketAddrV4::new(ip.into(), port))),
             (any::<u64>(), any::<u64>(), arb_path())

@@ -2,11 +2,19 @@
 //!
 //! The protocol core resolves every path argument against the working
 //! directory *lexically*: `.` is dropped, `..` pops a component, and a `..`
-//! that would climb above the root is refused rather than clamped, so a
-//! client learns that its request was wrong instead of silently getting
-//! another file. Symbolic links are the I/O layer's business: it opens the
-//! resulting relative path with a capability-style API (cap-std), which
-//! refuses any link that leads outside the root.
+//! at the root stays at the root — the user's root is their `/`, and POSIX
+//! says `/..` is `/` (POSIX.1-2017 §4.13 "Pathname Resolution": "As a
+//! special case, in the root directory, dot-dot may refer to the root
+//! directory itself"). The Globus GridFTP server, vsftpd and pure-ftpd do
+//! the same: `CDUP` at `/` is `250` and `PWD` stays `"/"`, and
+//! `RETR ../../x` at the root names `/x`. Clients and scripts that `cd ..`
+//! up to the top rely on it (`docs/security.md`, "Paths").
+//!
+//! Clamping is confinement, not a loophole: the result never has a `..`
+//! component, so it names something beneath the root by construction.
+//! Symbolic links are the I/O layer's business: it opens the resulting
+//! relative path with a capability-style API (cap-std, `RESOLVE_BENEATH`),
+//! which refuses any link that leads outside the root.
 
 use std::fmt;
 use thiserror::Error;
@@ -31,7 +39,8 @@ impl VirtualPath {
         Self("/".to_string())
     }
 
-    /// Resolves `arg` (absolute, or relative to `self`) into a new path.
+    /// Resolves `arg` (absolute, or relative to `self`) into a new path; a
+    /// `..` at the root stays at the root.
     pub fn resolve(&self, arg: &str) -> Result<Self, PathError> {
         if arg.contains('\0') {
             return Err(PathError::Nul);
@@ -44,9 +53,8 @@ impl VirtualPath {
             match comp {
                 "" | "." => {}
                 ".." => {
-                    if parts.pop().is_none() {
-                        return Err(PathError::EscapesRoot);
-                    }
+                    // `/..` is `/` (POSIX.1-2017 §4.13).
+                    parts.pop();
                 }
                 c => parts.push(c),
             }
@@ -139,8 +147,15 @@ mod tests {
         assert_eq!(cwd.resolve("../c/./d/").unwrap().as_str(), "/a/c/d");
         assert_eq!(cwd.resolve("/x//y").unwrap().as_str(), "/x/y");
         assert_eq!(cwd.resolve("../..").unwrap().as_str(), "/");
-        assert_eq!(cwd.resolve("../../..").unwrap_err(), PathError::EscapesRoot);
-        assert_eq!(cwd.resolve("/../etc").unwrap_err(), PathError::EscapesRoot);
+        // A `..` at the root stays there, as POSIX and the Globus server
+        // have it.
+        assert_eq!(cwd.resolve("../../..").unwrap().as_str(), "/");
+        assert_eq!(cwd.resolve("../../../../x").unwrap().as_str(), "/x");
+        assert_eq!(cwd.resolve("/../etc").unwrap().as_str(), "/etc");
+        assert_eq!(p("/").resolve("..").unwrap(), VirtualPath::root());
+        assert_eq!(p("/").resolve("../../etc/passwd").unwrap().as_str(), "/etc/passwd");
+        assert_eq!(p("/").resolve("/../..").unwrap(), VirtualPath::root());
+        assert_eq!(p("/a").resolve("sub/../../..//b/./..").unwrap(), VirtualPath::root());
         assert_eq!(cwd.resolve("a\0b").unwrap_err(), PathError::Nul);
         assert_eq!(p("/").relative(), ".");
         assert_eq!(p("/a b/ü").relative(), "a b/ü");

@@ -170,6 +170,9 @@ pub enum FsError {
     TooLarge(u64),
     /// ABOR stopped the operation.
     Aborted,
+    /// The request is understood but this server will not do it; the
+    /// text says why (e.g. a group SITE CHGRP may not set).
+    Refused(String),
     Other(String),
 }
 
@@ -204,6 +207,7 @@ impl FsError {
                 format!("{path}: beyond the largest file this server stores ({max} bytes)."),
             ),
             E::Aborted => (ReplyCode::TRANSFER_ABORTED, format!("{path}: aborted by ABOR.")),
+            E::Refused(why) => (ReplyCode::FILE_UNAVAILABLE, format!("{path}: {why}.")),
             E::Other(msg) => (ReplyCode::LOCAL_ERROR, format!("{path}: {msg}.")),
         };
         Reply::new(code, text)
@@ -235,6 +239,17 @@ pub enum FileOp {
     SetModTime {
         path: VirtualPath,
         unix_secs: i64,
+    },
+    /// `SITE UTIME`: as [`FileOp::SetModTime`], answered the Globus way.
+    Utime {
+        path: VirtualPath,
+        unix_secs: i64,
+    },
+    /// `SITE CHGRP`: the driver decides which groups may be set
+    /// (`docs/security.md`, "SITE CHGRP").
+    Chgrp {
+        path: VirtualPath,
+        group: String,
     },
     /// MLST: facts of one entry.
     Facts(VirtualPath),
@@ -287,6 +302,10 @@ pub enum ListFormat {
     Names,
     /// MLSD: RFC 3659 fact lines.
     Machine,
+    /// MLSR (Globus): MLSD fact lines for a whole tree, each entry named
+    /// by its path relative to the listed directory, that directory first
+    /// as `Type=cdir` `.`, then breadth first as the Globus server lists.
+    MachineRecursive,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -872,6 +891,7 @@ impl Session {
             C::List(arg) => self.list(arg.as_deref(), ListFormat::Long),
             C::Nlst(arg) => self.list(arg.as_deref(), ListFormat::Names),
             C::Mlsd(arg) => self.list(arg.as_deref(), ListFormat::Machine),
+            C::Mlsr(arg) => self.list(arg.as_deref(), ListFormat::MachineRecursive),
 
             C::Stou | C::Smnt(_) | C::Rein => {
                 Self::reply(ReplyCode::NOT_IMPLEMENTED, "Command not implemented by this server.")
@@ -1096,6 +1116,25 @@ impl Session {
             }
             SiteCommand::Profile(req) => Action::Profile(req),
             SiteCommand::Partial(path) => self.file_op(&path, false, FileOp::Partial),
+            SiteCommand::SetDiskStack(stack) => {
+                // Globus XIO drivers are named in a comma-separated list,
+                // each optionally with ":options". Ferry's disk side is one
+                // driver, plain POSIX files: `file` is what it has.
+                let drivers: Vec<&str> = stack.split(',').map(|d| d.split(':').next().unwrap_or("").trim()).collect();
+                if drivers == ["file"] {
+                    Self::reply(ReplyCode::FILE_ACTION_OK, "Disk stack set to file.")
+                } else {
+                    Self::reply(
+                        ReplyCode::PARAMETER_NOT_IMPLEMENTED,
+                        format!("SITE SETDISKSTACK {stack}: this server's only disk stack is 'file'."),
+                    )
+                }
+            }
+            SiteCommand::Utime { time, path } => match parse_time_val(&time) {
+                Some(unix_secs) => self.file_op(&path, true, |path| FileOp::Utime { path, unix_secs }),
+                None => Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "SITE UTIME: invalid time value."),
+            },
+            SiteCommand::Chgrp { group, path } => self.file_op(&path, true, |path| FileOp::Chgrp { path, group }),
             SiteCommand::Other { name, .. } => {
                 Self::reply(ReplyCode::SYNTAX_ERROR, format!("Unknown SITE command {name}; see SITE HELP."))
             }
@@ -1270,6 +1309,9 @@ impl Session {
                 let size = f.size.map(|s| format!("Size={s};")).unwrap_or_default();
                 Reply::new(ReplyCode::FILE_STATUS, format!("{size}Ranges={};XXH128={}; {p}", f.ranges, f.xxh128))
             }
+            // Globus answers its SITE commands with 250.
+            (FileOp::Utime { .. }, _) => ok("SITE UTIME command successful.".into()),
+            (FileOp::Chgrp { group, .. }, _) => ok(format!("SITE CHGRP command successful: group set to {group}.")),
             (op, other) => {
                 Reply::new(ReplyCode::LOCAL_ERROR, format!("Internal error: {op:?} answered with {other:?}."))
             }
@@ -1536,6 +1578,7 @@ impl Session {
             " ESTO".into(),
             " MDTM".into(),
             " MFMT".into(),
+            " MLSR".into(),
             format!(" MLST {MLST_FACTS}"),
             " PARALLEL".into(),
             " PASV AllowDelayed;".into(),
@@ -1591,8 +1634,11 @@ fn unreachable_aborted() -> Reply {
 const MLST_FACTS: &str = "Type*;Size*;Modify*;Perm*;UNIX.mode*;UNIX.uid*;UNIX.gid*;Unique*;";
 const MLST_FACTS_ON: &str = "Type;Size;Modify;Perm;UNIX.mode;UNIX.uid;UNIX.gid;Unique;";
 
+/// The user names that mean "anonymous": RFC 1635's `anonymous` and
+/// `ftp`, and `:globus-mapping:`, the Globus client library's default user
+/// when a URL names none (Globus servers map it like anonymous).
 fn is_anonymous_name(name: &str) -> bool {
-    name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp")
+    name.eq_ignore_ascii_case("anonymous") || name.eq_ignore_ascii_case("ftp") || name == ":globus-mapping:"
 }
 
 /// Compares addresses treating IPv4-mapped IPv6 as IPv4.
@@ -1635,7 +1681,11 @@ fn op_path(op: &FileOp) -> &VirtualPath {
         | FileOp::StatListing(p)
         | FileOp::Partial(p) => p,
         FileOp::Rename { to, .. } => to,
-        FileOp::SetModTime { path, .. } | FileOp::Chmod { path, .. } | FileOp::Checksum { path, .. } => path,
+        FileOp::SetModTime { path, .. }
+        | FileOp::Utime { path, .. }
+        | FileOp::Chgrp { path, .. }
+        | FileOp::Chmod { path, .. }
+        | FileOp::Checksum { path, .. } => path,
     }
 }
 
@@ -1677,9 +1727,9 @@ fn split_list_options(arg: &str) -> (String, Option<&str>) {
 pub fn help_reply(code: ReplyCode) -> Reply {
     let verbs = [
         "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET", "ESTO", "FEAT",
-        "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV", "PORT",
-        "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT", "STOR",
-        "STRU", "SYST", "TREV", "TYPE", "USER",
+        "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV",
+        "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT",
+        "STOR", "STRU", "SYST", "TREV", "TYPE", "USER",
     ];
     // globus-url-copy looks for the SITE buffer commands in this text to
     // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).
@@ -1694,6 +1744,8 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         })
         .chain([
             "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
+            "    SITE CHGRP <group> <path>, SITE UTIME <YYYYMMDDHHMMSS> <path>,".to_string(),
+            "    SITE SETDISKSTACK file,".to_string(),
             "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
             "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP,".to_string(),
             "    SITE PARTIAL <path>".to_string(),

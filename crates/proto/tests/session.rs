@@ -4,8 +4,8 @@
 use ferry_proto::command::Command;
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::session::{
-    Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, LoginRequest, SessionConfig,
-    TlsIdentity, TransferError, TransferKind, TransferOutcome,
+    Access, Action, AnonymousAccess, DataEndpoint, FileDone, FileOp, FsError, Grant, ListFormat, LoginRequest,
+    SessionConfig, TlsIdentity, TransferError, TransferKind, TransferOutcome,
 };
 use ferry_proto::{Reply, ReplyCode, Session, VirtualPath};
 use proptest::prelude::*;
@@ -180,6 +180,23 @@ fn anonymous_access() {
 }
 
 #[test]
+fn globus_mapping_is_anonymous() {
+    // The Globus client library's default user (a URL without one).
+    let mut ro = Harness::new(AnonymousAccess::Read);
+    assert_eq!(ro.code("USER :globus-mapping:"), 331);
+    let r = ro.send("PASS x");
+    assert_eq!(r[0].code.get(), 230, "{r:?}");
+    assert_eq!(ro.s.user().map(|g| g.user.as_str()), Some("anonymous"));
+    assert_eq!(ro.code("STOR f"), 550, "read-only like any anonymous login");
+
+    let mut off = Harness::new(AnonymousAccess::Off);
+    off.send("USER :globus-mapping:");
+    let r = off.send("PASS x");
+    assert_eq!(r[0].code.get(), 530);
+    assert!(r[0].text().contains("Anonymous login is not allowed"), "{r:?}");
+}
+
+#[test]
 fn rename_sequence() {
     let mut h = Harness::logged_in();
     assert_eq!(h.code("RNTO b"), 503);
@@ -258,9 +275,18 @@ fn cwd_pwd_and_confinement() {
     assert_eq!(r[0].lines[0], "\"/a/b\" is the current directory.");
     assert_eq!(h.code("CDUP"), 250);
     assert_eq!(h.s.cwd(), &VirtualPath::root().resolve("/a").unwrap());
-    assert_eq!(h.code("CWD ../../.."), 550);
     assert_eq!(h.code("CWD missing"), 550);
     assert_eq!(h.s.cwd().as_str(), "/a", "failed CWD keeps the directory");
+    // `..` at the root stays at the root (POSIX, and the Globus server).
+    assert_eq!(h.code("CWD ../../.."), 250);
+    assert_eq!(h.s.cwd(), &VirtualPath::root());
+    assert_eq!(h.code("CDUP"), 250);
+    assert_eq!(h.code("CWD /../.."), 250);
+    let r = h.send("PWD");
+    assert_eq!(r[0].lines[0], "\"/\" is the current directory.");
+    let r = h.send("MLST ../../x");
+    assert!(r[0].lines[0].contains("Listing /x"), "{r:?}");
+    assert_eq!(h.code("CWD a"), 250);
     let r = h.send("MKD we\"ird");
     assert_eq!(r[0].lines[0], "\"/a/we\"\"ird\" created.");
 }
@@ -297,6 +323,88 @@ fn replies_to_simple_commands() {
     }
 }
 
+/// The Globus command extensions Globus clients send (issue 11), with the
+/// replies the Globus server gives: 250 for the SITE commands.
+#[test]
+fn globus_extensions() {
+    let mut h = Harness::logged_in();
+    assert_eq!(h.code("SITE SETDISKSTACK file"), 250);
+    assert_eq!(h.code("SITE SETDISKSTACK file:opt=1"), 250);
+    for bad in ["SITE SETDISKSTACK bogus", "SITE SETDISKSTACK file,gsi", "SITE SETDISKSTACK posix"] {
+        let r = h.send(bad);
+        assert_eq!(r[0].code.get(), 504, "{bad}");
+        assert!(r[0].text().contains("only disk stack is 'file'"), "{r:?}");
+    }
+    // SITE UTIME asks the driver to set the time, read as UTC.
+    let action = h.s.handle(Command::parse(b"SITE UTIME 20200102030405 d/f"));
+    let Action::File(FileOp::Utime { path, unix_secs }) = action.clone() else { panic!("{action:?}") };
+    assert_eq!((path.as_str(), unix_secs), ("/d/f", 1_577_934_245));
+    assert_eq!(h.s.file_result(Ok(FileDone::Done)).code.get(), 250);
+    assert_eq!(h.code("SITE UTIME 20201301000000 f"), 501, "month 13");
+    assert_eq!(h.code("SITE UTIME 2020 f"), 501);
+    assert_eq!(h.code("SITE UTIME 20200102030405 missing"), 550);
+    // SITE CHGRP hands the group to the driver, which decides.
+    let action = h.s.handle(Command::parse(b"SITE CHGRP users ../f"));
+    let Action::File(FileOp::Chgrp { path, group }) = action.clone() else { panic!("{action:?}") };
+    assert_eq!((path.as_str(), group.as_str()), ("/f", "users"));
+    let refused = FsError::Refused("group root is not one this server may set".into());
+    let r = h.s.file_result(Err(refused));
+    assert_eq!(r.code.get(), 550);
+    assert!(r.text().contains("/f: group root is not one"), "{r:?}");
+    // MLSR is a listing: a data transfer of the whole tree.
+    h.send("PASV");
+    let action = h.s.handle(Command::parse(b"MLSR tree"));
+    let Action::Transfer(req) = action.clone() else { panic!("{action:?}") };
+    assert_eq!(req.path.as_str(), "/tree");
+    assert!(matches!(req.kind, TransferKind::List { format: ListFormat::MachineRecursive, .. }), "{req:?}");
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+    assert_eq!(h.code("MLSR"), 425, "needs a data connection like MLSD");
+
+    // Read-only users may not change anything.
+    let mut ro = Harness::new(AnonymousAccess::Read);
+    ro.send("USER anonymous");
+    ro.send("PASS x");
+    assert_eq!(ro.code("SITE UTIME 20200102030405 f"), 550);
+    assert_eq!(ro.code("SITE CHGRP users f"), 550);
+    assert_eq!(ro.code("SITE SETDISKSTACK file"), 250, "a setting, not a change");
+}
+
+/// FEAT lists exactly what is implemented (and SITE HELP names the SITE
+/// commands, where the Globus client library looks for them).
+#[test]
+fn feat_is_exactly_what_is_implemented() {
+    let mut h = Harness::logged_in();
+    let feat = feat_lines(&mut h);
+    let want = [
+        "Extensions supported",
+        " CKSM ADLER32;CRC32C;MD5;SHA1;SHA256;SHA512;XXH128;",
+        " EPRT",
+        " EPSV",
+        " ERET",
+        " ESTO",
+        " MDTM",
+        " MFMT",
+        " MLSR",
+        " MLST Type*;Size*;Modify*;Perm*;UNIX.mode*;UNIX.uid*;UNIX.gid*;Unique*;",
+        " PARALLEL",
+        " PASV AllowDelayed;",
+        " REST STREAM",
+        " SBUF",
+        " SIZE",
+        " SPAS",
+        " SPOR",
+        " TVFS",
+        " UTF8",
+        "End.",
+    ];
+    assert_eq!(feat, want.join("\n"));
+    let help = h.send("SITE HELP")[0].to_string();
+    for site in ["CHMOD", "CHGRP", "UTIME", "SETDISKSTACK", "RETRBUFSIZE", "STORBUFSIZE"] {
+        assert!(help.contains(&format!(" {site}")), "SITE HELP lacks {site}:\n{help}");
+    }
+    assert!(help.contains(" MLSR"), "{help}");
+}
+
 #[test]
 fn garbage_floods_end_the_session() {
     let mut h = Harness::logged_in();
@@ -313,10 +421,58 @@ fn garbage_floods_end_the_session() {
 
 fn arb_line() -> impl Strategy<Value = String> {
     let verbs = prop::sample::select(vec![
-        "USER", "PASS", "CWD", "CDUP", "PWD", "PASV", "EPSV", "PORT", "EPRT", "TYPE", "MODE", "STRU", "RETR", "STOR",
-        "APPE", "REST", "RNFR", "RNTO", "DELE", "MKD", "RMD", "LIST", "NLST", "MLSD", "MLST", "SIZE", "MDTM", "ABOR",
-        "STAT", "HELP", "NOOP", "FEAT", "OPTS", "SITE", "ALLO", "AUTH", "PBSZ", "PROT", "QUIT", "XYZ", "ERET", "ESTO",
-        "CKSM", "SPAS", "SPOR", "DCAU", "SBUF", "MFMT",
+        "USER",
+        "PASS",
+        "CWD",
+        "CDUP",
+        "PWD",
+        "PASV",
+        "EPSV",
+        "PORT",
+        "EPRT",
+        "TYPE",
+        "MODE",
+        "STRU",
+        "RETR",
+        "STOR",
+        "APPE",
+        "REST",
+        "RNFR",
+        "RNTO",
+        "DELE",
+        "MKD",
+        "RMD",
+        "LIST",
+        "NLST",
+        "MLSD",
+        "MLST",
+        "SIZE",
+        "MDTM",
+        "ABOR",
+        "STAT",
+        "HELP",
+        "NOOP",
+        "FEAT",
+        "OPTS",
+        "SITE",
+        "ALLO",
+        "AUTH",
+        "PBSZ",
+        "PROT",
+        "QUIT",
+        "XYZ",
+        "ERET",
+        "ESTO",
+        "CKSM",
+        "SPAS",
+        "SPOR",
+        "DCAU",
+        "SBUF",
+        "MFMT",
+        "MLSR",
+        "SITE UTIME 20200102030405",
+        "SITE CHGRP users",
+        "SITE SETDISKSTACK",
     ]);
     let args = prop::sample::select(vec![
         "",
