@@ -290,6 +290,44 @@ pub fn send(
     })
 }
 
+/// Sends data produced while it is sent (a listing too large to build
+/// first: MLSR) in blocks on the first stream, one chunk at a time, then
+/// ends as [`send`] does: EOF|EOD with EODC on one stream, EOD on the
+/// others (GFD.20). A listing is small beside a file and is produced no
+/// faster than one stream carries it, so the others only close the
+/// transfer. A chunk error is returned as it is; the caller drops the
+/// connections, whose state the peer cannot know.
+pub fn send_chunks(
+    mut streams: Vec<DataStream>,
+    chunks: crate::stream::Chunks,
+    ctl: &TransferControl,
+) -> Result<Vec<DataStream>, CopyError> {
+    if streams.is_empty() {
+        return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
+    }
+    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    let eodc = streams.len() as u64;
+    let mut offset = 0u64;
+    for chunk in chunks {
+        let chunk = chunk?;
+        for block in chunk.chunks(DEFAULT_BLOCK_SIZE) {
+            if ctl.abort.is_aborted() {
+                return Err(CopyError::Aborted);
+            }
+            let header = BlockHeader::data(offset, block.len() as u64).encode();
+            write_all_vectored(&mut streams[0], &mut [IoSlice::new(&header), IoSlice::new(block)]).map_err(net)?;
+            offset += block.len() as u64;
+            ctl.progress.fetch_add(block.len() as u64, Ordering::Relaxed);
+        }
+    }
+    for (i, s) in streams.iter_mut().enumerate() {
+        let end = if i == 0 { BlockHeader::eof(eodc) } else { BlockHeader::eod() };
+        s.write_all(&end.encode()).map_err(net)?;
+        s.flush().map_err(net)?;
+    }
+    Ok(streams)
+}
+
 /// A stream thread in staged mode: sends blocks the readers have filled,
 /// whichever is ready, and returns each buffer to the ring.
 fn send_stream_staged(
@@ -763,6 +801,41 @@ mod tests {
         assert_eq!(got, data);
         assert_eq!(ranges.to_string(), "0-5000003");
         assert_eq!(kept, 4, "connections are kept for the next transfer");
+    }
+
+    /// A listing produced while it is sent arrives whole over several
+    /// streams: blocks on the first, EOF with EODC on one, EOD on all.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn chunks_arrive_whole_and_end_every_stream() {
+        let parts: Vec<Vec<u8>> = vec![pattern(10), Vec::new(), pattern(DEFAULT_BLOCK_SIZE + 5), pattern(3)];
+        let want: Vec<u8> = parts.concat();
+        let (senders, receivers) = pairs(3);
+        let chunks: crate::stream::Chunks = Box::new(parts.into_iter().map(Ok));
+        let send = std::thread::spawn(move || send_chunks(senders, chunks, &TransferControl::new()).map(|v| v.len()));
+        let (_tx, mut rx) = mpsc::channel(1);
+        let sink = Arc::new(MemorySink::default());
+        let state = Arc::new(ReceiveState::default());
+        let spec = ReceiveSpec { base: 0, limit: None };
+        let kept = receive(
+            receivers,
+            &mut rx,
+            sink.clone(),
+            spec,
+            state.clone(),
+            TransferControl::new(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        assert_eq!(send.join().unwrap().unwrap(), 3);
+        assert_eq!(kept.len(), 3, "connections stay open for the next transfer");
+        assert_eq!(Arc::try_unwrap(sink).unwrap().into_inner(), want);
+        // A failing chunk is the sender's error.
+        let (senders, _receivers) = pairs(1);
+        let failing: crate::stream::Chunks =
+            Box::new(vec![Ok(pattern(4)), Err(CopyError::Disk(io::Error::other("too many entries")))].into_iter());
+        let err = send_chunks(senders, failing, &TransferControl::new()).unwrap_err();
+        assert!(err.to_string().contains("too many entries"), "{err}");
     }
 
     /// The kernel-side paths: a file source through sendfile with headers

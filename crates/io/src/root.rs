@@ -690,6 +690,30 @@ impl Root {
         let perms = cap_std::fs::Permissions::from_mode(mode & 0o777);
         self.dir.set_permissions(Self::rel(p), perms).map_err(|e| fs_error(&e))
     }
+
+    /// SITE CHGRP: gives `p` the group `gid`, following a final symbolic
+    /// link within the root as chown(2) and the Globus server do. Which
+    /// groups are allowed is the caller's decision; here only regular
+    /// files and directories are changed, and a hard-linked file not at
+    /// all (its other names may lie outside the root).
+    pub fn chgrp(&self, p: &VirtualPath, gid: u32) -> Result<(), FsError> {
+        use cap_std::fs::OpenOptionsExt;
+        Self::check_name(p)?;
+        let rel = Self::rel(p);
+        // O_NONBLOCK: a FIFO swapped in after any check must not block the
+        // open; the type is checked on the descriptor itself.
+        let mut opts = OpenOptions::new();
+        opts.read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+        // A read-only open works for directories too.
+        let file = self.dir.open_with(rel, &opts).map_err(|e| fs_error(&e))?;
+        let md = file.metadata().map_err(|e| fs_error(&e))?;
+        if !md.is_file() && !md.is_dir() {
+            return Err(FsError::Other("not a regular file or directory".into()));
+        }
+        not_hard_linked(&md)?;
+        nix::unistd::fchown(&file, None, Some(nix::unistd::Gid::from_raw(gid)))
+            .map_err(|e| fs_error(&io::Error::from_raw_os_error(e as i32)))
+    }
 }
 
 fn unreachable_in_place() -> (u64, RangeSet) {
@@ -837,6 +861,38 @@ mod tests {
         assert_eq!(std::fs::read(&secret).unwrap(), b"outside");
         use std::os::unix::fs::PermissionsExt;
         assert_ne!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o777);
+    }
+
+    #[test]
+    fn chgrp_changes_files_and_directories_inside_only() {
+        use std::os::unix::fs::MetadataExt;
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"x").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f"), b"f").unwrap();
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), d.path().join("abs")).unwrap();
+        std::os::unix::fs::symlink("f", d.path().join("good")).unwrap();
+        std::fs::hard_link(outside.path().join("secret"), d.path().join("hl")).unwrap();
+        nix::unistd::mkfifo(&d.path().join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let root = Root::open(d.path()).unwrap();
+        // Root may give any group (the suite runs as root); otherwise the
+        // process's own group is the one it can always give.
+        let gid = if nix::unistd::geteuid().is_root() { 65534 } else { nix::unistd::getegid().as_raw() };
+        for p in ["/f", "/dir", "/good"] {
+            root.chgrp(&vp(p), gid).unwrap();
+        }
+        assert_eq!(std::fs::metadata(d.path().join("f")).unwrap().gid(), gid);
+        assert_eq!(std::fs::metadata(d.path().join("dir")).unwrap().gid(), gid);
+        let before = std::fs::metadata(outside.path().join("secret")).unwrap().gid();
+        assert_eq!(root.chgrp(&vp("/abs"), gid).unwrap_err(), FsError::Escapes);
+        assert_eq!(root.chgrp(&vp("/hl"), gid).unwrap_err(), FsError::HardLinked);
+        assert_eq!(root.chgrp(&vp("/missing"), gid).unwrap_err(), FsError::NotFound);
+        assert!(
+            matches!(root.chgrp(&vp("/fifo"), gid).unwrap_err(), FsError::Other(_)),
+            "a FIFO neither hangs nor changes"
+        );
+        assert_eq!(std::fs::metadata(outside.path().join("secret")).unwrap().gid(), before);
     }
 
     #[test]

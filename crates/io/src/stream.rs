@@ -198,6 +198,28 @@ pub fn send_bytes(data: &[u8], sock: &mut DataStream, abort: &AbortSignal) -> Re
     Ok(data.len() as u64)
 }
 
+/// Data produced while it is sent — a listing too large to build first
+/// (MLSR) — as chunks; a chunk may be an error, which ends the transfer.
+pub type Chunks = Box<dyn Iterator<Item = Result<Vec<u8>, CopyError>> + Send>;
+
+/// Sends every chunk in turn; memory holds one chunk at a time. On a chunk
+/// error the data so far is ended cleanly (the peer sees the end of the
+/// data, and the failure in the reply that follows) and the error returned.
+pub fn send_chunks(chunks: Chunks, sock: &mut DataStream, abort: &AbortSignal) -> Result<u64, CopyError> {
+    let mut sent = 0;
+    for chunk in chunks {
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = finish_send(sock);
+                return Err(e);
+            }
+        };
+        sent += send_bytes(&chunk, sock, abort)?;
+    }
+    Ok(sent)
+}
+
 /// Marks the end of the data in stream mode (RFC 959 §3.4.1: the sender
 /// closes; RFC 4217 §7: after a TLS `close_notify`). An explicit shutdown,
 /// because [`AbortSignal`] holds a duplicate of the socket and dropping

@@ -162,6 +162,11 @@ pub struct ServerConfig {
     pub max_data_connections_per_session: usize,
     /// Data connections the whole server may have.
     pub max_data_connections: usize,
+    /// Most entries one MLSR (recursive listing) sends; past it the
+    /// listing ends with an error reply (`mlsr.rs`).
+    pub mlsr_max_entries: u64,
+    /// Deepest directory level one MLSR descends to, below the one listed.
+    pub mlsr_max_depth: u32,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -249,6 +254,8 @@ impl Default for ServerConfig {
             max_checksums: 4,
             max_data_connections_per_session: 64,
             max_data_connections: 1024,
+            mlsr_max_entries: 200_000,
+            mlsr_max_depth: 64,
         }
     }
 }

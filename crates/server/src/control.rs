@@ -956,6 +956,11 @@ fn file_op(root: &Root, ctx: &ServerContext, op: FileOp, _closed: &AtomicBool) -
         }
         FileOp::ModTime(p) => root.facts(&p).map(|f| FileDone::ModTime(f.modified)),
         FileOp::SetModTime { path, unix_secs } => root.set_modified(&path, unix_secs).map(FileDone::ModTime),
+        FileOp::Utime { path, unix_secs } => root.set_modified(&path, unix_secs).map(|_| FileDone::Done),
+        FileOp::Chgrp { path, group } => {
+            let gid = crate::groups::allowed_gid(&group)?;
+            root.chgrp(&path, gid).map(|_| FileDone::Done)
+        }
         FileOp::Facts(p) => root.facts(&p).map(FileDone::Facts),
         FileOp::StatListing(p) => root.list(&p, false).map(FileDone::Listing),
         FileOp::Chmod { path, mode } => root.chmod(&path, mode).map(|_| FileDone::Done),

@@ -207,6 +207,8 @@ enum Prepared {
         header_base: u64,
     },
     Listing(ListingJob),
+    /// A listing produced while it is sent (MLSR: `mlsr.rs`).
+    Chunks(ferry_io::stream::Chunks),
     /// `base`: where the first stream-mode byte goes, or what MODE E block
     /// offsets are relative to. `done`: ranges the client said it had (REST).
     Receive {
@@ -235,7 +237,7 @@ impl ListingJob {
             let line = match self.format {
                 ListFormat::Long => e.list_line(self.now),
                 ListFormat::Names => e.name.clone(),
-                ListFormat::Machine => e.mlsx_line(self.writable, &e.name),
+                ListFormat::Machine | ListFormat::MachineRecursive => e.mlsx_line(self.writable, &e.name),
             };
             // Names travel as their own octets (RFC 3659 §2.2), but a CR
             // or LF in one must not end a line.
@@ -598,6 +600,7 @@ impl Task {
                     drop(out);
                     r.map_err(|e| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) })
                 }
+                Prepared::Chunks(chunks) => stream::send_chunks(chunks, &mut sock, &ctl.abort),
                 Prepared::Receive { sink, base, .. } => {
                     let target = sink.sink(false)?;
                     let to = ReceiveTo { offset: base, ascii, limit: Some(max), written: Some(&written_to) };
@@ -719,6 +722,7 @@ impl Task {
                 let plan = SendPlan::whole(spooled.1, mode_e::DEFAULT_BLOCK_SIZE);
                 self.block_send(Arc::new(spooled.0), plan, size, reuse).await
             }
+            Prepared::Chunks(chunks) => self.block_send_chunks(chunks, reuse).await,
             Prepared::Receive { sink, base, done } => self.block_receive(sink, base, done, reuse).await,
         }
     }
@@ -747,6 +751,27 @@ impl Task {
             .await
             .map_err(|e| TransferError::Local(e.to_string()))?
             .map_err(|e| copy_error(e, timeout, max))?;
+        self.ctx.channels.cached = streams;
+        Ok(self.ctl.progress.load(Ordering::Relaxed))
+    }
+
+    /// MODE E for data produced while it is sent: one stream carries it
+    /// (`mode_e::send_chunks`); the others, cached or opened for the
+    /// parallelism asked, carry only their EOD.
+    async fn block_send_chunks(&mut self, chunks: ferry_io::stream::Chunks, reuse: bool) -> Result<u64, TransferError> {
+        let _ = self.tx.send(TransferEvent::Started { size: None, reused: reuse }).await;
+        let mut streams = std::mem::take(&mut self.ctx.channels.cached);
+        for s in &streams {
+            self.ctl.abort.register(s.tcp()).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        }
+        let missing = (self.request.channel.parallelism.max(1) as usize).saturating_sub(streams.len());
+        streams.extend(self.connect_many(missing).await?);
+        let ctl = self.ctl.clone();
+        let timeout = self.timeout();
+        let streams = tokio::task::spawn_blocking(move || mode_e::send_chunks(streams, chunks, &ctl))
+            .await
+            .map_err(|e| TransferError::Local(e.to_string()))?
+            .map_err(|e| copy_error(e, timeout))?;
         self.ctx.channels.cached = streams;
         Ok(self.ctl.progress.load(Ordering::Relaxed))
     }
@@ -997,7 +1022,7 @@ enum MemoryPath {
 
 /// Opens the file or builds the listing, before any data connection.
 fn prepare(
-    root: &Root,
+    root: &Arc<Root>,
     config: &crate::config::ServerConfig,
     req: &TransferRequest,
     user: &str,
@@ -1088,6 +1113,12 @@ fn prepare(
             };
             let upload = Arc::new(upload);
             Ok((Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done }, None))
+        }
+        TransferKind::List { format: ListFormat::MachineRecursive, .. } => {
+            let limits = crate::mlsr::Limits { max_entries: config.mlsr_max_entries, max_depth: config.mlsr_max_depth };
+            let chunks =
+                crate::mlsr::listing(root.clone(), &req.path, req.writable, limits).map_err(TransferError::File)?;
+            Ok((Prepared::Chunks(chunks), None))
         }
         TransferKind::List { format, show_hidden } => {
             if *format == ListFormat::Machine {
