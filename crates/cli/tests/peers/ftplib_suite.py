@@ -151,17 +151,43 @@ class Session(unittest.TestCase):
         self.assertTrue(self.ftp.rmd("new").startswith("250"))
         self.assertFalse(os.path.exists(self.on_disk("new")))
 
-    def test_path_escapes_are_refused(self):
-        for cmd in ["CWD ../../..", "CWD /../etc", "RETR ../../../../etc/passwd", "SIZE /../../etc/passwd",
-                    "MLST ../../../..", "DELE ../../../../tmp/x", "MKD ../../../../tmp/escape"]:
+    def test_dotdot_at_the_root_stays_at_the_root(self):
+        # As POSIX and the Globus server have it: `..` at the root is the
+        # root, so `cd ..` up to the top never fails, and nothing leaves it.
+        self.assertTrue(self.ftp.cwd("/").startswith("250"))
+        self.assertTrue(self.ftp.sendcmd("CDUP").startswith("250"))
+        self.assertEqual(self.ftp.pwd(), "/")
+        for up in ["..", "/../..", "../../../.."]:
+            self.assertTrue(self.ftp.cwd(up).startswith("250"), up)
+            self.assertEqual(self.ftp.pwd(), "/", up)
+        self.ftp.cwd(self.dir)
+        self.assertTrue(self.ftp.cwd("../../..").startswith("250"))
+        self.assertEqual(self.ftp.pwd(), "/")
+        # Paths clamp the same way: from a subdirectory, ../../../x is /x.
+        self.ftp.cwd(self.dir)
+        self.put("here", b"12345")
+        self.assertEqual(self.ftp.size("../../../.." + self.dir + "/here"), 5)
+        self.assertEqual(self.ftp.size("/../.." + self.dir + "/here"), 5)
+        # The host's /etc/passwd is never reached: the root has no etc/.
+        for cmd in ["SIZE /../../etc/passwd", "DELE ../../../../etc/passwd", "MDTM ../etc/passwd"]:
             with self.assertRaises(ftplib.error_perm) as e:
                 self.ftp.sendcmd(cmd)
             self.assertEqual(code(e.exception), "550", cmd)
+            self.assertIn("No such file", str(e.exception), cmd)
+        with self.assertRaises(ftplib.error_perm) as e:
+            self.get("../../../../etc/passwd")
+        self.assertEqual(code(e.exception), "550")
+        self.assertIn("/etc/passwd: No such file", str(e.exception))
+        # What ../ creates lands inside the served root.
+        name = "ferry-escape-%d" % os.getpid()
+        self.ftp.mkd("../../../../" + name)
+        self.assertTrue(os.path.isdir(os.path.join(ROOT, name)))
+        self.assertFalse(os.path.exists(os.path.join("/", name)))
+        self.ftp.rmd("/" + name)
         # An absolute path is inside the root, not the host's /etc.
         with self.assertRaises(ftplib.error_perm) as e:
             self.ftp.size("/etc/passwd")
         self.assertEqual(code(e.exception), "550")
-        self.assertFalse(os.path.exists("/tmp/escape"))
 
     def test_symlink_out_of_the_root_is_refused(self):
         os.symlink("/etc", self.on_disk("etc-link"))
