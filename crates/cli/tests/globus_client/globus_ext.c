@@ -116,6 +116,8 @@ int main(int argc, char **argv)
         parallelism.fixed.size = streams;
         globus_ftp_client_operationattr_set_mode(&attr, GLOBUS_FTP_CONTROL_MODE_EXTENDED_BLOCK);
         globus_ftp_client_operationattr_set_parallelism(&attr, &parallelism);
+        /* Listings too, as globus-url-copy -fast does. */
+        globus_ftp_client_operationattr_set_list_uses_data_mode(&attr, GLOBUS_TRUE);
     }
 
     globus_result_t result;
