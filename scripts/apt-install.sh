@@ -17,10 +17,13 @@ done
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "$label: installing ${missing[*]}" >&2
-$sudo apt-get update -qq
+# Another apt or dpkg (unattended-upgrades, a second helper) may hold the
+# locks: wait for them rather than fail.
+wait_lock=(-o DPkg::Lock::Timeout=600)
+$sudo apt-get "${wait_lock[@]}" update -qq
 # Debian starts the daemons it installs (iperf3, pure-ftpd) unless told not
 # to; tests and benchmarks start their own servers on free ports.
 echo exit 101 | $sudo tee /usr/sbin/policy-rc.d >/dev/null
 $sudo chmod +x /usr/sbin/policy-rc.d
 trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+DEBIAN_FRONTEND=noninteractive $sudo apt-get "${wait_lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -97,7 +97,6 @@ fn cd_up_at_the_root_stays_there_as_on_globus() {
 /// servers.
 #[test]
 fn lftp_cd_up_at_the_root_as_on_globus() {
-    let lftp = require("lftp");
     let ferry = FerryServer::start();
     let globus = GlobusServer::start();
     for p in peers(&ferry, &globus) {
@@ -110,7 +109,7 @@ fn lftp_cd_up_at_the_root_as_on_globus() {
             p.addr,
             dir = p.dir
         );
-        let out = Command::new(&lftp).args(["-c", &script]).output().unwrap();
+        let out = lftp().args(["-c", &script]).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{}: lftp failed: {stdout}\n{stderr}", p.name);

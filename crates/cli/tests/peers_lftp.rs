@@ -2,12 +2,10 @@
 //! up to `ferry serve` and back down; every file arrives identical.
 
 mod support;
-use std::process::Command;
 use support::*;
 
 #[test]
 fn mirror_tree_up_and_back_down() {
-    let lftp = require("lftp");
     let server = FerryServer::start();
     let local = tempfile::tempdir().unwrap();
     let tree = local.path().join("tree");
@@ -37,7 +35,7 @@ fn mirror_tree_up_and_back_down() {
         tree.display(),
         back.display()
     );
-    let out = Command::new(lftp).args(["-c", &script]).output().unwrap();
+    let out = lftp().args(["-c", &script]).output().unwrap();
     assert!(
         out.status.success(),
         "lftp failed: {}\n{}\nserver log:\n{}",
@@ -52,7 +50,6 @@ fn mirror_tree_up_and_back_down() {
 
 #[test]
 fn mirror_with_permissions_uses_site_chmod() {
-    let lftp = require("lftp");
     let server = FerryServer::start();
     let local = tempfile::tempdir().unwrap();
     let tree = local.path().join("t");
@@ -66,7 +63,7 @@ fn mirror_with_permissions_uses_site_chmod() {
         server.addr,
         tree.display()
     );
-    let out = Command::new(lftp).args(["-c", &script]).output().unwrap();
+    let out = lftp().args(["-c", &script]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let mode = std::fs::metadata(server.path("p/script.sh")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o750);

@@ -64,7 +64,6 @@ fn curl_uploads_downloads_and_lists_over_tls() {
 
 #[test]
 fn lftp_mirrors_up_and_down_with_protected_data() {
-    let lftp = require("lftp");
     let pki = TestPki::new();
     let server = strict_server(&pki);
     let local = tempfile::tempdir().unwrap();
@@ -95,7 +94,7 @@ fn lftp_mirrors_up_and_down_with_protected_data() {
         back = back.display(),
         active = active.display(),
     );
-    let (ok, out) = run(Command::new(lftp).args(["-c", &script]));
+    let (ok, out) = run(lftp().args(["-c", &script]));
     assert!(ok, "lftp failed: {out}\nserver log:\n{}", server.log_text());
     let want = tree_digest(&tree);
     assert_eq!(tree_digest(&server.path("m")), want, "tree on the server");

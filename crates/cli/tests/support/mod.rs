@@ -448,6 +448,15 @@ pub fn chown_nobody(path: &Path) {
     assert!(ok.success());
 }
 
+/// lftp, in a UTF-8 locale: lftp converts file names to the locale's
+/// character set, so in the POSIX locale of a fresh machine (no `LANG`)
+/// every non-ASCII name would become `?`. glibc always has `C.UTF-8`.
+pub fn lftp() -> Command {
+    let mut cmd = Command::new(require("lftp"));
+    cmd.env("LC_ALL", "C.UTF-8");
+    cmd
+}
+
 /// Runs globus-url-copy with a time limit; returns (success, stderr+stdout).
 pub fn guc(args: &[&str]) -> (bool, String) {
     let out = Command::new("timeout")
