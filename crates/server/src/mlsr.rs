@@ -25,7 +25,7 @@
 
 use ferry_io::root::Root;
 use ferry_io::stream::{Chunks, CopyError};
-use ferry_proto::facts::FileKind;
+use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::session::FsError;
 use ferry_proto::VirtualPath;
 use std::collections::{HashSet, VecDeque};
@@ -50,6 +50,8 @@ struct Walk {
     root: Arc<Root>,
     writable: bool,
     limits: Limits,
+    /// The listed directory, read before the transfer started.
+    first: Option<(Pending, Vec<FileFacts>)>,
     queue: VecDeque<Pending>,
     seen: HashSet<(u64, u64)>,
     entries: u64,
@@ -57,7 +59,8 @@ struct Walk {
 }
 
 /// Starts the listing of `path`. Fails before anything is sent when the
-/// path does not exist (`550`, as MLSD).
+/// path does not exist or its directory cannot be read (`550`, as MLSD);
+/// the top directory is read here, the rest while sending.
 pub(crate) fn listing(root: Arc<Root>, path: &VirtualPath, writable: bool, limits: Limits) -> Result<Chunks, FsError> {
     let top = root.facts(path)?;
     if top.kind != FileKind::Dir {
@@ -65,17 +68,18 @@ pub(crate) fn listing(root: Arc<Root>, path: &VirtualPath, writable: bool, limit
         let line = line(&top.mlsx_line(writable, name));
         return Ok(Box::new(std::iter::once(Ok(line.into_bytes()))));
     }
+    let entries = root.list(path, true)?;
     let first = line(&top.mlsx_line(writable, ".").replacen("Type=dir;", "Type=cdir;", 1)).into_bytes();
-    let mut walk = Walk {
+    let walk = Walk {
         root,
         writable,
         limits,
+        first: Some((Pending { path: path.clone(), rel: String::new(), depth: 0 }, entries)),
         queue: VecDeque::new(),
         seen: HashSet::from([top.unique]),
         entries: 0,
         failed: false,
     };
-    walk.queue.push_back(Pending { path: path.clone(), rel: String::new(), depth: 0 });
     Ok(Box::new(std::iter::once(Ok(first)).chain(walk)))
 }
 
@@ -103,10 +107,16 @@ impl Iterator for Walk {
             return None;
         }
         loop {
-            let dir = self.queue.pop_front()?;
-            // Gone or unreadable since it was seen: listed as an entry
-            // already, continue with the rest (the Globus default).
-            let Ok(entries) = self.root.list(&dir.path, true) else { continue };
+            let (dir, entries) = match self.first.take() {
+                Some(first) => first,
+                None => {
+                    let dir = self.queue.pop_front()?;
+                    // Gone or unreadable since it was seen: listed as an
+                    // entry already, go on with the rest (the Globus default).
+                    let Ok(entries) = self.root.list(&dir.path, true) else { continue };
+                    (dir, entries)
+                }
+            };
             let mut out = String::new();
             for e in entries {
                 self.entries += 1;
