@@ -69,9 +69,9 @@ if [ "$inner" -eq 0 ]; then
   cleanup() {
     # The namespace's mounts are gone with it; anything still mounted
     # under the tree here would be a bug, and rm must never cross into it.
-    if findmnt -rn -o TARGET | grep -q "^$work/root/"; then
+    if findmnt -rn -o TARGET | grep -qE "^$work/root(/|\$)"; then
       echo "fresh-machine: mounts remain under $work/root; not removing it" >&2
-      findmnt -rn -o TARGET | grep "^$work/root/" >&2
+      findmnt -rn -o TARGET | grep -E "^$work/root(/|\$)" >&2
       return
     fi
     if [ "$keep" -eq 0 ]; then
@@ -83,12 +83,13 @@ if [ "$inner" -eq 0 ]; then
   }
   trap cleanup EXIT
   start=$(date +%s)
+  tested=$(git -C "$repo" rev-parse --short HEAD)
   set +e
   unshare --mount --propagation private -- "$0" --inner --dir "$work" --command "$command" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   end=$(date +%s)
-  echo "fresh-machine: '$command' in a fresh $suite tree exited $status after $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (HEAD $(git -C "$repo" rev-parse --short HEAD))" | tee -a "$log" >&2
+  echo "fresh-machine: '$command' in a fresh $suite tree exited $status after $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (HEAD $tested)" | tee -a "$log" >&2
   exit "$status"
 fi
 
@@ -99,7 +100,7 @@ head=$(git -C "$repo" rev-parse HEAD)
 unmount_all() {
   # Deepest first; lazily, so a process the tests left behind cannot keep
   # a mount alive past the namespace.
-  findmnt -rn -o TARGET | grep "^$root/" | sort -r | while read -r m; do
+  findmnt -rn -o TARGET | grep -E "^$root(/|\$)" | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
 }
@@ -122,6 +123,10 @@ for keyring in /usr/share/keyrings/debian-archive-keyring.gpg; do
   [ -e "$root$keyring" ] || { mkdir -p "$(dirname "$root$keyring")"; cp "$keyring" "$root$keyring"; }
 done
 
+# The tree's top must be a mount point, as a real root is: `ip -n NS ...`
+# and `ip netns exec` remount "/" as a slave in their own mount namespace,
+# which fails (EINVAL) on a directory that is not one.
+mount --bind "$root" "$root"
 # What a fresh machine with Rust has: the toolchain. Nothing else of this
 # host is visible inside.
 mount -t proc proc "$root/proc"
