@@ -119,6 +119,12 @@ if [ -f /etc/apt/sources.list.d/debian.sources ]; then
   cp /etc/apt/sources.list.d/debian.sources "$root/etc/apt/sources.list.d/debian.sources"
 fi
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# debootstrap writes no /etc/hosts; Debian's installer writes this one (the
+# chroot shares this host's name).
+if [ ! -e "$root/etc/hosts" ]; then
+  printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n\n::1\tlocalhost ip6-localhost ip6-loopback\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n' \
+    "$(hostname)" >"$root/etc/hosts"
+fi
 for keyring in /usr/share/keyrings/debian-archive-keyring.gpg; do
   [ -e "$root$keyring" ] || { mkdir -p "$(dirname "$root$keyring")"; cp "$keyring" "$root$keyring"; }
 done

@@ -90,11 +90,19 @@ done
 if ! have_bin cargo-nextest; then
   missing+=("  bin   cargo-nextest                 from cargo install cargo-nextest --locked")
 fi
+# The Globus libraries look up this machine's own name to describe their
+# data channels ("globus_libc_gethostaddr failed" otherwise); Debian's
+# installer maps it in /etc/hosts, a bare chroot or container may not.
+name=$(hostname 2>/dev/null || cat /etc/hostname 2>/dev/null || echo localhost)
+if ! getent hosts "$name" >/dev/null 2>&1; then
+  missing+=("  host  $name: this machine's name does not resolve; add \"127.0.1.1 $name\" to /etc/hosts")
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "preflight: the test suite needs what is not installed here:" >&2
   printf '%s\n' "${missing[@]}" >&2
   echo "preflight: run scripts/deps.sh (it installs them with apt-get), or apt-get install the packages above." >&2
+  echo "preflight: (the Globus programs and libraries need the host name to resolve.)" >&2
   exit 1
 fi
 echo "preflight: all ${#checks[@]} peer programs, plugins and libraries the tests use are installed." >&2
