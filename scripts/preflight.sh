@@ -102,7 +102,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "preflight: the test suite needs what is not installed here:" >&2
   printf '%s\n' "${missing[@]}" >&2
   echo "preflight: run scripts/deps.sh (it installs them with apt-get), or apt-get install the packages above." >&2
-  echo "preflight: (the Globus programs and libraries need the host name to resolve.)" >&2
   exit 1
 fi
 echo "preflight: all ${#checks[@]} peer programs, plugins and libraries the tests use are installed." >&2
