@@ -42,6 +42,9 @@ checks=(
   "bin sha256sum coreutils"
   "bin md5sum coreutils"
   "bin getent libc-bin"
+  "bin kill procps"
+  # a terminal for the password prompt test (credentials.rs)
+  "bin script bsdutils"
   # network namespaces and the link emulator's self-test
   "bin ip iproute2"
   "bin tc iproute2"

@@ -985,7 +985,7 @@ fn fs_words(e: &FsError) -> String {
         FsError::UploadInProgress => "an upload to this name is in progress".into(),
         FsError::TooLarge(max) => format!("beyond the largest file this server stores ({max} bytes)"),
         FsError::Aborted => "aborted by ABOR".into(),
-        FsError::Other(why) => why.clone(),
+        FsError::Refused(why) | FsError::Other(why) => why.clone(),
     }
 }
 
