@@ -35,13 +35,21 @@ checks=(
   "bin gcc gcc"
   "bin pkg-config pkgconf"
   "pc globus-ftp-client libglobus-ftp-client-dev"
-  # the Globus server runs unprivileged; file digests, time limits
+  # the UDT interoperability peer, built at test time with g++ against
+  # Debian's libudt 4.11 (crates/io/tests/udt_libudt.rs)
+  "bin g++ g++"
+  "file /usr/include/udt/udt.h libudt-dev"
+  # the Globus server and PostgreSQL run unprivileged; file digests,
+  # time limits, a tmpfs that fills up
   "bin setpriv util-linux"
   "bin mount mount"
   "bin timeout coreutils"
   "bin sha256sum coreutils"
   "bin md5sum coreutils"
   "bin getent libc-bin"
+  "bin chown coreutils"
+  "bin id coreutils"
+  "bin umount mount"
   "bin kill procps"
   # a terminal for the password prompt test (credentials.rs)
   "bin script bsdutils"
@@ -49,6 +57,12 @@ checks=(
   "bin ip iproute2"
   "bin tc iproute2"
   "bin iperf3 iperf3"
+  # the induced-bottleneck suite (crates/cli/tests/bottlenecks.rs): ext4 on
+  # loop devices, a TLS certificate, sysctl inside namespaces
+  "bin mkfs.ext4 e2fsprogs"
+  "bin losetup mount"
+  "bin openssl openssl"
+  "bin sysctl procps"
   # the profiler: perf, and a headless browser with fonts for the report
   "bin perf linux-perf"
   "bin chromium chromium"
