@@ -154,11 +154,16 @@ echo "[$(stamp)] cloned $head into the tree; running '$command' as root inside i
 
 # A clean environment: no LANG (the POSIX locale of a fresh system), cargo
 # offline (the registry cache comes with the toolchain; the network is for
-# the Debian mirror only).
+# the Debian mirror only). The build keeps line tables but not full debug
+# information, and no incremental caches: with them the workspace's test
+# binaries take over 10 GB, which a shared build machine may not have
+# (backtraces still name file and line; nothing the tests check changes).
 chroot "$root" /usr/bin/env -i \
   HOME=/root \
   PATH=/root/.cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   TERM=dumb \
   CARGO_NET_OFFLINE=true \
+  CARGO_INCREMENTAL=0 \
+  CARGO_PROFILE_DEV_DEBUG=line-tables-only \
   CARGO_TERM_COLOR=never \
   /bin/bash -c "cd /ferry && time $command"
