@@ -100,7 +100,7 @@ for c in "${checks[@]}"; do
     pc) have_bin pkg-config && pkg-config --exists "$name" && continue ;;
     py) [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $name" >/dev/null 2>&1 && continue ;;
     file) compgen -G "$name" >/dev/null && continue ;;
-    pkg) dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "ok installed" && continue ;;
+    pkg) [[ $(dpkg-query -W -f='${Status}' "$name" 2>/dev/null) == *"ok installed" ]] && continue ;;
   esac
   missing+=("$(printf '  %-5s %-28s from Debian package %s' "$kind" "$name" "$package")")
 done

@@ -234,3 +234,45 @@ fn rest_ranges_an_upload_never_received_are_refused() {
     assert!(!server.path("other.bin").exists());
     assert!(c.cmd("NOOP").starts_with("200"), "the session goes on");
 }
+
+/// Item 2: a machine that lacks the peers hears, before any test runs,
+/// what is missing and from which Debian package; and the package list
+/// scripts/deps.sh installs is preflight's own, gfal2's file plugin (the
+/// one a fresh machine lacked) included.
+#[test]
+fn preflight_names_the_debian_package_of_each_missing_peer() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/preflight.sh");
+    // No program on PATH: every peer there is missing (those in /usr/sbin,
+    // where preflight also looks, such as globus-gridftp-server, are not).
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new("/bin/bash").arg(&script).env_clear().env("PATH", empty.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "preflight passed with nothing on PATH: {err}");
+    for (program, source) in [
+        ("curl", "Debian package curl"),
+        ("lftp", "Debian package lftp"),
+        ("globus-url-copy", "Debian package globus-gass-copy-progs"),
+        ("gfal-copy", "Debian package gfal2-util-scripts"),
+        ("g++", "Debian package g++"),
+        ("cargo-nextest", "cargo install cargo-nextest"),
+    ] {
+        let named =
+            err.lines().any(|l| l.split_whitespace().nth(1) == Some(program) && l.contains(&format!("from {source}")));
+        assert!(named, "preflight does not say {program} comes from {source}:\n{err}");
+    }
+    assert!(err.contains("run scripts/deps.sh"), "{err}");
+    assert!(!err.contains("command not found"), "preflight itself needs a program it does not check:\n{err}");
+    let packages = Command::new("/bin/bash").arg(&script).arg("--packages").output().unwrap();
+    assert!(packages.status.success());
+    let list = String::from_utf8_lossy(&packages.stdout);
+    for p in [
+        "gfal2-plugin-file",
+        "gfal2-plugin-gridftp",
+        "python3-gfal2",
+        "libglobus-ftp-client-dev",
+        "libudt-dev",
+        "postgresql",
+    ] {
+        assert!(list.lines().any(|l| l == p), "preflight --packages lacks {p}:\n{list}");
+    }
+}
