@@ -815,7 +815,7 @@ mod tests {
         let (_tx, mut rx) = mpsc::channel(1);
         let sink = Arc::new(MemorySink::default());
         let state = Arc::new(ReceiveState::default());
-        let spec = ReceiveSpec { base: 0, limit: None };
+        let spec = ReceiveSpec::new(0, None);
         let kept = receive(
             receivers,
             &mut rx,

@@ -1705,6 +1705,8 @@ fn op_verb(op: &FileOp) -> &'static str {
         FileOp::Facts(_) => "MLST",
         FileOp::StatListing(_) => "STAT",
         FileOp::Chmod { .. } => "SITE CHMOD",
+        FileOp::Utime { .. } => "SITE UTIME",
+        FileOp::Chgrp { .. } => "SITE CHGRP",
         FileOp::Partial(_) => "SITE PARTIAL",
     }
 }

@@ -768,10 +768,11 @@ impl Task {
         streams.extend(self.connect_many(missing).await?);
         let ctl = self.ctl.clone();
         let timeout = self.timeout();
+        let max = self.ctx.server.config.max_file_size;
         let streams = tokio::task::spawn_blocking(move || mode_e::send_chunks(streams, chunks, &ctl))
             .await
             .map_err(|e| TransferError::Local(e.to_string()))?
-            .map_err(|e| copy_error(e, timeout))?;
+            .map_err(|e| copy_error(e, timeout, max))?;
         self.ctx.channels.cached = streams;
         Ok(self.ctl.progress.load(Ordering::Relaxed))
     }
