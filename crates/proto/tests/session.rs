@@ -390,6 +390,7 @@ fn feat_is_exactly_what_is_implemented() {
         " PASV AllowDelayed;",
         " REST STREAM",
         " SBUF",
+        " SITE PARTIAL",
         " SIZE",
         " SPAS",
         " SPOR",
