@@ -155,6 +155,121 @@ fn an_abandoned_partial_is_taken_over_and_resumed() {
     assert_eq!(all_files(server.root.path()), vec![server.path("taken.bin")], "nothing else is left behind");
 }
 
+/// How the first uploader leaves its upload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Departure {
+    /// Control connection closed after the 150, no data connection ever.
+    BeforeData,
+    /// The same in MODE E, what `ferry cp -r` leaves behind when it drops
+    /// a pipelined batch's session after a failed file.
+    BeforeDataInModeE,
+    /// Control connection closed with the data connection open and idle.
+    MidTransfer,
+    /// As `BeforeData`, with more commands pipelined behind the STOR than
+    /// the server queues: it reads no further commands (nor the hang-up)
+    /// until the transfer ends.
+    BehindQueuedCommands,
+    /// As `BehindQueuedCommands` in MODE E with performance markers every
+    /// second: the server's next marker write fails on the closed connection.
+    BehindQueuedCommandsWithMarkers,
+}
+
+/// The first uploader of a name hangs up while its upload waits for (or
+/// receives) data; a new session must be able to upload the name as soon
+/// as the server notices, not after the data timeout, and the partial
+/// stays for a resume. Found in `ferry cp -r` on a loaded machine: a
+/// pipelined batch whose session the client dropped after a failed file
+/// kept the next file's name claimed until the data timeout, so the one-by-
+/// one retry got 450 three times.
+fn hang_up_during_upload(how: Departure) {
+    // A data timeout far beyond the bound below: only noticing the hang-up
+    // frees the name in time.
+    let server = FerryServer::start_with(&["--anonymous", "read", "--data-timeout", "300"]);
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    if matches!(how, Departure::BeforeDataInModeE | Departure::BehindQueuedCommandsWithMarkers) {
+        assert!(c.cmd("MODE E").starts_with("200"));
+    }
+    if how == Departure::BehindQueuedCommandsWithMarkers {
+        assert!(c.cmd("TREV PERF 1").starts_with("200"));
+    }
+    let addr = passive(&mut c);
+    let mut data = (how == Departure::MidTransfer).then(|| TcpStream::connect(addr).unwrap());
+    let r = c.cmd("STOR left.bin");
+    assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
+    if let Some(d) = &mut data {
+        d.write_all(&[7u8; 1 << 20]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while server.partial("left.bin").metadata().map_or(0, |m| m.len()) < 1 << 20 {
+            assert!(Instant::now() < deadline, "nothing arrived");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // While its uploader is there, the name stays claimed.
+    let (_, _, r) = stream_command(&server, b"STOR left.bin");
+    assert!(r.starts_with("450"), "a second upload beside a live one got {r}");
+    if matches!(how, Departure::BehindQueuedCommands | Departure::BehindQueuedCommandsWithMarkers) {
+        c.send("TYPE I\r\n".repeat(600).trim_end().as_bytes());
+    }
+    drop(c);
+    let gone = Instant::now();
+    let mut probe = RawControl::connect(server.addr);
+    probe.login(ALICE);
+    let r = loop {
+        let r = probe.cmd("SITE PARTIAL left.bin");
+        if !r.starts_with("450") {
+            break r;
+        }
+        assert!(
+            gone.elapsed() < Duration::from_secs(30),
+            "{how:?}: the name is still claimed {:?} after its uploader hung up:\n{}",
+            gone.elapsed(),
+            server.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("{how:?}: the name was free {:?} after the hang-up", gone.elapsed());
+    if how == Departure::MidTransfer {
+        // What arrived is kept for a resume.
+        assert!(r.starts_with("213 Ranges=0-"), "{r}");
+    }
+    let t = wait_for_transfers(&server, "/left.bin", 1);
+    assert!(t[0]["status"].as_str().unwrap().starts_with("failed"), "{t:?}");
+    let (mut c, mut d, r) = stream_command(&server, b"STOR left.bin");
+    assert!(r.starts_with("150"), "{r}");
+    d.write_all(b"new").unwrap();
+    drop(d);
+    assert!(final_reply(&mut c).starts_with("226"));
+    assert_eq!(std::fs::read(server.path("left.bin")).unwrap(), b"new");
+    drop(data);
+}
+
+#[test]
+fn a_hang_up_before_the_data_connection_frees_the_name() {
+    hang_up_during_upload(Departure::BeforeData);
+}
+
+#[test]
+fn a_hang_up_before_the_data_connections_in_mode_e_frees_the_name() {
+    hang_up_during_upload(Departure::BeforeDataInModeE);
+}
+
+#[test]
+fn a_hang_up_mid_transfer_frees_the_name_and_keeps_the_partial() {
+    hang_up_during_upload(Departure::MidTransfer);
+}
+
+#[test]
+fn a_hang_up_behind_queued_commands_frees_the_name() {
+    hang_up_during_upload(Departure::BehindQueuedCommands);
+}
+
+#[test]
+fn a_hang_up_seen_by_a_failed_marker_write_frees_the_name() {
+    hang_up_during_upload(Departure::BehindQueuedCommandsWithMarkers);
+}
+
 /// Trial: pairs of `ferry cp -p 4` uploads of different files to one name
 /// at the same moment, and a retry of the same file killed after 0.5 s
 /// beside a copy that goes on. No final file may be a mixture, and every

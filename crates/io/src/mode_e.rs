@@ -681,18 +681,27 @@ async fn receive_all(
     let mut keep = Vec::new();
     let mut incoming_open = true;
     // An abort (ABOR, the session ending) shuts the sockets down, which
-    // ends every reader; this tick notices it while none runs, so the
-    // transfer ends only once no thread can write any more.
+    // ends every reader; this tick notices it while none runs (before the
+    // first connection, say), so the transfer ends only once no thread can
+    // write any more. The tick is always polled: a branch disabled when
+    // the select began would not wake it when the abort comes later.
     let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // No data for `timeout` while no reader runs: counted from the last
+    // connection or reader that came or went.
+    let mut last_event = tokio::time::Instant::now();
     loop {
         let complete = state.is_complete();
         if complete && readers.is_empty() {
             return Ok(keep);
         }
         tokio::select! {
-            _ = tick.tick(), if ctl.abort.is_aborted() => {
-                while readers.join_next().await.is_some() {}
-                return Err(CopyError::Aborted);
+            _ = tick.tick() => {
+                if ctl.abort.is_aborted() {
+                    while readers.join_next().await.is_some() {}
+                    return Err(CopyError::Aborted);
+                }
+                continue;
             }
             r = readers.join_next(), if !readers.is_empty() => match r {
                 Some(Ok(Ok(Some(sock)))) => keep.push(sock),
@@ -728,13 +737,14 @@ async fn receive_all(
                 }
                 None => incoming_open = false,
             },
-            _ = tokio::time::sleep(timeout), if readers.is_empty() && !complete => {
+            _ = tokio::time::sleep_until(last_event + timeout), if readers.is_empty() && !complete => {
                 return Err(CopyError::Network(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("transfer incomplete after {} s without data: {}", timeout.as_secs(), state.describe_end()),
                 )));
             }
         }
+        last_event = tokio::time::Instant::now();
     }
 }
 
@@ -923,6 +933,39 @@ mod tests {
         assert_eq!(ranges.to_string(), "100000-600000,700000-1000000");
         assert_eq!(&got[100_000..600_000], &data[100_000..600_000]);
         assert!(got[..100_000].iter().all(|b| *b == 0));
+    }
+
+    /// ABOR (or the client leaving) while the receiver waits for its
+    /// first data connection ends the receive then, not at the data
+    /// timeout: the upload's name stays claimed until the receive ends.
+    #[tokio::test(start_paused = true)]
+    async fn an_abort_before_any_connection_ends_the_receive() {
+        let (_tx, mut rx) = mpsc::channel(1);
+        let ctl = TransferControl::new();
+        let abort = ctl.abort.clone();
+        // On the simulated clock: the abort comes after a second, long
+        // after the receive began waiting, and long before its timeout.
+        let aborter = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            abort.abort();
+        });
+        let sink = Arc::new(MemorySink::default());
+        let state = Arc::new(ReceiveState::default());
+        let r =
+            receive(Vec::new(), &mut rx, sink, ReceiveSpec::new(0, None), state, ctl, Duration::from_secs(3600)).await;
+        assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
+        aborter.await.unwrap();
+    }
+
+    /// Without data or an abort, the receive still times out.
+    #[tokio::test(start_paused = true)]
+    async fn a_receive_without_connections_times_out() {
+        let (_tx, mut rx) = mpsc::channel(1);
+        let sink = Arc::new(MemorySink::default());
+        let state = Arc::new(ReceiveState::default());
+        let spec = ReceiveSpec::new(0, None);
+        let r = receive(Vec::new(), &mut rx, sink, spec, state, TransferControl::new(), Duration::from_secs(60)).await;
+        assert!(matches!(&r, Err(CopyError::Network(e)) if e.kind() == io::ErrorKind::TimedOut), "{r:?}");
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -94,6 +94,10 @@ type Parsed = Result<Command, CommandError>;
 /// clients keep about a dozen outstanding.
 const MAX_QUEUED: usize = 256;
 
+/// How often a busy session looks at its control socket's TCP state for a
+/// hang-up its reader has not passed on (see [`Control::converse`]).
+const HANG_UP_CHECK: Duration = Duration::from_millis(500);
+
 enum Flow {
     Continue,
     Close,
@@ -326,13 +330,38 @@ impl Control {
         }
     }
 
-    async fn run(&mut self, mut commands: mpsc::Receiver<Parsed>) -> std::io::Result<()> {
+    /// Serves the session. However it ends, no transfer outlives it: a
+    /// transfer still running when the control connection fails (a reply
+    /// that cannot be written) is stopped and waited for here, so its
+    /// upload's claim on the name goes at once, not after the data timeout.
+    async fn run(&mut self, commands: mpsc::Receiver<Parsed>) -> std::io::Result<()> {
+        let mut active: Option<ActiveTransfer> = None;
+        let result = self.converse(commands, &mut active).await;
+        if let Some(t) = active.take() {
+            // Only an error leaves a transfer behind; nothing more can be
+            // said on this connection.
+            self.cancel_running();
+            self.end_transfer(t, false).await;
+        }
+        result
+    }
+
+    async fn converse(
+        &mut self,
+        mut commands: mpsc::Receiver<Parsed>,
+        active: &mut Option<ActiveTransfer>,
+    ) -> std::io::Result<()> {
         let greeting = self.session.greeting();
         self.send(&greeting).await?;
         let mut queue: VecDeque<Parsed> = VecDeque::new();
-        let mut active: Option<ActiveTransfer> = None;
         let mut clock = MarkerClock::default();
         let mut deadline = self.deadline();
+        // While busy the loop reads no command once its queue is full (and
+        // the reader then stops reading the socket), so a hang-up would go
+        // unseen until the transfer ended by itself: the socket's state is
+        // looked at too.
+        let mut hang_up_check = tokio::time::interval(HANG_UP_CHECK);
+        hang_up_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if active.is_none() && self.running.is_none() && *self.drain.borrow() {
                 // The server is shutting down: transfers finish, then go.
@@ -343,7 +372,7 @@ impl Control {
             }
             if active.is_none() && self.running.is_none() {
                 if let Some(cmd) = queue.pop_front() {
-                    match self.process(cmd, &mut active).await? {
+                    match self.process(cmd, active).await? {
                         Flow::Continue => {}
                         Flow::Close => return Ok(()),
                     }
@@ -355,10 +384,7 @@ impl Control {
             tokio::select! {
                 cmd = commands.recv(), if queue.len() < MAX_QUEUED => {
                     let Some(cmd) = cmd else {
-                        if let Some(op) = self.running.take() {
-                            // The checksum notices `control_closed` and stops.
-                            op.cancel.store(true, Ordering::SeqCst);
-                        }
+                        self.cancel_running();
                         self.client_gone(active.take()).await;
                         return Ok(());
                     };
@@ -368,7 +394,7 @@ impl Control {
                         (true, Ok(c)) if c.is_urgent() || matches!(c, Command::Noop) => {
                             match self.session.handle(cmd) {
                                 Action::AbortTransfer => {
-                                    if let Some(t) = &active {
+                                    if let Some(t) = active.as_ref() {
                                         t.abort();
                                     }
                                 }
@@ -394,7 +420,7 @@ impl Control {
                     }
                     deadline = self.deadline();
                 }
-                ev = next_event(&mut active) => match ev {
+                ev = next_event(active) => match ev {
                     Some(TransferEvent::DelayedPassive { kind, addr }) => {
                         let reply = self.session.delayed_passive_reply(kind, addr);
                         self.send(&reply).await?;
@@ -448,6 +474,14 @@ impl Control {
                     }
                 }
                 _ = self.drain.changed(), if !*self.drain.borrow() => {}
+                _ = hang_up_check.tick(), if active.is_some() || self.running.is_some() => {
+                    if self.control_closed.load(Ordering::SeqCst) || transfer::hung_up(self.probe.as_fd()) {
+                        tracing::debug!(peer = %self.peer, queued = queue.len(), "the client hung up during a transfer");
+                        self.cancel_running();
+                        self.client_gone(active.take()).await;
+                        return Ok(());
+                    }
+                }
                 _ = tokio::time::sleep_until(deadline), if active.is_none() && self.running.is_none() => {
                     let text = if self.session.user().is_some() {
                         format!("Idle for {} s; closing the control connection.", self.ctx.config.idle_timeout_secs)
@@ -461,10 +495,25 @@ impl Control {
         }
     }
 
+    /// Stops a running file operation (a checksum stops between reads).
+    fn cancel_running(&mut self) {
+        if let Some(op) = self.running.take() {
+            op.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// The client closed the control connection: stop a running transfer,
     /// wait for it so it is logged and its files are closed.
     async fn client_gone(&mut self, active: Option<ActiveTransfer>) {
-        let Some(mut t) = active else { return };
+        if let Some(t) = active {
+            self.end_transfer(t, true).await;
+        }
+    }
+
+    /// Stops `t` and waits for it, so it is logged and its files are
+    /// closed (an upload's partial is recorded and its name released).
+    /// `reply`: the final replies are still worth trying to send.
+    async fn end_transfer(&mut self, mut t: ActiveTransfer, reply: bool) {
         t.abort();
         let mut outcome = None;
         while let Some(ev) = t.events.recv().await {
@@ -480,12 +529,15 @@ impl Control {
             ),
             Some(o) => o,
         };
-        let _ = self.finish(t, outcome, 0).await;
+        if reply {
+            let _ = self.finish(t, outcome, 0).await;
+        } else {
+            self.log_finished(&t, &outcome, 0);
+        }
     }
 
-    /// Logs a finished transfer and sends its final markers and replies.
-    /// `queued`: commands the client pipelined behind it.
-    async fn finish(&mut self, mut t: ActiveTransfer, outcome: TransferOutcome, queued: usize) -> std::io::Result<()> {
+    /// Logs a finished transfer (and counts it in the metrics).
+    fn log_finished(&self, t: &ActiveTransfer, outcome: &TransferOutcome, queued: usize) {
         let secs = t.started.elapsed().as_secs_f64();
         let bytes = t.progress.load(Ordering::Relaxed);
         let direction = match t.request.kind {
@@ -493,7 +545,7 @@ impl Control {
             TransferKind::Store | TransferKind::Append => Some("receive"),
             TransferKind::List { .. } => None,
         };
-        let status = match &outcome {
+        let status = match outcome {
             TransferOutcome::Complete { .. } => "complete".to_string(),
             TransferOutcome::Failed(e) => format!("failed: {}", transfer_words(e)),
         };
@@ -521,6 +573,13 @@ impl Control {
                 "transfer finished"
             );
         }
+    }
+
+    /// Logs a finished transfer and sends its final markers and replies.
+    /// `queued`: commands the client pipelined behind it.
+    async fn finish(&mut self, mut t: ActiveTransfer, outcome: TransferOutcome, queued: usize) -> std::io::Result<()> {
+        self.log_finished(&t, &outcome, queued);
+        let bytes = t.progress.load(Ordering::Relaxed);
         if matches!(outcome, TransferOutcome::Complete { .. }) {
             // The final markers come just before the 226, as Globus sends them.
             if t.request.markers.perf_secs.is_some() {

@@ -883,12 +883,7 @@ impl Task {
     /// watched a moment longer (a killed client's sockets close
     /// microseconds apart, in either order).
     async fn control_gone(&self, grace: bool) -> bool {
-        let gone = || {
-            self.ctx.control_closed.load(Ordering::SeqCst)
-                || ferry_io::tcpinfo::raw_tcp_info(self.ctx.control.as_fd())
-                    .map(|(info, _)| info.state != TCP_ESTABLISHED)
-                    .unwrap_or(true)
-        };
+        let gone = || self.ctx.control_closed.load(Ordering::SeqCst) || hung_up(self.ctx.control.as_fd());
         if gone() {
             return true;
         }
@@ -965,6 +960,14 @@ impl Task {
 
 /// `TCP_ESTABLISHED` in `struct tcp_info`'s `tcpi_state`.
 const TCP_ESTABLISHED: u8 = 1;
+
+/// Whether the peer of `control` has closed or reset it, as the kernel
+/// sees it: a FIN or RST that arrived shows in the TCP state before any
+/// task has read it. (A half-close counts: an FTP client that has stopped
+/// sending commands has left.)
+pub(crate) fn hung_up(control: std::os::fd::BorrowedFd<'_>) -> bool {
+    ferry_io::tcpinfo::raw_tcp_info(control).map(|(info, _)| info.state != TCP_ESTABLISHED).unwrap_or(true)
+}
 
 fn client_left() -> TransferError {
     TransferError::ConnectionLost(
