@@ -892,7 +892,19 @@ impl Store {
     /// most of what finished failed: once at least five files (or all, if
     /// fewer) have failed for good and they are more than half of the files
     /// finished, the rest are canceled instead of burning through them.
+    ///
+    /// The job's row is locked first. Without it, two nodes finishing a
+    /// job's last two files at once each count the other's file as still
+    /// active (under PostgreSQL's READ COMMITTED neither sees the other's
+    /// uncommitted update), both return `Running`, and the job stays
+    /// `active` for ever with every file done. With the lock the second
+    /// waits for the first to commit, and its count, a new snapshot, sees
+    /// both files.
     async fn settle_job(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, job_id: &str, now: i64) -> Result<JobEnd> {
+        sqlx::query(&format!("SELECT id FROM jobs WHERE id = $1{}", self.for_update()))
+            .bind(job_id)
+            .fetch_optional(&mut **tx)
+            .await?;
         let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM files WHERE job_id = $1 GROUP BY state")
             .bind(job_id)
             .fetch_all(&mut **tx)
