@@ -92,6 +92,88 @@ pub fn mode_e_decoder(data: &[u8]) {
         }
     }
     assert!(consumed <= data.len());
+    mode_e_reader(data);
+}
+
+/// The same bytes through the per-connection reader and the transfer's
+/// tracker, driven the way the data path drives them (header bytes, then
+/// payload pieces, `step` bytes at a time): every payload byte asked for
+/// lies in a block the tracker accepted, within the limits; what was
+/// received is what was announced; restart markers add up to it.
+fn mode_e_reader(data: &[u8]) {
+    use crate::mode_e::{BlockLimits, BlockReader, ReceiveTracker, Want};
+    use crate::restart::RangeSet;
+    let (Some(&a), Some(&b)) = (data.first(), data.get(1)) else { return };
+    let limits =
+        BlockLimits { transfer_len: (a != 0).then(|| u64::from(a) << 16), max_block: (u64::from(b) + 1) << 12 };
+    let step = usize::from(b % 29) + 1;
+    let bytes = &data[2..];
+    let mut reader = BlockReader::new(limits);
+    let mut tracker = ReceiveTracker::new(Some(4));
+    let mut markers = RangeSet::new();
+    let mut pos = 0;
+    let mut payload = 0u64;
+    loop {
+        match reader.want() {
+            Want::Header { missing } => {
+                let n = missing.min(step).min(bytes.len() - pos);
+                if n == 0 {
+                    break;
+                }
+                let header = match reader.push_header(&bytes[pos..pos + n]) {
+                    Ok(h) => h,
+                    Err(_) => return,
+                };
+                pos += n;
+                if let Some(h) = header {
+                    assert!(h.payload_len() <= limits.max_block);
+                    if tracker.begin_block(&h).is_err() {
+                        return;
+                    }
+                }
+            }
+            Want::Payload { offset, len } => {
+                assert!(len > 0);
+                let n = (len.min(step as u64) as usize).min(bytes.len() - pos);
+                if n == 0 {
+                    break;
+                }
+                let range = reader.payload_consumed(n as u64);
+                assert_eq!(range, offset..offset + n as u64);
+                assert!(tracker.announced().contains_range(&range));
+                if let Some(l) = limits.transfer_len {
+                    assert!(range.end <= l);
+                }
+                tracker.written(range);
+                payload += n as u64;
+                pos += n;
+                if pos % 3 == 0 {
+                    if let Some(m) = tracker.restart_marker() {
+                        markers.union(&m);
+                    }
+                }
+            }
+            Want::EndOfBlock(h) => {
+                if tracker.end_block(&h).is_err() {
+                    return;
+                }
+                assert_eq!(reader.end_block(), Some(h));
+            }
+            Want::Done { .. } => break,
+        }
+    }
+    assert!(pos <= bytes.len());
+    assert_eq!(tracker.received().covered(), payload, "each byte is received once");
+    for r in tracker.received().ranges() {
+        assert!(tracker.announced().contains_range(r));
+    }
+    if let Some(m) = tracker.restart_marker() {
+        markers.union(&m);
+    }
+    assert_eq!(&markers, tracker.received());
+    if let Want::Done { .. } = reader.want() {
+        assert!(reader.on_close().is_ok());
+    }
 }
 
 /// Bytes from a server through the client's reply parser: no panic, bounded

@@ -15,8 +15,29 @@
 //! connections* (EODC) in its offset field. The transfer is complete when
 //! EOF has been seen and EODC EODs have arrived (see
 //! `docs/gridftp-wire-notes.md` §4 for what Globus does and tolerates).
+//!
+//! The receiving side is sans-IO, in three rooms:
+//!
+//! * [`BlockReader`] (`reader.rs`): one connection's reader state machine.
+//!   It says what it wants next (header bytes, so many payload bytes at
+//!   an offset, the end of a block) and checks every header, so a driver
+//!   can read payloads straight into a file or discard them in the kernel
+//!   and still run the same checks as the fuzzer.
+//! * [`ReceiveTracker`] (`tracker.rs`): what one transfer has received
+//!   across all its connections: overlap checks, the EOD/EOF count, the
+//!   received ranges and the restart markers made from them.
+//! * [`BlockDecoder`] (`decoder.rs`): the reader over bytes held in memory
+//!   (listings, tests, the fuzzer, the `Pair` harness).
 
 use thiserror::Error;
+
+mod decoder;
+mod reader;
+mod tracker;
+
+pub use decoder::{Block, BlockDecoder};
+pub use reader::{BlockLimits, BlockReader, ReadEvent, Want};
+pub use tracker::ReceiveTracker;
 
 pub const HEADER_LEN: usize = 17;
 
@@ -61,6 +82,16 @@ pub enum ModeEError {
     TooManyEods { eods: u64, eodc: u64 },
     #[error("block ends at byte {end}, beyond the {limit} bytes announced for this transfer")]
     BeyondLimit { end: u64, limit: u64 },
+    #[error("a block of {count} bytes is larger than the {max} bytes this receiver accepts in one block")]
+    BlockTooLarge { count: u64, max: u64 },
+    #[error("a block for bytes {start}-{end} overlaps data already received in this transfer")]
+    Overlap { start: u64, end: u64 },
+    #[error("more than {0} data connections for one transfer")]
+    TooManyDataConnections(usize),
+    #[error("a data connection closed mid-header")]
+    ClosedMidHeader,
+    #[error("a data connection closed before its end-of-data marker")]
+    ClosedBeforeEod,
 }
 
 impl BlockHeader {
@@ -186,52 +217,6 @@ impl EndOfData {
 
     pub fn eodc(&self) -> Option<u64> {
         self.eodc
-    }
-}
-
-/// Incremental decoder over a byte stream of one connection, for callers
-/// that have the bytes in memory (listings, tests, the fuzzer). Bulk data
-/// paths read headers and payloads straight from the socket instead.
-#[derive(Debug, Default)]
-pub struct BlockDecoder {
-    buf: Vec<u8>,
-}
-
-/// One decoded item.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Block {
-    pub header: BlockHeader,
-    pub payload: Vec<u8>,
-}
-
-impl BlockDecoder {
-    /// Largest payload this decoder buffers; bigger blocks are an error here
-    /// (the socket paths stream them instead).
-    pub const MAX_PAYLOAD: u64 = 64 << 20;
-
-    pub fn push(&mut self, data: &[u8]) {
-        self.buf.extend_from_slice(data);
-    }
-
-    pub fn next_block(&mut self, limit: Option<u64>) -> Result<Option<Block>, ModeEError> {
-        if self.buf.len() < HEADER_LEN {
-            return Ok(None);
-        }
-        let mut h = [0u8; HEADER_LEN];
-        h.copy_from_slice(&self.buf[..HEADER_LEN]);
-        let header = BlockHeader::decode(&h);
-        header.validate(limit)?;
-        let len = header.payload_len();
-        if len > Self::MAX_PAYLOAD {
-            return Err(ModeEError::BeyondLimit { end: header.offset.saturating_add(len), limit: Self::MAX_PAYLOAD });
-        }
-        let total = HEADER_LEN + len as usize;
-        if self.buf.len() < total {
-            return Ok(None);
-        }
-        let payload = self.buf[HEADER_LEN..total].to_vec();
-        self.buf.drain(..total);
-        Ok(Some(Block { header, payload }))
     }
 }
 
