@@ -1,13 +1,14 @@
 //! The client's and the server's protocol cores against each other, in
 //! memory, on a simulated clock (see `harness.rs`). What is not covered
 //! here: TLS (the handshake is the drivers'; AUTH TLS/PBSZ/PROT replies are
-//! checked by `client::login`'s tests and `tests/session.rs`), third-party
-//! copies (two servers), and real sockets (the interop suites).
+//! checked by `client::login`'s tests and `tests/session.rs`), and real
+//! sockets (the interop suites). A third-party copy is two pairs whose data
+//! connections are joined by the test.
 
 mod harness;
 
 use ferry_proto::client::{ClientEvent, Expect, Marker};
-use ferry_proto::command::{Allo, Command, RestArg, TransferMode, TransferType};
+use ferry_proto::command::{Allo, Command, Opts, RestArg, TransferMode, TransferType};
 use ferry_proto::session::{AnonymousAccess, SessionConfig};
 use ferry_proto::RangeSet;
 use harness::{decode_mode_e, encode_mode_e, Fs, Pair, Pipe};
@@ -276,4 +277,41 @@ fn listing_through_the_client_parser() {
     let names: Vec<String> =
         ferry_proto::client::listing::parse_listing(&bytes, true).into_iter().map(|f| f.name).collect();
     assert_eq!(names, ["a", "b"]);
+}
+
+/// A MODE E third-party copy: the client commands two servers; the
+/// destination listens (PASV), the source is told to connect to it (PORT)
+/// and sends over four streams; the data never passes through the client.
+#[test]
+fn third_party_mode_e_between_two_servers() {
+    let data = pattern(300_000, 9);
+    let mut fs = Fs::default();
+    fs.files.insert("/src.bin".into(), data.clone());
+    let mut src = logged_in(fs);
+    let mut dst = logged_in(Fs::default());
+    // The destination first: its PASV reply says where the source connects.
+    dst.data.up = vec![Pipe::default(); 4];
+    dst.send(Command::Type(TransferType::Image), Expect::Positive);
+    dst.send(Command::Mode(TransferMode::ExtendedBlock), Expect::Positive);
+    let pasv = dst.send(Command::Pasv, Expect::Passive);
+    dst.send(Command::Allo(Allo { size: data.len() as u64, record: None }), Expect::Positive);
+    let stor = dst.send(Command::Stor("/dst.bin".into()), Expect::Completion);
+    let (_, ok, addr) = dst.wait(pasv, 20);
+    let Some(std::net::SocketAddr::V4(to)) = addr.filter(|_| ok) else { panic!("no passive address: {addr:?}") };
+    src.send(Command::Type(TransferType::Image), Expect::Positive);
+    src.send(Command::Mode(TransferMode::ExtendedBlock), Expect::Positive);
+    src.send(Command::Opts(Opts::Retr(vec![("Parallelism".into(), "4,4,4".into())])), Expect::Positive);
+    src.send(Command::Port(to), Expect::Positive);
+    let retr = src.send(Command::Retr("/src.bin".into()), Expect::Completion);
+    let (r, ok, _) = src.wait(retr, 100);
+    assert!(ok, "{r:?}");
+    // The source's connections are the destination's.
+    assert_eq!(src.data.down.len(), 4);
+    for (from, to) in src.data.down.iter_mut().zip(dst.data.up.iter_mut()) {
+        to.bytes.extend(from.bytes.drain(..));
+    }
+    let (r, ok, _) = dst.wait(stor, 10_000);
+    assert!(ok, "{r:?}");
+    assert!(dst.server.fs.files["/dst.bin"] == data);
+    assert_eq!(dst.restart_record(), RangeSet::from_range(0..data.len() as u64));
 }
