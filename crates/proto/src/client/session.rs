@@ -117,7 +117,10 @@ impl ClientSession {
             return;
         }
         self.parser.push(bytes);
-        loop {
+        // Once broken (a refused login, bad framing), nothing more is
+        // read: replies to the rest of a refused login batch answer
+        // nothing the client asked.
+        while !self.broken {
             match self.parser.next_reply() {
                 Ok(Some(r)) => self.on_reply(r, now),
                 Ok(None) => break,
