@@ -44,3 +44,23 @@ fn host_port_corpus() {
 fn virtual_path_corpus() {
     assert!(replay("virtual_path", ferry_proto::fuzz_checks::virtual_path) >= 5);
 }
+
+#[test]
+fn client_session_corpus() {
+    assert!(replay("client_session", ferry_proto::fuzz_checks::client_session) >= 5);
+}
+
+#[test]
+fn client_listing_corpus() {
+    assert!(replay("client_listing", ferry_proto::fuzz_checks::client_listing) >= 5);
+}
+
+#[test]
+fn client_feat_corpus() {
+    assert!(replay("client_feat", ferry_proto::fuzz_checks::client_feat) >= 5);
+}
+
+#[test]
+fn client_markers_corpus() {
+    assert!(replay("client_markers", ferry_proto::fuzz_checks::client_markers) >= 5);
+}
