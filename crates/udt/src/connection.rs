@@ -172,6 +172,11 @@ struct Sender {
     delivered: u64,
     delivered_time: Time,
     first_sent: Time,
+    /// The end of an application-limited bubble (Linux `tp->app_limited`,
+    /// in packet numbers): while the cumulative ACK has not passed it, every
+    /// packet sent is marked application-limited, because the pipe was not
+    /// kept full when it left. Zero: no bubble.
+    app_limited_until: u64,
 }
 
 #[derive(Debug)]
@@ -523,6 +528,7 @@ impl Connection {
             delivered: 0,
             delivered_time: now,
             first_sent: now,
+            app_limited_until: 0,
         });
         let rcv_packets = self.config.recv_buffer_packets.max(32) as usize;
         self.rcv = Some(Receiver {
@@ -573,6 +579,14 @@ impl Connection {
         if s.buf.is_empty() && !data.is_empty() {
             // "delay the EXP timer to avoid mis-fired timeout"
             self.last_rsp = self.last_rsp.max(now);
+        }
+        if s.buf.unsent() == 0 && s.loss.is_empty() && !data.is_empty() {
+            // The sender ran dry: the application, not the path, set the
+            // pace. Mark what is sent until everything now in flight (and the
+            // first packet of the new data) is delivered (BBR's
+            // `tcp_rate_check_app_limited`), so the controller does not read
+            // the pause as a slow path.
+            s.app_limited_until = s.app_limited_until.max(s.buf.next_pn() + 1);
         }
         s.buf.write(data)
     }
@@ -1211,9 +1225,18 @@ impl Connection {
             if in_flight >= s.flow_window.min(cwnd.max(2)) {
                 return None;
             }
+            if s.buf.in_flight() == 0 {
+                // Restarting from idle: a rate sample must not span the idle
+                // time (Linux `tcp_rate_skb_sent`).
+                s.first_sent = now;
+                s.delivered_time = now;
+            }
             let p = s.buf.take_new(payload_size)?;
             s.buf.copy_packet(p, buf);
-            let app_limited = s.buf.unsent() == 0;
+            if s.buf.unsent() == 0 {
+                s.app_limited_until = s.app_limited_until.max(p + 1);
+            }
+            let app_limited = s.app_limited_until > s.last_ack.max(s.buf.first_unacked());
             s.records.push_back(SentRecord {
                 sent: now,
                 delivered: s.delivered,
