@@ -152,6 +152,7 @@ struct SentRecord {
     first_sent: Time,
     app_limited: bool,
     retransmitted: bool,
+    reported_lost: bool,
 }
 
 #[derive(Debug)]
@@ -938,20 +939,33 @@ impl Connection {
             decoded.push((pa, pb));
         }
         let mut added = 0;
+        // Packets lost for the first time: a periodic NAK that repeats a
+        // loss whose retransmission is still on its way, or the loss of a
+        // retransmission, says nothing new about the path's loss rate.
+        let mut fresh = 0;
         let floor = s.last_ack.max(s.buf.first_unacked());
+        let first_unacked = s.buf.first_unacked();
         for (pa, pb) in decoded.iter().copied() {
             if pb < floor {
                 continue;
             }
             added += s.loss.insert(pa.max(floor), pb);
+            for pn in pa.max(floor)..=pb {
+                if s.records.get((pn - first_unacked) as usize).is_some_and(|r| !r.retransmitted && !r.reported_lost) {
+                    fresh += 1;
+                    if let Some(r) = s.records.get_mut((pn - first_unacked) as usize) {
+                        r.reported_lost = true;
+                    }
+                }
+            }
         }
         self.stats.lost_reported += added;
         let first_lost = decoded.first().map_or(0, |d| d.0);
         let loss = LossSample {
             now,
             first_lost,
-            lost_packets: added,
-            lost_bytes: added * mss,
+            lost_packets: fresh,
+            lost_bytes: fresh * mss,
             largest_sent: curr,
             bytes_in_flight: s.buf.in_flight() * mss,
         };
@@ -1244,6 +1258,7 @@ impl Connection {
                 first_sent: s.first_sent,
                 app_limited,
                 retransmitted: false,
+                reported_lost: false,
             });
             pn = Some((p, false));
         }

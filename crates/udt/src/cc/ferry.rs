@@ -188,7 +188,10 @@ impl FerryRate {
             match self.phase {
                 // the queue start-up made: leave, drain it (no cap: the
                 // drain phase empties it)
-                Phase::Startup => self.phase = Phase::Drain,
+                // (only on a queue: loss alone, far above a loss rate not
+                // yet learnt, is not reason enough to stop ramping up)
+                Phase::Startup if queue => self.phase = Phase::Drain,
+                Phase::Startup => {}
                 Phase::Drain => {}
                 // one cut per probe cycle: the cap lasts until the next
                 // probe, well inside the ten-round window, so the path's
