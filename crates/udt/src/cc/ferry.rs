@@ -316,6 +316,14 @@ impl CongestionControl for FerryRate {
             }
             if !rs.app_limited {
                 self.round_max_rate = self.round_max_rate.max(rs.rate);
+                // The receiver's own arrival rate (UDT reports it in its
+                // ACKs): a delivery-rate sample no hole delays. Our samples
+                // come from the cumulative ACK, which with loss stands still
+                // behind each hole for a round trip; they then read low, and
+                // a controller pacing at them keeps lowering itself.
+                if let Some(r) = ack.peer_receive_rate.filter(|r| r.is_finite() && *r > 0.0) {
+                    self.update_bw(r);
+                }
             }
         }
         let app_limited = ack.rate.is_some_and(|r| r.app_limited);
