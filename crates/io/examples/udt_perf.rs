@@ -3,7 +3,8 @@
 //!
 //!   udt_perf server ADDR:PORT recv|send BYTES [--cc udt|ferry|blast:RATE] [--mss N] [--rtt-ms N --rate-mbit N]
 //!   udt_perf client ADDR:PORT recv|send BYTES [same options]
-//!   (--seconds N: a sender stops after N s; --start-mbit N: ferry starts at N Mbit/s)
+//!   (--seconds N: a sender stops after N s; --start-mbit N: ferry starts at N Mbit/s;
+//!    --max-mbit N: no controller sends faster, as `--max-rate`)
 //!
 //! Prints one line: `OK bytes seconds cpu_seconds MB/s` (CPU of this process,
 //! user + system, from getrusage via /proc/self/stat).
@@ -35,6 +36,7 @@ fn main() {
     let mut i = 5;
     let (mut rtt_ms, mut rate_mbit) = (None, None);
     let (mut seconds, mut start_mbit): (Option<f64>, Option<f64>) = (None, None);
+    let mut max_mbit: Option<f64> = None;
     while i < args.len() {
         match args[i].as_str() {
             "--no-gso" => {
@@ -49,6 +51,7 @@ fn main() {
             }
             "--seconds" => seconds = Some(args[i + 1].parse::<f64>().expect("seconds")),
             "--start-mbit" => start_mbit = Some(args[i + 1].parse::<f64>().expect("rate")),
+            "--max-mbit" => max_mbit = Some(args[i + 1].parse::<f64>().expect("rate")),
             "--cc" => cfg.protocol.congestion = CongestionKind::parse(&args[i + 1]).expect("congestion control"),
             "--mss" => cfg.protocol.mss = args[i + 1].parse().expect("mss"),
             "--rtt-ms" => rtt_ms = Some(args[i + 1].parse::<f64>().expect("rtt")),
@@ -65,6 +68,12 @@ fn main() {
     }
     if let (Some(r), CongestionKind::Ferry { max_rate, .. }) = (start_mbit, cfg.protocol.congestion) {
         cfg.protocol.congestion = CongestionKind::Ferry { initial_rate: Some(r * 1e6 / 8.0), max_rate };
+    }
+    if let Some(m) = max_mbit {
+        cfg.protocol.max_bandwidth = Some(m * 1e6 / 8.0);
+        if let CongestionKind::Ferry { initial_rate, .. } = cfg.protocol.congestion {
+            cfg.protocol.congestion = CongestionKind::Ferry { initial_rate, max_rate: Some(m * 1e6 / 8.0) };
+        }
     }
     let stream = if role == "server" {
         let l = UdtListener::bind(addr, cfg).expect("bind");

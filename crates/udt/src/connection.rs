@@ -152,6 +152,7 @@ struct SentRecord {
     first_sent: Time,
     app_limited: bool,
     retransmitted: bool,
+    reported_lost: bool,
 }
 
 #[derive(Debug)]
@@ -172,6 +173,11 @@ struct Sender {
     delivered: u64,
     delivered_time: Time,
     first_sent: Time,
+    /// The end of an application-limited bubble (Linux `tp->app_limited`,
+    /// in packet numbers): while the cumulative ACK has not passed it, every
+    /// packet sent is marked application-limited, because the pipe was not
+    /// kept full when it left. Zero: no bubble.
+    app_limited_until: u64,
 }
 
 #[derive(Debug)]
@@ -523,6 +529,7 @@ impl Connection {
             delivered: 0,
             delivered_time: now,
             first_sent: now,
+            app_limited_until: 0,
         });
         let rcv_packets = self.config.recv_buffer_packets.max(32) as usize;
         self.rcv = Some(Receiver {
@@ -573,6 +580,14 @@ impl Connection {
         if s.buf.is_empty() && !data.is_empty() {
             // "delay the EXP timer to avoid mis-fired timeout"
             self.last_rsp = self.last_rsp.max(now);
+        }
+        if s.buf.unsent() == 0 && s.loss.is_empty() && !data.is_empty() {
+            // The sender ran dry: the application, not the path, set the
+            // pace. Mark what is sent until everything now in flight (and the
+            // first packet of the new data) is delivered (BBR's
+            // `tcp_rate_check_app_limited`), so the controller does not read
+            // the pause as a slow path.
+            s.app_limited_until = s.app_limited_until.max(s.buf.next_pn() + 1);
         }
         s.buf.write(data)
     }
@@ -924,20 +939,33 @@ impl Connection {
             decoded.push((pa, pb));
         }
         let mut added = 0;
+        // Packets lost for the first time: a periodic NAK that repeats a
+        // loss whose retransmission is still on its way, or the loss of a
+        // retransmission, says nothing new about the path's loss rate.
+        let mut fresh = 0;
         let floor = s.last_ack.max(s.buf.first_unacked());
+        let first_unacked = s.buf.first_unacked();
         for (pa, pb) in decoded.iter().copied() {
             if pb < floor {
                 continue;
             }
             added += s.loss.insert(pa.max(floor), pb);
+            for pn in pa.max(floor)..=pb {
+                if s.records.get((pn - first_unacked) as usize).is_some_and(|r| !r.retransmitted && !r.reported_lost) {
+                    fresh += 1;
+                    if let Some(r) = s.records.get_mut((pn - first_unacked) as usize) {
+                        r.reported_lost = true;
+                    }
+                }
+            }
         }
         self.stats.lost_reported += added;
         let first_lost = decoded.first().map_or(0, |d| d.0);
         let loss = LossSample {
             now,
             first_lost,
-            lost_packets: added,
-            lost_bytes: added * mss,
+            lost_packets: fresh,
+            lost_bytes: fresh * mss,
             largest_sent: curr,
             bytes_in_flight: s.buf.in_flight() * mss,
         };
@@ -1211,9 +1239,18 @@ impl Connection {
             if in_flight >= s.flow_window.min(cwnd.max(2)) {
                 return None;
             }
+            if s.buf.in_flight() == 0 {
+                // Restarting from idle: a rate sample must not span the idle
+                // time (Linux `tcp_rate_skb_sent`).
+                s.first_sent = now;
+                s.delivered_time = now;
+            }
             let p = s.buf.take_new(payload_size)?;
             s.buf.copy_packet(p, buf);
-            let app_limited = s.buf.unsent() == 0;
+            if s.buf.unsent() == 0 {
+                s.app_limited_until = s.app_limited_until.max(p + 1);
+            }
+            let app_limited = s.app_limited_until > s.last_ack.max(s.buf.first_unacked());
             s.records.push_back(SentRecord {
                 sent: now,
                 delivered: s.delivered,
@@ -1221,6 +1258,7 @@ impl Connection {
                 first_sent: s.first_sent,
                 app_limited,
                 retransmitted: false,
+                reported_lost: false,
             });
             pn = Some((p, false));
         }

@@ -42,6 +42,99 @@ fn ferry_default_fills_a_long_path_despite_one_percent_random_loss() {
 }
 
 #[test]
+fn ferry_from_cold_reaches_085_of_the_link_within_forty_round_trips() {
+    // 200 Mbit/s, 80 ms one way (RTT 160 ms), 1 % random loss each packet:
+    // from 40 RTTs (6.4 s) on, the cold-started default runs at ≥ 0.85.
+    let (u, s) = utilisation(CongestionKind::Ferry { initial_rate: None, max_rate: None }, 200.0, 80, 0.01, 16, 7);
+    assert!(u >= 0.85, "ferry cold, 80 ms, 1 % loss, from 40 RTTs: {u:.3}; {}", s.client().congestion().describe());
+}
+
+#[test]
+fn ferry_started_at_the_probed_rate_holds_085_at_one_percent_loss() {
+    let rate = 200.0 * MBIT;
+    let (u, s) =
+        utilisation(CongestionKind::Ferry { initial_rate: Some(rate), max_rate: None }, 200.0, 80, 0.01, 10, 1);
+    assert!(u >= 0.85, "probed start, 80 ms, 1 % loss, from 1 s: {u:.3}; {}", s.client().congestion().describe());
+}
+
+/// Writes pattern bytes into the client until `upto` is written or its
+/// send buffer is full.
+fn feed(s: &mut Sim, upto: u64) {
+    let now = s.now;
+    let side = &mut s.client;
+    let Some(c) = side.conn.as_mut() else { return };
+    if !c.is_established() {
+        return;
+    }
+    while side.written < upto {
+        let k = (c.send_space() as u64).min(upto - side.written).min(1 << 20) as usize;
+        if k == 0 {
+            break;
+        }
+        let buf: Vec<u8> = (0..k as u64).map(|i| sim::pattern(side.written + i)).collect();
+        side.written += c.write(now, &buf) as u64;
+    }
+}
+
+#[test]
+fn application_pauses_do_not_collapse_the_rate() {
+    // Bulk for 10 s, then the application trickles 20 kB every 200 ms for
+    // 8 s (50 round trips: the bandwidth window would have aged out five
+    // times over), then bulk again: the sender resumes near the path's
+    // rate, not at the trickle's.
+    let link = 200.0 * MBIT;
+    let c = path_config(CongestionKind::Ferry { initial_rate: None, max_rate: None }, link, 80);
+    let up = LinkConfig::new(80).rate_mbit(200.0).loss(0.01);
+    let mut s = Sim::new(c.clone(), c, up, LinkConfig::new(80), 7, 21);
+    s.server.app = sim::App::Receive;
+    s.sample_every = Duration::from_millis(50);
+    let t0 = s.now;
+    let mut k = 0;
+    while s.now < t0 + Duration::from_secs(10) {
+        feed(&mut s, u64::MAX / 2);
+        s.run_until(Duration::from_millis(5), |_| false);
+        k += 1;
+        if k % 50 == 0 && std::env::var("TRACE").is_ok() {
+            let st = s.client().stats();
+            eprintln!(
+                "{:.2} read {} retx {} qdrop {} fw {} | {}",
+                s.now.saturating_since(t0).as_secs_f64(),
+                s.server.read,
+                st.retransmitted,
+                s.up.dropped_queue,
+                st.flow_window,
+                s.client().congestion().describe()
+            );
+        }
+    }
+    let before = s.client().stats().pacing_rate;
+    assert!(before >= 0.7 * link, "bulk phase: {}", s.client().congestion().describe());
+    // drain what is buffered, then trickle
+    let mut upto = s.client.written;
+    for _ in 0..40 {
+        upto += 20_000;
+        feed(&mut s, upto);
+        s.run_until(Duration::from_millis(200), |_| false);
+    }
+    let resumed = s.client().stats().pacing_rate;
+    assert!(
+        resumed >= 0.7 * link,
+        "after 8 s of trickle the pacing rate is {:.1} Mbit/s: {}",
+        resumed / MBIT,
+        s.client().congestion().describe()
+    );
+    let t1 = s.now;
+    while s.now < t1 + Duration::from_secs(3) {
+        feed(&mut s, u64::MAX / 2);
+        s.run_until(Duration::from_millis(5), |_| false);
+    }
+    assert!(!s.server.corrupt);
+    let first = t1 + Duration::from_millis(300);
+    let g = s.goodput_between(first, first + Duration::from_secs(2)) / (link * 1456.0 / 1500.0);
+    assert!(g >= 0.7, "goodput after the pause {g:.3}: {}", s.client().congestion().describe());
+}
+
+#[test]
 fn daimd_backs_off_on_random_loss_as_udt_does() {
     let ferry = CongestionKind::Ferry { initial_rate: None, max_rate: None };
     let (uf, _) = utilisation(ferry, 200.0, 80, 0.01, 30, 10);
@@ -155,5 +248,40 @@ fn trace_ferry_long_path() {
             st.flow_window,
             s.client().congestion().describe()
         );
+    }
+}
+
+/// The expectation the ferry-wan benchmark is compared with: simulated
+/// 150 Mbit/s, 80 ms one way, 0/1/5 % loss, 20 s per sender as
+/// `bench/udt-wan.sh` runs them (run with `--ignored --nocapture`).
+#[test]
+#[ignore = "prints the simulated counterpart of bench/udt-wan.sh, asserts nothing"]
+fn expectation_for_the_wan_bench() {
+    let rate = 150.0 * MBIT;
+    for loss in [0.0, 0.01, 0.05] {
+        for (name, kind) in [
+            ("ferry cold", CongestionKind::Ferry { initial_rate: None, max_rate: None }),
+            ("ferry at rate", CongestionKind::Ferry { initial_rate: Some(rate), max_rate: None }),
+            ("udt", CongestionKind::Udt),
+        ] {
+            let c = Config { mss: 9000, ..path_config(kind, rate, 80) };
+            let up = LinkConfig::new(80).rate_mbit(150.0).loss(loss).queue((rate * 0.2) as usize + 262_144);
+            let down = LinkConfig::new(80).loss(loss);
+            let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345, 99);
+            s.sample_every = Duration::from_millis(100);
+            let t0 = s.now;
+            s.run_until(Duration::from_secs(20), |_| false);
+            let g = s.goodput_between(t0, s.now);
+            let st = s.client().stats();
+            println!(
+                "loss {:4.1}% {name:14} {:6.1} Mbit/s {:.2} of link  retx {} qdrop {} | {}",
+                loss * 100.0,
+                g * 8.0 / 1e6,
+                g / rate,
+                st.retransmitted,
+                s.up.dropped_queue,
+                s.client().congestion().describe()
+            );
+        }
     }
 }

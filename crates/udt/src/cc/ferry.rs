@@ -13,16 +13,37 @@
 //! rate on every loss episode). A real bottleneck still bounds the rate,
 //! because delivery rate cannot exceed it.
 //!
+//! Loss is not ignored altogether: a queue that overflows also shows as
+//! loss, and a flow that never answered it would keep the queue full for
+//! everyone. The controller keeps the path's own loss rate (a running
+//! average of each round trip's losses per packet sent, learnt from rounds
+//! without a queue) and treats a round's loss as congestion only when it is
+//! well above that rate (1.5 times it plus 2 %) *and* the round's smallest
+//! smoothed RTT shows a standing queue (inflated by a quarter of the
+//! minimum, at least 15 ms), or when
+//! it is far above it (a shallow policer queues nothing and only drops).
+//! Then it leaves start-up (and drains), or, cruising, caps the rate at 0.85
+//! of what was delivered in that round until its next probe — once per
+//! probe cycle (BBRv2's `bw_lo`, much simplified).
+//! Random loss at the path's usual rate never triggers it.
+//!
+//! Samples taken while the sender was application-limited (nothing to send,
+//! the pipe not full; the connection marks them) may raise the estimate but
+//! never lower it or age it out, as in BBR: a transfer that pauses (the
+//! writer stalled on a disk, a file boundary) resumes at the rate the path
+//! had, not at the trickle it saw while idle.
+//!
 //! Without a starting rate the controller begins in a start-up phase that
 //! doubles the rate every round trip (gain 2/ln 2) until the measured rate
-//! stops growing by 25 % for three rounds, then drains the queue it made.
+//! stops growing by 25 % for three rounds or a round shows congestion, then
+//! drains the queue it made.
 //! Given a starting rate (from `ferry probe`), it skips start-up and paces
 //! at that rate from the first packet; the rate stays in the model only as
 //! long as a measured rate would (ten rounds), so a wrong probe corrects
 //! itself. `max_rate` caps the pacing rate (`--max-rate`).
 //!
 //! Not done (see docs/udt.md): BBR's PROBE_RTT phase (the minimum RTT here
-//! simply expires and is re-measured) and BBRv2's loss-rate ceiling.
+//! simply expires and is re-measured).
 
 use super::{AckSample, CongestionControl, LossSample};
 use crate::time::Time;
@@ -40,6 +61,14 @@ const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
 const CWND_GAIN: f64 = 4.0;
 /// UDT acknowledges every 10 ms; that delay is part of every RTT sample.
 const ACK_DELAY: Duration = Duration::from_millis(10);
+/// A round with fewer packets sent says nothing about its loss rate.
+const MIN_ROUND_PACKETS: u64 = 20;
+/// Congestion when a round's loss rate exceeds `base·1.5 + 2 %` with a
+/// standing queue, or `base·3 + 10 %` without one.
+const EXCESS_LOSS: (f64, f64) = (1.5, 0.02);
+const FAR_EXCESS_LOSS: (f64, f64) = (3.0, 0.10);
+/// Multiplicative cap on a congestion round's delivery rate.
+const CONGESTION_BETA: f64 = 0.85;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -67,6 +96,19 @@ pub struct FerryRate {
     cycle_index: usize,
     cycle_stamp: Time,
     in_flight: u64,
+    /// Packets sent and reported lost in the current round.
+    round_sent: u64,
+    round_lost: u64,
+    /// Smallest RTT sample and largest non-app-limited delivery rate of the
+    /// current round.
+    round_rtt_min: Option<Duration>,
+    round_max_rate: f64,
+    /// The path's own loss rate per packet (running average over rounds
+    /// without a queue).
+    loss_base: f64,
+    /// Rate cap after a congestion round, lifted at the next probe.
+    bw_cap: Option<f64>,
+    congestion_events: u64,
 }
 
 impl FerryRate {
@@ -89,6 +131,77 @@ impl FerryRate {
             cycle_index: 0,
             cycle_stamp: Time::ZERO,
             in_flight: 0,
+            round_sent: 0,
+            round_lost: 0,
+            round_rtt_min: None,
+            round_max_rate: 0.0,
+            loss_base: 0.0,
+            bw_cap: None,
+            congestion_events: 0,
+        }
+    }
+
+    /// Rounds read as congestion so far (loss above the path's rate with a
+    /// queue, or far above it).
+    pub fn congestion_events(&self) -> u64 {
+        self.congestion_events
+    }
+
+    /// The path's loss rate as learnt, packets lost per packet sent.
+    pub fn path_loss_rate(&self) -> f64 {
+        self.loss_base
+    }
+
+    /// The rate estimate the pacing rate is a gain of: the bottleneck rate,
+    /// under the congestion cap if one is in force.
+    fn model_rate(&self) -> f64 {
+        match self.bw_cap {
+            Some(c) => self.btl_bw.min(c),
+            None => self.btl_bw,
+        }
+    }
+
+    /// Closes a round: judges its loss, learns the path's loss rate.
+    fn end_round(&mut self) {
+        let (sent, lost) = (self.round_sent, self.round_lost);
+        let rtt_min = self.round_rtt_min;
+        let round_rate = self.round_max_rate;
+        self.round_sent = 0;
+        self.round_lost = 0;
+        self.round_rtt_min = None;
+        self.round_max_rate = 0.0;
+        if sent < MIN_ROUND_PACKETS {
+            return;
+        }
+        let rate = (lost as f64 / sent as f64).min(1.0);
+        let queue = match (rtt_min, self.min_rtt) {
+            (Some(r), Some(m)) => r > m + (m / 4).max(Duration::from_millis(15)),
+            _ => false,
+        };
+        let excess = rate > self.loss_base * EXCESS_LOSS.0 + EXCESS_LOSS.1;
+        let far = rate > self.loss_base * FAR_EXCESS_LOSS.0 + FAR_EXCESS_LOSS.1;
+        if !queue {
+            self.loss_base += (rate - self.loss_base) / 8.0;
+        }
+        if excess && (queue || far) {
+            self.congestion_events += 1;
+            match self.phase {
+                // the queue start-up made: leave, drain it (no cap: the
+                // drain phase empties it)
+                // (only on a queue: loss alone, far above a loss rate not
+                // yet learnt, is not reason enough to stop ramping up)
+                Phase::Startup if queue => self.phase = Phase::Drain,
+                Phase::Startup => {}
+                Phase::Drain => {}
+                // one cut per probe cycle: the cap lasts until the next
+                // probe, well inside the ten-round window, so the path's
+                // real rate stays in the max filter
+                Phase::ProbeBw if self.bw_cap.is_none() => {
+                    let delivered = if round_rate > 0.0 { round_rate.min(self.btl_bw) } else { self.btl_bw };
+                    self.bw_cap = Some(delivered * CONGESTION_BETA);
+                }
+                Phase::ProbeBw => {}
+            }
         }
     }
 
@@ -158,6 +271,7 @@ impl CongestionControl for FerryRate {
 
     fn on_sent(&mut self, _now: Time, _pn: u64, _bytes: u64, bytes_in_flight: u64) {
         self.in_flight = bytes_in_flight;
+        self.round_sent += 1;
     }
 
     fn set_max_window(&mut self, bytes: u64) {
@@ -167,10 +281,22 @@ impl CongestionControl for FerryRate {
     fn on_ack(&mut self, ack: &AckSample) {
         self.in_flight = ack.bytes_in_flight;
         let now = ack.now;
+        // Two RTT figures: the newest acknowledged packet's (per packet,
+        // but with loss it includes the wait for the repair of the hole
+        // that held the cumulative ACK back), and the transport's smoothed
+        // RTT (UDT: from the ACK/ACK2 exchange, which no hole delays). The
+        // queue test uses the latter; the minimum takes either.
+        let smoothed = Some(ack.smoothed_rtt).filter(|r| !r.is_zero());
+        if let Some(r) = smoothed {
+            self.round_rtt_min = Some(self.round_rtt_min.map_or(r, |m| m.min(r)));
+        }
         if let Some(rtt) = ack.rtt_sample {
             let expired = now.saturating_since(self.min_rtt_stamp) > MIN_RTT_WINDOW;
-            if self.min_rtt.is_none_or(|m| rtt <= m) || expired {
+            if self.min_rtt.is_none_or(|m| rtt <= m) {
                 self.min_rtt = Some(rtt);
+                self.min_rtt_stamp = now;
+            } else if expired {
+                self.min_rtt = Some(smoothed.map_or(rtt, |s| s.min(rtt)));
                 self.min_rtt_stamp = now;
             }
         }
@@ -178,18 +304,32 @@ impl CongestionControl for FerryRate {
         if let Some(rs) = ack.rate {
             if rs.prior_delivered >= self.next_round_delivered {
                 self.next_round_delivered = ack.delivered;
+                self.end_round();
                 self.round += 1;
                 round_start = true;
             }
+            // An application-limited sample may raise the estimate but
+            // never lower it nor push older rounds out of the window (BBR's
+            // `bbr_update_bw`): the pause measured the application.
             if !rs.app_limited || rs.rate >= self.btl_bw {
                 self.update_bw(rs.rate);
-            } else if self.bw_rounds.front().is_some_and(|(r, _)| r + BW_WINDOW_ROUNDS <= self.round) {
-                self.update_bw(0.0);
+            }
+            if !rs.app_limited {
+                self.round_max_rate = self.round_max_rate.max(rs.rate);
+                // The receiver's own arrival rate (UDT reports it in its
+                // ACKs): a delivery-rate sample no hole delays. Our samples
+                // come from the cumulative ACK, which with loss stands still
+                // behind each hole for a round trip; they then read low, and
+                // a controller pacing at them keeps lowering itself.
+                if let Some(r) = ack.peer_receive_rate.filter(|r| r.is_finite() && *r > 0.0) {
+                    self.update_bw(r);
+                }
             }
         }
+        let app_limited = ack.rate.is_some_and(|r| r.app_limited);
         match self.phase {
             Phase::Startup => {
-                if round_start {
+                if round_start && !app_limited {
                     if self.btl_bw >= self.full_bw * 1.25 {
                         self.full_bw = self.btl_bw;
                         self.full_bw_rounds = 0;
@@ -218,19 +358,25 @@ impl CongestionControl for FerryRate {
                 if advance {
                     self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
                     self.cycle_stamp = now;
+                    if CYCLE[self.cycle_index] > 1.0 {
+                        // probe again from the full estimate
+                        self.bw_cap = None;
+                    }
                 }
             }
         }
     }
 
     fn on_loss(&mut self, loss: &LossSample) {
-        // Loss is not a congestion signal in this model (see the module doc).
+        // Counted, and judged once per round against the path's own loss
+        // rate (see the module doc): one loss report is never a signal.
         self.in_flight = loss.bytes_in_flight;
+        self.round_lost += loss.lost_packets;
     }
 
     fn pacing_rate(&self) -> f64 {
         let rate = if self.btl_bw > 0.0 {
-            self.btl_bw * self.gain()
+            self.model_rate() * self.gain()
         } else {
             // Nothing measured yet: ten packets per RTT, doubled by the
             // start-up gain, like a TCP initial window.
@@ -244,14 +390,17 @@ impl CongestionControl for FerryRate {
 
     fn describe(&self) -> String {
         format!(
-            "ferry {:?} btl_bw {:.0} B/s min_rtt {:?} gain {} rate {:.0} window {} round {}",
+            "ferry {:?} btl_bw {:.0} B/s cap {:?} min_rtt {:?} gain {} rate {:.0} window {} round {} loss {:.4} events {}",
             self.phase,
             self.btl_bw,
+            self.bw_cap.map(|c| c as u64),
             self.min_rtt,
             self.gain(),
             self.pacing_rate(),
             self.window(),
-            self.round
+            self.round,
+            self.loss_base,
+            self.congestion_events
         )
     }
 
@@ -336,6 +485,86 @@ mod tests {
         assert_eq!(f.phase(), Phase::ProbeBw);
         assert!((f.bottleneck_rate() - 50e6).abs() < 1.0);
         assert!(f.pacing_rate() <= 50e6 * 1.25 + 1.0);
+    }
+
+    /// One round of `packets` sent with `lost` of them reported lost, closed
+    /// by an ACK whose RTT sample is `rtt_ms`.
+    fn round(f: &mut FerryRate, n: u64, packets: u64, lost: u64, rtt_ms: u64, rate: f64) {
+        let t = Time(n * 200 * 1_000_000);
+        for pn in 0..packets {
+            f.on_sent(t, n * packets + pn, 1500, 0);
+        }
+        if lost > 0 {
+            f.on_loss(&LossSample {
+                now: t,
+                first_lost: n * packets,
+                lost_packets: lost,
+                lost_bytes: lost * 1500,
+                largest_sent: n * packets + packets,
+                bytes_in_flight: 0,
+            });
+        }
+        let delivered = (n + 1) * 1_000_000;
+        f.on_ack(&ack(n * 200 + 100, delivered, n * 1_000_000, rate, rtt_ms));
+    }
+
+    #[test]
+    fn application_limited_samples_never_lower_the_estimate() {
+        let mut f = FerryRate::new(Some(50e6), None);
+        f.init(Time(0), 1500, u64::MAX, 0, Some(Duration::from_millis(100)));
+        let mut delivered = 0;
+        // a long pause: 40 rounds of trickle, each sample app-limited
+        for round in 0..40u64 {
+            let prior = delivered;
+            delivered += 10_000;
+            let mut a = ack(round * 100, delivered, prior, 0.1e6, 100);
+            a.rate.as_mut().unwrap().app_limited = true;
+            f.on_ack(&a);
+        }
+        assert_eq!(f.bottleneck_rate(), 50e6);
+        assert!(f.pacing_rate() >= 0.75 * 50e6);
+        // but a higher app-limited sample still raises it
+        let mut a = ack(5000, delivered + 10_000, delivered, 60e6, 100);
+        a.rate.as_mut().unwrap().app_limited = true;
+        f.on_ack(&a);
+        assert_eq!(f.bottleneck_rate(), 60e6);
+    }
+
+    #[test]
+    fn random_loss_at_the_paths_rate_is_not_congestion() {
+        let mut f = FerryRate::new(Some(20e6), None);
+        f.init(Time(0), 1500, u64::MAX, 0, Some(Duration::from_millis(160)));
+        // 1 % loss every round, RTT at its minimum; a few rounds at 3 %
+        for n in 0..50 {
+            let lost = if n % 10 == 9 { 30 } else { 10 };
+            round(&mut f, n, 1000, lost, 160, 20e6);
+        }
+        assert_eq!(f.congestion_events(), 0);
+        assert!(f.path_loss_rate() > 0.005 && f.path_loss_rate() < 0.02, "{}", f.path_loss_rate());
+        assert!(f.pacing_rate() >= 0.75 * 20e6);
+    }
+
+    #[test]
+    fn loss_with_a_standing_queue_caps_the_rate_until_the_next_probe() {
+        let mut f = FerryRate::new(Some(20e6), None);
+        f.init(Time(0), 1500, u64::MAX, 0, Some(Duration::from_millis(160)));
+        for n in 0..20 {
+            round(&mut f, n, 1000, 10, 160, 20e6);
+        }
+        // a queue: RTT up by 80 ms and 5 % loss in the round
+        round(&mut f, 20, 1000, 50, 240, 20e6);
+        round(&mut f, 21, 1000, 0, 240, 20e6);
+        assert_eq!(f.congestion_events(), 1);
+        assert!(f.pacing_rate() <= 20e6 * 0.85 * 1.25 + 1.0, "{}", f.describe());
+        // the same loss without the queue is the path's business
+        let mut g = FerryRate::new(Some(20e6), None);
+        g.init(Time(0), 1500, u64::MAX, 0, Some(Duration::from_millis(160)));
+        for n in 0..20 {
+            round(&mut g, n, 1000, 10, 160, 20e6);
+        }
+        round(&mut g, 20, 1000, 50, 160, 20e6);
+        round(&mut g, 21, 1000, 0, 160, 20e6);
+        assert_eq!(g.congestion_events(), 0);
     }
 
     #[test]

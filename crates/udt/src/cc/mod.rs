@@ -74,6 +74,8 @@ pub struct LossSample {
     pub now: Time,
     /// Smallest lost packet number in the report.
     pub first_lost: u64,
+    /// Packets reported lost for the first time (a repeated report of the
+    /// same loss is not counted again).
     pub lost_packets: u64,
     pub lost_bytes: u64,
     /// Largest packet number sent so far.
