@@ -39,6 +39,7 @@ use crate::facts::{format_time_val, parse_time_val, FileFacts};
 use crate::host_port::format_host_port;
 use crate::path::{PathError, VirtualPath};
 use crate::reply::{Reply, ReplyCode};
+use crate::transport::TransportName;
 use std::net::{IpAddr, SocketAddr};
 
 /// Who may log in without a password.
@@ -91,6 +92,11 @@ pub struct SessionConfig {
     /// The largest file this server stores: ALLO, ESTO offsets and every
     /// byte an upload writes are bounded by it (`552` beyond).
     pub max_file_size: u64,
+    /// Data-channel transports a client may select (FEAT `TRANSPORTS`,
+    /// `TPRT`, `SITE SETNETSTACK`; see `crate::transport`), and the one
+    /// used until it does (Globus's `-dc-default`).
+    pub transports: Vec<TransportName>,
+    pub default_transport: TransportName,
 }
 
 impl Default for SessionConfig {
@@ -106,6 +112,8 @@ impl Default for SessionConfig {
             require_protected_data: false,
             marker_interval_secs: 5,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            transports: vec![TransportName::TCP],
+            default_transport: TransportName::TCP,
         }
     }
 }
@@ -360,6 +368,8 @@ pub struct ChannelPlan {
     pub parallelism: u32,
     /// TCP buffer size for data sockets (SBUF, SITE RETRBUFSIZE...).
     pub buffer_size: Option<u32>,
+    /// The transport of the data connections (`TPRT`).
+    pub transport: TransportName,
 }
 
 /// When to send markers during a transfer; `None` sends none.
@@ -523,6 +533,8 @@ pub struct Session {
     cached: Option<Direction>,
     /// OPTS PASV AllowDelayed=1 was accepted (cleared by PORT).
     allow_delayed: bool,
+    /// The data channels' transport (`TPRT`, `SITE SETNETSTACK`).
+    transport: TransportName,
     parallelism: u32,
     buffer_size: Option<u32>,
     /// OPTS RETR markers=N: perf markers while sending.
@@ -560,6 +572,7 @@ const TEXT_NOT_LOGGED_IN: &str = "Please log in with USER and PASS first.";
 
 impl Session {
     pub fn new(config: SessionConfig, peer: SocketAddr) -> Self {
+        let default_transport = config.default_transport;
         let interval = config.marker_interval_secs;
         Self {
             config,
@@ -574,6 +587,7 @@ impl Session {
             generation: 0,
             cached: None,
             allow_delayed: false,
+            transport: default_transport,
             parallelism: 1,
             buffer_size: None,
             send_markers: None,
@@ -626,6 +640,11 @@ impl Session {
     }
 
     /// The TCP buffer size asked for with SBUF or SITE ...BUFSIZE.
+    /// The transport the next data channels use.
+    pub fn data_transport(&self) -> TransportName {
+        self.transport
+    }
+
     pub fn buffer_size(&self) -> Option<u32> {
         self.buffer_size
     }
@@ -774,6 +793,10 @@ impl Session {
                 self.file_op(p.unwrap_or("."), false, FileOp::StatListing)
             }
             C::Site(s) => self.on_site(s),
+            C::Tprt(name) => {
+                let chosen = crate::transport::select(&self.config.transports, self.transport, &name);
+                self.set_transport(chosen).unwrap_or_else(Action::Reply)
+            }
 
             // Transfer parameters.
             C::Type(t) => {
@@ -897,6 +920,17 @@ impl Session {
                 Self::reply(ReplyCode::NOT_IMPLEMENTED, "Command not implemented by this server.")
             }
         }
+    }
+
+    /// Applies a transport choice: a change starts a new data-channel
+    /// generation (connections of the old transport are not reused).
+    fn set_transport(&mut self, chosen: Result<TransportName, Reply>) -> Result<Action, Reply> {
+        let t = chosen?;
+        if t != self.transport {
+            self.new_generation();
+            self.transport = t;
+        }
+        Ok(Action::Reply(crate::transport::selected(t)))
     }
 
     /// Starts a new data-channel generation: cached MODE E connections of
@@ -1128,6 +1162,16 @@ impl Session {
                         ReplyCode::PARAMETER_NOT_IMPLEMENTED,
                         format!("SITE SETDISKSTACK {stack}: this server's only disk stack is 'file'."),
                     )
+                }
+            }
+            SiteCommand::SetNetStack(stack) => {
+                // Globus answers its SITE commands with 250.
+                let chosen = crate::transport::select_net_stack(&self.config.transports, self.transport, &stack);
+                match self.set_transport(chosen) {
+                    Ok(_) => {
+                        Self::reply(ReplyCode::FILE_ACTION_OK, format!("Network stack set to {}.", self.transport))
+                    }
+                    Err(r) => Action::Reply(r),
                 }
             }
             SiteCommand::Utime { time, path } => match parse_time_val(&time) {
@@ -1444,6 +1488,7 @@ impl Session {
                 reuse: extended && self.cached == Some(direction),
                 parallelism: self.parallelism,
                 buffer_size: self.buffer_size,
+                transport: self.transport,
             },
             markers,
             window,
@@ -1588,6 +1633,7 @@ impl Session {
             " SIZE".into(),
             " SPAS".into(),
             " SPOR".into(),
+            crate::transport::feat_line(&self.config.transports),
             " TVFS".into(),
             " UTF8".into(),
         ];
@@ -1731,7 +1777,7 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET", "ESTO", "FEAT",
         "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV",
         "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT",
-        "STOR", "STRU", "SYST", "TREV", "TYPE", "USER",
+        "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
     ];
     // globus-url-copy looks for the SITE buffer commands in this text to
     // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).
@@ -1747,7 +1793,7 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         .chain([
             "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
             "    SITE CHGRP <group> <path>, SITE UTIME <YYYYMMDDHHMMSS> <path>,".to_string(),
-            "    SITE SETDISKSTACK file,".to_string(),
+            "    SITE SETDISKSTACK file, SITE SETNETSTACK <transport>,".to_string(),
             "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
             "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP,".to_string(),
             "    SITE PARTIAL <path>".to_string(),

@@ -44,3 +44,8 @@ fn host_port_corpus() {
 fn virtual_path_corpus() {
     assert!(replay("virtual_path", ferry_proto::fuzz_checks::virtual_path) >= 5);
 }
+
+#[test]
+fn transport_negotiation_corpus() {
+    assert!(replay("transport_negotiation", ferry_proto::fuzz_checks::transport_negotiation) >= 5);
+}
