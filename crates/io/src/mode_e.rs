@@ -84,6 +84,25 @@ impl TransferControl {
     }
 }
 
+impl TransferControl {
+    /// Waits until `n` more bytes fit under the rate limit (if any): before
+    /// a block is sent, after it is received. The one place the MODE E
+    /// loops meet the limit.
+    #[inline]
+    pub fn pace(&self, n: usize) {
+        if let Some(rate) = &self.rate {
+            rate.acquire(n);
+        }
+    }
+
+    /// Counts `n` payload bytes moved: what progress bars, 112 markers and
+    /// the transfer log read. The one place the MODE E loops count.
+    #[inline]
+    pub fn moved(&self, n: u64) {
+        self.progress.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 impl Default for TransferControl {
     fn default() -> Self {
         Self::new()
@@ -287,7 +306,7 @@ pub fn send_chunks(
             let header = BlockHeader::data(offset, block.len() as u64).encode();
             write_all_vectored(&mut streams[0], &mut [IoSlice::new(&header), IoSlice::new(block)]).map_err(net)?;
             offset += block.len() as u64;
-            ctl.progress.fetch_add(block.len() as u64, Ordering::Relaxed);
+            ctl.moved(block.len() as u64);
         }
     }
     for (i, s) in streams.iter_mut().enumerate() {
@@ -311,14 +330,12 @@ fn send_stream_staged(
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
     while let Some((block, buf)) = staging.next(&ctl.abort) {
         let len = (block.end - block.start) as usize;
-        if let Some(rate) = &ctl.rate {
-            rate.acquire(len);
-        }
+        ctl.pace(len);
         let header = BlockHeader::data(block.start - header_base, len as u64).encode();
         let r = write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]);
         staging.recycle(buf);
         r.map_err(net)?;
-        ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+        ctl.moved(len as u64);
     }
     if ctl.abort.is_aborted() {
         return Err(staging.take_error().unwrap_or(CopyError::Aborted));
@@ -375,9 +392,7 @@ fn send_stream(
         let Some(block) = next else { break };
         let len = (block.end - block.start) as usize;
         if zero_copy {
-            if let Some(rate) = &ctl.rate {
-                rate.acquire(len);
-            }
+            ctl.pace(len);
             // TCP: the header with MSG_MORE, the payload with sendfile.
             let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
             let payload = Payload::Source { source, offset: block.start, len };
@@ -385,16 +400,14 @@ fn send_stream(
             if sent < len as u64 {
                 return Err(source_ended(block.start + sent));
             }
-            ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+            ctl.moved(len as u64);
             continue;
         }
         read_block(source, &mut buf[..len], block.start)?;
-        if let Some(rate) = &ctl.rate {
-            rate.acquire(len);
-        }
+        ctl.pace(len);
         let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
         write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]).map_err(net)?;
-        ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+        ctl.moved(len as u64);
     }
     let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
     sock.write_all(&end.encode()).map_err(net)?;
@@ -519,9 +532,7 @@ pub fn receive_stream(
         if len > 0 && zero_copy {
             // A discarding sink: the transport drops the payload (TCP in
             // the kernel, MSG_TRUNC).
-            if let Some(rate) = &ctl.rate {
-                rate.acquire(len as usize);
-            }
+            ctl.pace(len as usize);
             let mut left = len;
             while left > 0 {
                 match sock.discard(left.min(usize::MAX as u64) as usize) {
@@ -534,7 +545,7 @@ pub fn receive_stream(
                     Err(e) => return Err(net(e)),
                 }
             }
-            ctl.progress.fetch_add(len, Ordering::Relaxed);
+            ctl.moved(len);
             state.written(header.offset..header.offset + len);
             done = len;
         }
@@ -549,10 +560,8 @@ pub fn receive_stream(
                     return Err(CopyError::Aborted);
                 }
                 done += want as u64;
-                ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
-                if let Some(rate) = &ctl.rate {
-                    rate.acquire(want);
-                }
+                ctl.moved(want as u64);
+                ctl.pace(want);
                 continue;
             }
             let want = (len - done).min(buf.len() as u64) as usize;
@@ -560,10 +569,8 @@ pub fn receive_stream(
             sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
             state.written(header.offset + done..header.offset + done + want as u64);
             done += want as u64;
-            ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
-            if let Some(rate) = &ctl.rate {
-                rate.acquire(want);
-            }
+            ctl.moved(want as u64);
+            ctl.pace(want);
         }
         state
             .end
