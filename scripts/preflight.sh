@@ -23,6 +23,7 @@ checks=(
   "bin pure-ftpd pure-ftpd"
   "bin pure-pw pure-ftpd"
   "bin python3 python3"
+  "bin rclone rclone"
   "bin globus-gridftp-server globus-gridftp-server-progs"
   "bin globus-url-copy globus-gass-copy-progs"
   "bin gfal-copy gfal2-util-scripts"

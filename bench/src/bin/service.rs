@@ -26,7 +26,10 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use ferry_bench::data::{zipf_sizes, Tree};
 use ferry_bench::net::{Net, WanPath};
+use ferry_bench::plot::{bars, Series};
+use ferry_bench::record::Role;
 use ferry_bench::scenarios::{ZIPF_EXPONENT, ZIPF_MEAN};
+use ferry_bench::stats::Summary;
 use ferry_wan::{Rate, Shaper, Side};
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -52,6 +55,10 @@ struct Args {
     /// One-way delay, ms.
     #[arg(long, default_value_t = 10)]
     delay_ms: u64,
+    /// Write README.md and service.svg again from the results' runs.jsonl,
+    /// measuring nothing.
+    #[arg(long)]
+    replot: bool,
     /// Repetitions of every row.
     #[arg(long, default_value_t = 2)]
     reps: u32,
@@ -204,7 +211,7 @@ struct Link {
     dst: String,
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Row {
     id: String,
     label: String,
@@ -216,6 +223,9 @@ struct Row {
 
 fn main() -> Result<()> {
     let a = Args::parse();
+    if a.replot {
+        return replot(&a);
+    }
     let ferry = fs::canonicalize(&a.ferry)
         .with_context(|| format!("{} (build with cargo build --release -p ferry)", a.ferry.display()))?;
     let work = a.work_dir.clone();
@@ -350,7 +360,7 @@ fn main() -> Result<()> {
     for l in links {
         l.net.down().map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    write_results(&a, &rows, bytes)
+    write_results(&a, &rows, bytes, &std::env::args().collect::<Vec<_>>().join(" "))
 }
 
 /// One node per link; submits the set on every link at once and waits for
@@ -408,7 +418,24 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn write_results(a: &Args, rows: &[Row], bytes: u64) -> Result<()> {
+/// Writes README.md and the plot again from runs.jsonl (after a change to
+/// the report, without measuring again); the command stays the one that
+/// measured.
+fn replot(a: &Args) -> Result<()> {
+    let runs = fs::read_to_string(a.results.join("runs.jsonl")).context("runs.jsonl (measure first)")?;
+    let rows: Vec<Row> = runs.lines().map(serde_json::from_str).collect::<std::result::Result<_, _>>()?;
+    let readme = fs::read_to_string(a.results.join("README.md")).unwrap_or_default();
+    let command = readme
+        .split("Command: `")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .context("README.md does not say which command measured")?
+        .to_string();
+    let bytes = rows.first().map(|r| r.bytes).unwrap_or(0);
+    write_results(a, &rows, bytes, &command)
+}
+
+fn write_results(a: &Args, rows: &[Row], bytes: u64, command: &str) -> Result<()> {
     fs::create_dir_all(&a.results)?;
     let mut jsonl = String::new();
     for r in rows {
@@ -431,8 +458,8 @@ fn write_results(a: &Args, rows: &[Row], bytes: u64) -> Result<()> {
         bytes as f64 / 1e9,
         a.rate_mbit,
         a.delay_ms,
-        a.reps,
-        std::env::args().collect::<Vec<_>>().join(" "),
+        rows.iter().map(|r| r.rep + 1).max().unwrap_or(0),
+        command,
         s1 / best.max(1e-9),
         s2 / s1.max(1e-9),
     );
@@ -440,6 +467,32 @@ fn write_results(a: &Args, rows: &[Row], bytes: u64) -> Result<()> {
            submission until every job is done, checksums verified). Anchors download into the client side's disk; the \
            service copies server to server into a `ferry serve` on the client side, so the data crosses the link once \
            either way.\n";
+    md += "\n![Each row's median throughput, with its spread over the repetitions](service.svg)\n";
+    let rows_of = |id: &str| Summary::of(rows.iter().filter(|r| r.id == id).map(|r| r.mb_per_s));
+    let categories: Vec<String> =
+        ["ferry cp -r", "globus-url-copy -r -pp -cc 4", "service, 1 node", "service, 2 nodes"]
+            .map(String::from)
+            .to_vec();
+    let ferry_points: Vec<(usize, Summary)> = [(0, "ferry-cp-r"), (2, "service-1"), (3, "service-2")]
+        .iter()
+        .filter_map(|(i, id)| Some((*i, rows_of(id)?)))
+        .collect();
+    let series = vec![
+        Series { name: "Ferry".into(), role: Role::Ferry, points: ferry_points },
+        Series {
+            name: "Globus GridFTP".into(),
+            role: Role::Globus,
+            points: rows_of("guc-r-pp-cc4").map(|s| (1, s)).into_iter().collect(),
+        },
+    ];
+    bars(
+        &a.results.join("service.svg"),
+        &format!("Zipf set, {} files, {} Mbit/s links, {} ms one way", a.files, a.rate_mbit, a.delay_ms),
+        "MB/s",
+        &categories,
+        &series,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     fs::write(a.results.join("README.md"), md)?;
     eprintln!("ferry-bench-service: results in {}", a.results.display());
     Ok(())

@@ -99,6 +99,15 @@ struct RunArgs {
     /// HTTP address of the API and dashboard (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:2880")]
     listen: SocketAddr,
+    /// Serve the API and dashboard over HTTPS with this certificate chain
+    /// (PEM, leaf first). Without it the service speaks plain HTTP, which
+    /// is fit for loopback only: tokens and session cookies would travel
+    /// in clear.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// This node's name in the database (default: host name and a random suffix).
     #[arg(long)]
     node_id: Option<String>,
@@ -208,6 +217,13 @@ fn run_node(a: RunArgs, rt: tokio::runtime::Runtime) -> anyhow::Result<ExitCode>
     if config.heartbeat >= config.lease {
         anyhow::bail!("--heartbeat must be shorter than --lease");
     }
+    let https = https_config(&a)?;
+    if https.is_none() && !a.listen.ip().is_loopback() {
+        tracing::warn!(
+            listen = %a.listen,
+            "the API listens beyond loopback over plain HTTP: tokens and dashboard sessions travel in clear (give --tls-cert and --tls-key)"
+        );
+    }
     rt.block_on(async move {
         let url = a.db.url()?;
         let store = Store::connect(&url).await.with_context(|| format!("cannot open the database {}", redact(&url)))?;
@@ -216,10 +232,11 @@ fn run_node(a: RunArgs, rt: tokio::runtime::Runtime) -> anyhow::Result<ExitCode>
         let addr = listener.local_addr()?;
         // The first line on stdout says where we listen (tests use port 0).
         let mut out = std::io::stdout().lock();
-        writeln!(out, "ferry: service node {node_id} on http://{addr}/ with {}", redact(&url))?;
+        let scheme = if https.is_some() { "https" } else { "http" };
+        writeln!(out, "ferry: service node {node_id} on {scheme}://{addr}/ with {}", redact(&url))?;
         out.flush()?;
         drop(out);
-        let serve = ferry_service::serve(store, listener, config, creds, a.max_files);
+        let serve = ferry_service::serve(store, listener, config, creds, a.max_files, https);
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             r = serve => r?,
@@ -231,6 +248,20 @@ fn run_node(a: RunArgs, rt: tokio::runtime::Runtime) -> anyhow::Result<ExitCode>
         tracing::info!("service node stopping");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The HTTPS listener's TLS settings, from --tls-cert and --tls-key.
+fn https_config(a: &RunArgs) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+    let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) else { return Ok(None) };
+    let chain = ferry_io::tls::load_certs(cert)?;
+    let key = ferry_io::tls::load_key(key)?;
+    let mut config = rustls::ServerConfig::builder_with_provider(ferry_io::tls::provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .with_context(|| format!("{} does not go with {}", cert.display(), a.tls_key.as_ref().unwrap().display()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some(Arc::new(config)))
 }
 
 /// A database URL without its password.

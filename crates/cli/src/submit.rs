@@ -18,6 +18,10 @@ pub struct ServiceConn {
     /// on the command line.
     #[arg(long, env = "FERRY_TOKEN", hide_env_values = true)]
     token: String,
+    /// CA certificates (PEM) that signed an https:// service's certificate,
+    /// beside the system's trust store.
+    #[arg(long, env = "FERRY_SERVICE_CA", value_name = "PEM")]
+    service_ca: Option<PathBuf>,
 }
 
 impl ServiceConn {
@@ -26,7 +30,16 @@ impl ServiceConn {
     }
 
     fn client(&self) -> anyhow::Result<reqwest::Client> {
-        Ok(reqwest::Client::builder().timeout(Duration::from_secs(300)).build()?)
+        let mut b = reqwest::Client::builder().timeout(Duration::from_secs(300));
+        if let Some(ca) = &self.service_ca {
+            let pem = std::fs::read(ca).with_context(|| format!("cannot read {}", ca.display()))?;
+            for cert in reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("{} holds no PEM certificate", ca.display()))?
+            {
+                b = b.add_root_certificate(cert);
+            }
+        }
+        Ok(b.build()?)
     }
 
     /// Sends a request and returns the JSON answer, or the service's error.

@@ -220,6 +220,66 @@ fn sqlite_node_copies_a_tree_verified_and_reports_failures() {
 }
 
 #[test]
+fn the_api_over_https_trusts_the_given_ca_and_never_speaks_in_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::new();
+    let src = FerryServer::start_with(&["--anonymous", "read"]);
+    let dst = FerryServer::start();
+    random_file(&src.path("x.bin"), 200_000, 7);
+    let db = format!("sqlite:{}", dir.path().join("service.db").display());
+    let creds = credentials(dir.path(), &[&dst]);
+    let alice = token(&db, "alice", false);
+    let (cert, key) = (pki.file("server.pem"), pki.file("server.key"));
+    let service = Service::start(
+        &db,
+        dir.path(),
+        "tls1",
+        &["--credentials", creds.to_str().unwrap(), "--tls-cert", &cert, "--tls-key", &key],
+    );
+    assert!(service.url.starts_with("https://127.0.0.1:"), "{}", service.url);
+    // The certificate names localhost.
+    let url = service.url.replace("127.0.0.1", "localhost");
+    let ca = pki.file("ca.pem");
+
+    // A certificate nobody vouched for is refused before the token is sent.
+    let (ok, _, err) = ferry(&["jobs", "--service", &url, "--token", &alice]);
+    assert!(!ok && err.contains("cannot reach the service"), "{err}");
+    // Plain HTTP to the HTTPS port gets no answer.
+    let (code, _) =
+        api("GET", &format!("http://127.0.0.1:{}/api/v1/jobs", url.rsplit(':').next().unwrap()), Some(&alice), None);
+    assert_eq!(code, 0, "plain HTTP was answered");
+
+    // With the CA: a job submitted, followed to the end, verified.
+    let conn = ["--service", url.as_str(), "--service-ca", ca.as_str(), "--token", alice.as_str()];
+    let (ok, out, err) =
+        ferry(&[&["submit"], &conn[..], &[&src.anon_url("/x.bin"), &alice_url(&dst, "/y.bin")]].concat());
+    assert!(ok, "submit over HTTPS failed: {err}");
+    let id = out.lines().last().unwrap().trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let job = loop {
+        let (ok, out, err) = ferry(&[&["job", id.as_str(), "--json"], &conn[..]].concat());
+        assert!(ok, "ferry job over HTTPS failed: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        if !matches!(v["state"].as_str(), Some("queued" | "active")) {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "job did not finish: {v:#}\n{}", service.log_text());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_all_verified(&job, 1);
+    assert_eq!(sha256_file(&src.path("x.bin")), sha256_file(&dst.path("y.bin")));
+
+    // The dashboard's sign-in page comes over HTTPS with its Secure cookie.
+    let out = Command::new(require("curl"))
+        .args(["-s", "-S", "-i", "--max-time", "30", "--cacert", &ca, &format!("{url}/")])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.to_ascii_lowercase().contains("set-cookie: ferry_login_csrf=") && text.contains("Secure"), "{text}");
+}
+
+#[test]
 fn bad_submissions_get_clear_4xx_and_store_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite:{}", dir.path().join("service.db").display());

@@ -2,13 +2,14 @@
 
 use crate::error::ClientError;
 use ferry_io::tls::{DataProtection, DataStream};
+use ferry_proto::client::listing::{minimal_facts, mlst_facts};
+use ferry_proto::client::login::{auth_tls_accepted, LoginError, LoginSequence};
+use ferry_proto::client::parse::passive_address;
 use ferry_proto::command::ProtectionLevel;
 use ferry_proto::command::{Command, EpsvArg, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
-use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
 use ferry_proto::{Reply, ReplyParser};
 use rustls::pki_types::ServerName;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,47 +64,12 @@ struct ControlTls {
     name: ServerName<'static>,
 }
 
-/// What the server said it supports in FEAT (RFC 2389).
-#[derive(Debug, Clone, Default)]
-pub struct Features {
-    names: BTreeSet<String>,
-    lines: Vec<String>,
-}
+/// What the server said it supports in FEAT (RFC 2389): parsed by the
+/// protocol core.
+pub use ferry_proto::client::Features;
 
-impl Features {
-    fn parse(reply: &Reply) -> Self {
-        let mut f = Features::default();
-        if reply.code.get() != 211 {
-            return f;
-        }
-        let n = reply.lines.len();
-        for line in reply.lines.iter().take(n.saturating_sub(1)).skip(1) {
-            let line = line.trim();
-            if let Some(name) = line.split_whitespace().next() {
-                f.names.insert(name.to_ascii_uppercase());
-                f.lines.push(line.to_string());
-            }
-        }
-        f
-    }
-
-    pub fn has(&self, name: &str) -> bool {
-        self.names.contains(&name.to_ascii_uppercase())
-    }
-
-    /// Whether FEAT listed exactly `line` (e.g. `SITE PARTIAL`), ignoring case.
-    pub fn has_line(&self, line: &str) -> bool {
-        self.lines.iter().any(|l| l.eq_ignore_ascii_case(line))
-    }
-
-    /// The full FEAT line for `name` (e.g. `CKSM MD5:10;ADLER32:10;`).
-    pub fn line(&self, name: &str) -> Option<&str> {
-        self.lines
-            .iter()
-            .find(|l| l.split_whitespace().next().is_some_and(|n| n.eq_ignore_ascii_case(name)))
-            .map(String::as_str)
-    }
-}
+/// MLSx and `ls -l` lines, parsed by the protocol core.
+pub use ferry_proto::client::listing::{parse_list_line, parse_mlsx};
 
 /// An open control connection; [`login_with`](Self::login_with) reads the
 /// greeting and logs in.
@@ -174,7 +140,7 @@ impl ControlChannel {
         c.send(&auth).await?;
         c.banner().await?;
         let r = c.reply().await?;
-        if r.code.get() != 234 {
+        if !auth_tls_accepted(&r) {
             return Err(ClientError::Tls(format!(
                 "the server at {host}:{port} does not offer TLS (AUTH TLS answered {} {}); use ftp:// for a clear                  connection",
                 r.code,
@@ -347,61 +313,31 @@ impl ControlChannel {
         probe: Option<&str>,
         then: &[Command],
     ) -> Result<Option<Option<FileFacts>>, ClientError> {
-        let mut batch = vec![Command::User(user.to_string()), Command::Pass(password.to_string())];
-        let tls = self.is_tls();
-        if tls {
-            //= RFC 4217 §9: PBSZ 0, then PROT P, for private data connections.
-            batch.extend([Command::Pbsz(0), Command::Prot(ProtectionLevel::Private)]);
-        }
-        batch.extend([Command::Feat, Command::Opts(ferry_proto::command::Opts::Utf8(true))]);
-        if let Some(p) = probe {
-            batch.push(Command::Mlst(Some(p.to_string())));
-        }
+        // The greeting is read by `banner` (it may have been read before
+        // AUTH TLS); the sequence checks the login's own replies.
+        let (mut login, mut batch) = LoginSequence::new(user, password, self.is_tls(), probe, true);
         batch.extend_from_slice(then);
         self.send_batch(&batch).await?;
         self.banner().await?;
         // After a refusal the connection is dropped: the replies to the
         // rest of the batch do not matter.
-        let r = self.reply().await?;
-        match r.code.get() {
-            // No password needed (230), or the client certificate speaks
-            // for the user (232, RFC 2228): PASS is then superfluous.
-            230 | 232 => {
-                let _ = self.reply().await?;
-            }
-            331 => {
-                let p = self.reply().await?;
-                if p.code.get() != 230 && p.code.get() != 202 {
-                    return Err(ClientError::Login { user: user.into(), reply: p });
+        let outcome = loop {
+            let r = self.reply().await?;
+            match login.on_reply(&r) {
+                Ok(Some(outcome)) => break outcome,
+                Ok(None) => {}
+                Err(LoginError::Greeting(reply)) => {
+                    return Err(ClientError::Refused { command: "connect".into(), reply })
                 }
+                Err(LoginError::Refused { user, reply }) => return Err(ClientError::Login { user, reply }),
+                Err(LoginError::Security { command, reply }) => return Err(refused(&command, reply)),
             }
-            _ => return Err(ClientError::Login { user: user.into(), reply: r }),
-        }
-        if tls {
-            let pbsz = self.reply().await?;
-            let prot = self.reply().await?;
-            if !pbsz.code.is_positive_completion() {
-                return Err(refused(&Command::Pbsz(0), pbsz));
-            }
-            if !prot.code.is_positive_completion() {
-                return Err(refused(&Command::Prot(ProtectionLevel::Private), prot));
-            }
+        };
+        if outcome.data_private {
             self.set_data_protection(ProtectionLevel::Private);
         }
-        let feat = self.reply().await?;
-        self.features = Features::parse(&feat);
-        let _utf8 = self.reply().await?; // any answer will do
-        if probe.is_none() {
-            return Ok(None);
-        }
-        let r = self.reply().await?;
-        if !self.features.has("MLST") {
-            return Ok(None);
-        }
-        if r.code.get() != 250 {
-            return Ok(Some(None));
-        }
-        Ok(Some(r.lines.iter().skip(1).find_map(|l| parse_mlsx(l.trim_start()))))
+        self.features = outcome.features;
+        Ok(outcome.probe)
     }
 
     pub async fn set_type(&mut self, ty: TransferType) -> Result<(), ClientError> {
@@ -431,12 +367,11 @@ impl ControlChannel {
     /// for servers without it. The address of an EPSV reply is the control
     /// connection's peer, by definition.
     pub async fn passive(&mut self) -> Result<SocketAddr, ClientError> {
+        let peer = self.peer.ip();
         if !self.epsv_failed {
             let r = self.command(&Command::Epsv(EpsvArg::Any)).await?;
-            if r.code.get() == 229 {
-                if let Some(port) = parse_epsv_reply(&r.lines[0]) {
-                    return Ok(SocketAddr::new(self.peer.ip(), port));
-                }
+            if let Some(addr) = passive_address(&r, peer).filter(|_| r.code.get() == 229) {
+                return Ok(addr);
             }
             if self.peer.is_ipv6() {
                 return Err(refused(&Command::Epsv(EpsvArg::Any), r));
@@ -444,18 +379,17 @@ impl ControlChannel {
             self.epsv_failed = true;
         }
         let r = self.command(&Command::Pasv).await?;
-        if r.code.get() != 227 {
-            return Err(refused(&Command::Pasv, r));
-        }
-        let addr = parse_pasv_reply(&r.lines[0]).ok_or_else(|| refused(&Command::Pasv, r.clone()))?;
         // Servers behind NAT sometimes announce an unusable address; the
         // control peer is where the server really is (as curl and lftp do).
-        Ok(SocketAddr::new(self.peer.ip(), addr.port()))
+        match passive_address(&r, peer).filter(|_| r.code.get() == 227) {
+            Some(addr) => Ok(addr),
+            None => Err(refused(&Command::Pasv, r)),
+        }
     }
 
     pub async fn size(&mut self, path: &str) -> Result<Option<u64>, ClientError> {
         let r = self.command(&Command::Size(path.to_string())).await?;
-        Ok(if r.code.get() == 213 { r.lines[0].trim().parse().ok() } else { None })
+        Ok(ferry_proto::client::parse::size(&r))
     }
 
     /// Facts of one path via MLST, or `None` when it does not exist (or the
@@ -464,16 +398,13 @@ impl ControlChannel {
         if !self.features.has("MLST") {
             // Fall back to SIZE (files) and CWD (directories).
             if let Some(size) = self.size(path).await? {
-                return Ok(Some(facts(path, FileKind::File, size)));
+                return Ok(Some(minimal_facts(path, FileKind::File, size)));
             }
             let r = self.command(&Command::Cwd(path.to_string())).await?;
-            return Ok((r.code.get() == 250).then(|| facts(path, FileKind::Dir, 0)));
+            return Ok((r.code.get() == 250).then(|| minimal_facts(path, FileKind::Dir, 0)));
         }
         let r = self.command(&Command::Mlst(Some(path.to_string()))).await?;
-        if r.code.get() != 250 {
-            return Ok(None);
-        }
-        Ok(r.lines.iter().skip(1).find_map(|l| parse_mlsx(l.trim_start())))
+        Ok(mlst_facts(&r))
     }
 
     /// Says goodbye without waiting for the answer: a round trip at the end
@@ -490,115 +421,4 @@ pub(crate) fn refused(cmd: &Command, reply: Reply) -> ClientError {
         c => c.to_string(),
     };
     ClientError::Refused { command, reply }
-}
-
-fn facts(name: &str, kind: FileKind, size: u64) -> FileFacts {
-    FileFacts {
-        name: name.rsplit('/').next().unwrap_or(name).to_string(),
-        kind,
-        size,
-        modified: 0,
-        // Unknown: the destination gets its default mode.
-        mode: 0,
-        uid: 0,
-        gid: 0,
-        nlink: 1,
-        unique: (0, 0),
-    }
-}
-
-/// Parses one MLSx line (`fact=value;...; name`). Unknown facts are ignored.
-pub fn parse_mlsx(line: &str) -> Option<FileFacts> {
-    let (fact_str, name) = line.split_once(' ')?;
-    let mut f = facts(name, FileKind::Other, 0);
-    f.name = name.to_string();
-    for fact in fact_str.split(';').filter(|s| !s.is_empty()) {
-        let (k, v) = fact.split_once('=')?;
-        match k.to_ascii_lowercase().as_str() {
-            "type" => {
-                f.kind = match v.to_ascii_lowercase().as_str() {
-                    "file" => FileKind::File,
-                    "dir" => FileKind::Dir,
-                    "cdir" | "pdir" => return None,
-                    t if t.contains("slink") || t.contains("symlink") => FileKind::Symlink,
-                    _ => FileKind::Other,
-                }
-            }
-            "size" => f.size = v.parse().unwrap_or(0),
-            "modify" => f.modified = ferry_proto::facts::parse_time_val(v).unwrap_or(0),
-            "unix.mode" => f.mode = u32::from_str_radix(v, 8).unwrap_or(0),
-            // RFC 3659 §7.5.2: an opaque identity; Ferry and Globus write
-            // device-inode in hex. Tree copies use it to notice loops.
-            "unique" => {
-                f.unique =
-                    match v.split_once('-').map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
-                        Some((Ok(a), Ok(b))) => (a, b),
-                        _ => (xxhash_rust::xxh3::xxh3_64(v.as_bytes()), 1),
-                    }
-            }
-            _ => {}
-        }
-    }
-    Some(f)
-}
-
-/// Parses a Unix `ls -l` LIST line, for servers without MLSD (vsftpd).
-pub fn parse_list_line(line: &str) -> Option<FileFacts> {
-    let mut it = line.split_whitespace();
-    let perms = it.next()?;
-    let kind = match perms.chars().next()? {
-        'd' => FileKind::Dir,
-        '-' => FileKind::File,
-        'l' => FileKind::Symlink,
-        _ => return None,
-    };
-    let _links = it.next()?;
-    let _owner = it.next()?;
-    let _group = it.next()?;
-    let size: u64 = it.next()?.parse().ok()?;
-    // Month, day, time-or-year, then the name (which may contain spaces).
-    let mut rest = line;
-    for _ in 0..8 {
-        rest = rest.trim_start();
-        rest = &rest[rest.find(char::is_whitespace)?..];
-    }
-    let mut name = rest.trim_start().to_string();
-    if kind == FileKind::Symlink {
-        if let Some(i) = name.find(" -> ") {
-            name.truncate(i);
-        }
-    }
-    if name == "." || name == ".." {
-        return None;
-    }
-    let mut f = facts(&name, kind, size);
-    f.name = name;
-    f.mode = list_mode(perms);
-    Some(f)
-}
-
-/// The permission bits of an `ls -l` mode string (`-rw-r-----`).
-fn list_mode(perms: &str) -> u32 {
-    let b = perms.as_bytes();
-    if b.len() < 10 {
-        return 0;
-    }
-    (1..10).fold(0, |m, i| (m << 1) | u32::from(!matches!(b[i], b'-' | b'S' | b'T')))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_listing_lines() {
-        let f = parse_mlsx("Type=file;Size=12;Modify=20261121011836;UNIX.mode=0600; a b.txt").unwrap();
-        assert_eq!((f.name.as_str(), f.kind, f.size, f.mode), ("a b.txt", FileKind::File, 12, 0o600));
-        assert!(parse_mlsx("Type=cdir;Modify=20261121011836; .").is_none());
-        let f = parse_list_line("drwxr-xr-x    2 1000     1000         4096 Nov 21 02:11 my dir").unwrap();
-        assert_eq!((f.name.as_str(), f.kind), ("my dir", FileKind::Dir));
-        let f = parse_list_line("-rw-r--r--    1 0 0 3000000 Jan  3  2024 big.bin").unwrap();
-        assert_eq!((f.name.as_str(), f.size), ("big.bin", 3000000));
-        assert!(parse_list_line("total 12").is_none());
-    }
 }

@@ -9,7 +9,7 @@
 //! `.<name>.ferry-part`, on Ferry servers by the server itself. Special files
 //! (`/dev/null`) are written directly.
 
-use crate::control::{parse_list_line, parse_mlsx, refused, ControlChannel};
+use crate::control::{refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use crate::resume::ResumeState;
@@ -1244,8 +1244,8 @@ pub(crate) async fn list_remote(
     let read = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
         use std::io::Read;
         let mut out = Vec::new();
-        // Bound a listing at 256 MiB: a hostile server cannot exhaust memory.
-        (&mut data).take(256 << 20).read_to_end(&mut out)?;
+        // Bound a listing: a hostile server cannot exhaust memory.
+        (&mut data).take(ferry_proto::client::listing::MAX_LISTING).read_to_end(&mut out)?;
         Ok(out)
     });
     let r = c.reply_untimed().await?;
@@ -1254,17 +1254,7 @@ pub(crate) async fn list_remote(
     }
     let bytes =
         read.await.map_err(|e| ClientError::Data(e.to_string()))?.map_err(|e| ClientError::Data(e.to_string()))?;
-    // Names are octets; those that are not UTF-8 are kept (`octets`).
-    let text = ferry_proto::octets::decode(&bytes);
-    let mut out: Vec<FileFacts> = text
-        .split('\n')
-        .map(|l| l.trim_end_matches('\r'))
-        .filter(|l| !l.is_empty())
-        .filter_map(|l| if mlsd { parse_mlsx(l) } else { parse_list_line(l) })
-        .filter(|f| f.name != "." && f.name != ".." && !f.name.contains('/'))
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    Ok(ferry_proto::client::listing::parse_listing(&bytes, mlsd))
 }
 
 /// A local destination file: a partial name until committed, unless the

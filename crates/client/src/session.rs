@@ -16,9 +16,10 @@ use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, 
 use ferry_io::stream::CopyError;
 use ferry_io::transport::{self, ChannelOptions as DataChannelOptions, Connection, DataConn, DataListener};
 use ferry_profile::{StreamHandle, StreamRegistry};
+use ferry_proto::client::parse::passive_address;
+use ferry_proto::client::{classify, Expect, ReplyClass};
 use ferry_proto::command::{Allo, Command, EpsvArg, Opts, ProtectionLevel, RestArg, TransferMode, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
-use ferry_proto::host_port::{parse_epsv_reply, parse_pasv_reply};
 use ferry_proto::markers::{parse_range_marker, PerfMarker};
 use ferry_proto::{RangeSet, Reply};
 use std::net::SocketAddr;
@@ -77,44 +78,10 @@ impl<D> std::fmt::Debug for BatchFile<D> {
     }
 }
 
-/// What a server holds of an interrupted upload (`SITE PARTIAL`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PartialUpload {
-    /// The size ALLO announced for it.
-    pub size: Option<u64>,
-    pub ranges: RangeSet,
-    /// XXH128 of the ranges' bytes, concatenated in order.
-    pub xxh128: String,
-}
-
-impl PartialUpload {
-    /// Parses `Size=n;Ranges=a-b,...;XXH128=hex; path` (`docs/gridftp.md`).
-    pub fn parse(line: &str) -> Option<Self> {
-        let facts = line.split_once(' ').map_or(line, |(f, _)| f);
-        let mut out = PartialUpload::default();
-        let mut hash = None;
-        for fact in facts.split(';').filter(|f| !f.is_empty()) {
-            let (k, v) = fact.split_once('=')?;
-            match k.to_ascii_lowercase().as_str() {
-                "size" => out.size = Some(v.parse().ok()?),
-                "ranges" => out.ranges = RangeSet::parse(v).ok()?,
-                "xxh128" => hash = Some(v.to_ascii_lowercase()),
-                _ => {}
-            }
-        }
-        out.xxh128 = hash?;
-        Some(out)
-    }
-}
-
-/// Markers the receiving server sent during a transfer.
-#[derive(Debug)]
-pub enum Marker {
-    /// `111`: ranges newly written at the destination.
-    Restart(RangeSet),
-    /// `112`: bytes transferred so far.
-    Perf(u64),
-}
+/// What a server holds of an interrupted upload (`SITE PARTIAL`), and
+/// the markers a receiving server sends during a transfer (`111` ranges
+/// newly written, `112` bytes so far): parsed by the protocol core.
+pub use ferry_proto::client::{Marker, PartialUpload};
 
 #[derive(Debug, Default)]
 enum Channel {
@@ -128,19 +95,6 @@ enum Channel {
     Destination { addr: SocketAddr },
     /// Third-party source told to connect to `to`.
     Source { to: SocketAddr },
-}
-
-/// What the reply to a pipelined set-up command must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expect {
-    /// 2xx (or 3xx).
-    Positive,
-    /// 350, the answer to REST.
-    Restart,
-    /// 227 or 229 with the address to connect to.
-    Passive,
-    /// Anything: an advisory command (ALLO in stream mode).
-    Any,
 }
 
 #[derive(Debug)]
@@ -399,13 +353,11 @@ impl ServerSession {
         for (cmd, expect) in &queued {
             let r = self.ctrl.reply().await?;
             let ok = match expect {
-                Expect::Positive => r.code.is_positive_completion() || r.code.is_intermediate(),
-                Expect::Restart => r.code.get() == 350,
-                Expect::Any => true,
                 Expect::Passive => {
                     passive = self.passive_reply(&r);
                     passive.is_some()
                 }
+                other => other.accepts(&r),
             };
             if !ok {
                 self.reset_after_batch();
@@ -419,12 +371,7 @@ impl ServerSession {
     /// replaced by the control connection's peer: servers behind NAT
     /// announce unusable ones (curl and lftp do the same).
     fn passive_reply(&self, r: &Reply) -> Option<SocketAddr> {
-        let peer = self.ctrl.peer().ip();
-        match r.code.get() {
-            227 => parse_pasv_reply(&r.lines[0]).map(|a| SocketAddr::new(peer, a.port())),
-            229 => parse_epsv_reply(&r.lines[0]).map(|port| SocketAddr::new(peer, port)),
-            _ => None,
-        }
+        passive_address(r, self.ctrl.peer().ip())
     }
 
     /// Streams per MODE E transfer: the user's choice or the automatic one.
@@ -435,30 +382,22 @@ impl ServerSession {
     /// Whether the server speaks GridFTP extended block mode (Globus and
     /// Ferry advertise `PARALLEL`).
     pub fn supports_mode_e(&self) -> bool {
-        self.ctrl.features.has("PARALLEL")
+        self.ctrl.features.mode_e()
     }
 
     /// Checksum algorithms the server's FEAT lists for CKSM.
     pub fn checksums(&self) -> Vec<String> {
-        let Some(line) = self.ctrl.features.line("CKSM") else { return Vec::new() };
-        line.split_whitespace()
-            .nth(1)
-            .unwrap_or("")
-            .split(';')
-            .filter_map(|a| a.split(':').next())
-            .filter(|a| !a.is_empty())
-            .map(|a| a.to_ascii_uppercase())
-            .collect()
+        self.ctrl.features.checksums()
     }
 
     pub async fn checksum(&mut self, algorithm: &str, path: &str) -> Result<String, ClientError> {
         self.flush(&[]).await?;
         let cmd = Command::Cksm { algorithm: algorithm.to_string(), offset: 0, length: None, path: path.to_string() };
         let r = self.ctrl.command(&cmd).await?;
-        if r.code.get() != 213 {
-            return Err(refused(&cmd, r));
+        match ferry_proto::client::parse::checksum(&r) {
+            Some(hex) => Ok(hex),
+            None => Err(refused(&cmd, r)),
         }
-        Ok(r.lines[0].trim().to_ascii_lowercase())
     }
 
     /// Forgets the data channels (after an error: their state is unknown).
@@ -1134,15 +1073,15 @@ impl ServerSession {
 
 /// Feeds 111/112 replies to `on_marker`; true if `r` was one.
 fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool {
-    if let Some(ranges) = parse_range_marker(r) {
-        on_marker(Marker::Restart(ranges));
-        return true;
+    match classify(r) {
+        ReplyClass::Marker(m) => {
+            if let Some(m) = m {
+                on_marker(m);
+            }
+            true
+        }
+        _ => false,
     }
-    if let Some(p) = PerfMarker::parse(r) {
-        on_marker(Marker::Perf(p.bytes));
-        return true;
-    }
-    matches!(r.code.get(), 111 | 112)
 }
 
 /// The profiler's hook, if one runs: registers every data connection's
@@ -1353,20 +1292,4 @@ pub async fn third_party_many(
         dst.reset_after_batch();
     }
     (done, result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partial_replies_parse() {
-        let hash = "0123456789abcdef0123456789abcdef";
-        let p = PartialUpload::parse(&format!("Size=10;Ranges=0-4,6-8;XXH128={hash}; /a b.nc")).unwrap();
-        assert_eq!((p.size, p.ranges.to_string(), p.xxh128.as_str()), (Some(10), "0-4,6-8".to_string(), hash));
-        let p = PartialUpload::parse(&format!("Ranges=0-0;XXH128={hash}; /x")).unwrap();
-        assert!(p.size.is_none() && p.ranges.is_empty());
-        assert_eq!(PartialUpload::parse("Ranges=0-4; /x"), None, "no hash: nothing to check against");
-        assert_eq!(PartialUpload::parse("Ranges=x;XXH128=0; /x"), None);
-    }
 }

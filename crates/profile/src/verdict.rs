@@ -246,13 +246,25 @@ struct CpuEvidence {
     whole: f64,
     lines: Vec<String>,
     kernel_share: f64,
+    /// The busiest thread's share of a core on a CPU, and waiting for one.
+    running: f64,
+    waiting: f64,
 }
 
 fn cpu_evidence(f: &SideFacts) -> CpuEvidence {
     let who = f.side.map(|s| s.label()).unwrap_or("this end");
     let mut lines = Vec::new();
     let Some(p) = &f.process else {
-        return CpuEvidence { score: 0.0, quota: 0.0, thread: 0.0, whole: 0.0, lines, kernel_share: 0.0 };
+        return CpuEvidence {
+            score: 0.0,
+            quota: 0.0,
+            thread: 0.0,
+            whole: 0.0,
+            lines,
+            kernel_share: 0.0,
+            running: 0.0,
+            waiting: 0.0,
+        };
     };
     let quota = match (p.cpu_quota_cores, p.cgroup_throttled_percent) {
         (Some(q), Some(t)) => {
@@ -299,7 +311,16 @@ fn cpu_evidence(f: &SideFacts) -> CpuEvidence {
             f.cpu_softirq_percent
         ));
     }
-    CpuEvidence { score, quota, thread, whole, lines, kernel_share }
+    CpuEvidence {
+        score,
+        quota,
+        thread,
+        whole,
+        lines,
+        kernel_share,
+        running: p.busiest_thread_percent,
+        waiting: p.busiest_thread_wait_percent,
+    }
 }
 
 fn blocked_disk(f: &SideFacts, reading: bool, rate: f64) -> (f64, Vec<String>) {
@@ -549,6 +570,23 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         if s == writer || same_host {
             score = (score - page_cache).max(0.0);
         }
+        // A cgroup quota that throttles one end is that end's own limit; the
+        // other end waiting in the run queue far more than it runs is short
+        // of a CPU because the machine is busy (with other work, too), which
+        // on its own does not make it the transfer's limit.
+        let mut against = Vec::new();
+        let other = if s == reader { &wcpu } else { &rcpu };
+        if let Some(o) = other {
+            if e.quota < 0.5 && o.quota >= 0.8 && e.waiting > 2.0 * e.running {
+                score *= 0.5;
+                against.push(format!(
+                    "it waited for a CPU {:.0}% of the time and ran {:.0}%: the machine was busy, while the {}'s CPU quota held that end back",
+                    e.waiting,
+                    e.running,
+                    other_label(s)
+                ));
+            }
+        }
         let mut ev = e.lines.clone();
         let kind = if e.quota >= e.thread.max(e.whole) && e.quota > 0.0 {
             "its cgroup's CPU quota"
@@ -560,7 +598,7 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         if score > 0.0 {
             ev.push(format!("most of it was {kind}"));
         }
-        add(LimitKind::Cpu, Some(s), score, ev, Vec::new());
+        add(LimitKind::Cpu, Some(s), score, ev, against);
     }
 
     // The network.
@@ -751,6 +789,10 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         }
     }
     v
+}
+
+fn other_label(s: Side) -> &'static str {
+    other(s).label()
 }
 
 fn other(s: Side) -> Side {
@@ -1014,6 +1056,49 @@ mod tests {
         );
         let v = verdict(&p);
         assert_eq!((v.limit, v.side), (Some(LimitKind::SendBuffer), Some(Side::Server)), "{v:#?}");
+    }
+
+    #[test]
+    fn a_quota_throttled_server_beats_a_client_waiting_on_a_busy_machine() {
+        // CI's case 4 on a machine with a load average of 10: the server's
+        // cgroup allows 0.1 cores and throttles it in every period; the
+        // client's TLS thread wanted 79% of a core but ran 13% and waited
+        // 66%, its threads together waiting for CPUs as if they wanted the
+        // whole machine (other tests held the cores). The quota is the
+        // limit.
+        let mut server = end(
+            "vm",
+            20,
+            ProcessSample {
+                user_percent: 6.0,
+                system_percent: 4.0,
+                runnable_percent: 100.0,
+                cgroup_throttled_percent: Some(100.0),
+                cgroup_throttled_ms_per_s: Some(1000.0),
+                ..quiet()
+            },
+        );
+        server.process = Some(crate::sampler::ProcessInfo {
+            cgroup: Some(crate::process::CgroupLimits { cpu_quota_cores: Some(0.1), ..Default::default() }),
+            ..Default::default()
+        });
+        let client = ProcessSample {
+            user_percent: 8.0,
+            system_percent: 5.0,
+            busiest_thread_percent: 13.0,
+            busiest_thread_wait_percent: 66.0,
+            run_delay_percent: 185.0,
+            runnable_percent: 82.0,
+            ..Default::default()
+        };
+        let p =
+            profile(end("vm", 20, client), server, sender(20, 114.0 * MIB, 0.3, 0.0, 0.0, |_| {}), 456.0 * MIB, 4.0);
+        let v = verdict(&p);
+        assert!(v.conclusive, "{v:#?}");
+        assert_eq!((v.limit, v.side), (Some(LimitKind::Cpu), Some(Side::Server)), "{v:#?}");
+        let client_cpu =
+            v.candidates.iter().find(|c| c.limit == LimitKind::Cpu && c.side == Some(Side::Client)).expect("scored");
+        assert!(client_cpu.against.iter().any(|a| a.contains("the machine was busy")), "{client_cpu:#?}");
     }
 
     #[test]

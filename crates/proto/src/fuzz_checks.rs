@@ -92,6 +92,88 @@ pub fn mode_e_decoder(data: &[u8]) {
         }
     }
     assert!(consumed <= data.len());
+    mode_e_reader(data);
+}
+
+/// The same bytes through the per-connection reader and the transfer's
+/// tracker, driven the way the data path drives them (header bytes, then
+/// payload pieces, `step` bytes at a time): every payload byte asked for
+/// lies in a block the tracker accepted, within the limits; what was
+/// received is what was announced; restart markers add up to it.
+fn mode_e_reader(data: &[u8]) {
+    use crate::mode_e::{BlockLimits, BlockReader, ReceiveTracker, Want};
+    use crate::restart::RangeSet;
+    let (Some(&a), Some(&b)) = (data.first(), data.get(1)) else { return };
+    let limits =
+        BlockLimits { transfer_len: (a != 0).then(|| u64::from(a) << 16), max_block: (u64::from(b) + 1) << 12 };
+    let step = usize::from(b % 29) + 1;
+    let bytes = &data[2..];
+    let mut reader = BlockReader::new(limits);
+    let mut tracker = ReceiveTracker::new(Some(4));
+    let mut markers = RangeSet::new();
+    let mut pos = 0;
+    let mut payload = 0u64;
+    loop {
+        match reader.want() {
+            Want::Header { missing } => {
+                let n = missing.min(step).min(bytes.len() - pos);
+                if n == 0 {
+                    break;
+                }
+                let header = match reader.push_header(&bytes[pos..pos + n]) {
+                    Ok(h) => h,
+                    Err(_) => return,
+                };
+                pos += n;
+                if let Some(h) = header {
+                    assert!(h.payload_len() <= limits.max_block);
+                    if tracker.begin_block(&h).is_err() {
+                        return;
+                    }
+                }
+            }
+            Want::Payload { offset, len } => {
+                assert!(len > 0);
+                let n = (len.min(step as u64) as usize).min(bytes.len() - pos);
+                if n == 0 {
+                    break;
+                }
+                let range = reader.payload_consumed(n as u64);
+                assert_eq!(range, offset..offset + n as u64);
+                assert!(tracker.announced().contains_range(&range));
+                if let Some(l) = limits.transfer_len {
+                    assert!(range.end <= l);
+                }
+                tracker.written(range);
+                payload += n as u64;
+                pos += n;
+                if pos % 3 == 0 {
+                    if let Some(m) = tracker.restart_marker() {
+                        markers.union(&m);
+                    }
+                }
+            }
+            Want::EndOfBlock(h) => {
+                if tracker.end_block(&h).is_err() {
+                    return;
+                }
+                assert_eq!(reader.end_block(), Some(h));
+            }
+            Want::Done { .. } => break,
+        }
+    }
+    assert!(pos <= bytes.len());
+    assert_eq!(tracker.received().covered(), payload, "each byte is received once");
+    for r in tracker.received().ranges() {
+        assert!(tracker.announced().contains_range(r));
+    }
+    if let Some(m) = tracker.restart_marker() {
+        markers.union(&m);
+    }
+    assert_eq!(&markers, tracker.received());
+    if let Want::Done { .. } = reader.want() {
+        assert!(reader.on_close().is_ok());
+    }
 }
 
 /// Bytes from a server through the client's reply parser: no panic, bounded
@@ -222,4 +304,143 @@ pub fn transport_negotiation(data: &[u8]) {
     let mut line = b"TPRT ".to_vec();
     line.extend_from_slice(data);
     command_parser(&line);
+}
+
+/// Bytes from a server through the client's control-connection machine
+/// (reply framing, the login sequence, the pipeline of commands in flight,
+/// markers, passive addresses): no panic; no more final replies than
+/// commands; what is in flight is what was sent less what was answered;
+/// once broken, it stays quiet.
+pub fn client_session(data: &[u8]) {
+    use crate::client::{ClientEvent, ClientSession, Expect};
+    use crate::command::{Command, RestArg, TransferMode};
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::time::{Duration, Instant};
+    // A base for simulated time; nothing depends on its value.
+    let t0 = Instant::now();
+    let tls = data.first().is_some_and(|b| b & 1 == 1);
+    let mut c = ClientSession::new(IpAddr::V4(Ipv4Addr::LOCALHOST), Duration::from_secs(60));
+    c.login("u", "p", tls, Some("/probe"), t0);
+    let cmds = [
+        (Command::Mode(TransferMode::ExtendedBlock), Expect::Positive),
+        (Command::Pasv, Expect::Passive),
+        (Command::Rest(RestArg::Offset(5)), Expect::Restart),
+        (Command::Stor("/a".into()), Expect::Completion),
+        (Command::Epsv(crate::command::EpsvArg::Any), Expect::Passive),
+        (Command::Retr("/b".into()), Expect::Completion),
+        (Command::Noop, Expect::Any),
+    ];
+    let sent = cmds.len();
+    for (cmd, expect) in cmds {
+        c.send(cmd, expect, t0);
+    }
+    assert!(c.poll_transmit().is_some());
+    let mut answered = 0;
+    let mut logged_in = false;
+    for (i, chunk) in data.chunks(41).enumerate() {
+        c.handle_input(chunk, t0 + Duration::from_millis(i as u64));
+        while let Some(ev) = c.poll_event() {
+            match ev {
+                ClientEvent::LoggedIn(_) => logged_in = true,
+                ClientEvent::Done { accepted, passive, reply, command, .. } => {
+                    assert!(logged_in, "no command is answered before the login ends");
+                    answered += 1;
+                    if passive.is_some() {
+                        assert!(accepted && matches!(reply.code.get(), 227 | 229), "{command}");
+                        assert_eq!(passive.map(|a| a.ip()), Some(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+                    }
+                }
+                ClientEvent::Preliminary { reply, .. } => assert!(reply.code.is_preliminary()),
+                _ => {}
+            }
+        }
+        if c.is_broken() {
+            assert!(c.poll_timeout().is_none());
+        }
+    }
+    assert!(answered <= sent);
+    if logged_in {
+        assert_eq!(c.in_flight(), sent - answered);
+    }
+    c.handle_timeout(t0 + Duration::from_secs(86_400));
+}
+
+/// Listing bytes from a data connection through the client's MLSD and
+/// LIST parsers: no panic; entries sorted, none that is `.`, `..` or has a
+/// `/`; an MLSx entry formats to a fact line that parses back to the same
+/// name, kind and size.
+pub fn client_listing(data: &[u8]) {
+    use crate::client::listing::{parse_listing, parse_mlsx, MAX_LISTING};
+    assert!(data.len() as u64 <= MAX_LISTING);
+    for machine in [true, false] {
+        let entries = parse_listing(data, machine);
+        for w in entries.windows(2) {
+            assert!(w[0].name <= w[1].name);
+        }
+        for e in &entries {
+            assert!(e.name != "." && e.name != ".." && !e.name.contains('/'), "{:?}", e.name);
+            if machine {
+                let again = parse_mlsx(&e.mlsx_line(true, &e.name)).expect("a formatted line parses");
+                assert_eq!((&again.name, again.kind, again.size), (&e.name, e.kind, e.size));
+            }
+        }
+    }
+}
+
+/// A server's FEAT reply through the client's parser: no panic; every
+/// listed line is found by its name; checksum names are upper case and
+/// not empty.
+pub fn client_feat(data: &[u8]) {
+    use crate::client::Features;
+    use crate::reply::ReplyParser;
+    let mut p = ReplyParser::new(4096, 1024);
+    p.push(data);
+    while let Ok(Some(r)) = p.next_reply() {
+        let f = Features::parse(&r);
+        for line in f.lines() {
+            let name = line.split_whitespace().next().expect("lines are not blank");
+            assert!(f.has(name) && f.line(name).is_some(), "{line:?}");
+        }
+        for a in f.checksums() {
+            assert!(!a.is_empty() && a == a.to_ascii_uppercase());
+        }
+        assert_eq!(f.mode_e(), f.has("parallel"));
+    }
+}
+
+/// Replies through the client's marker and reply-class parsers: no panic;
+/// `111`/`112` are markers and answer nothing; a parsed marker formats back
+/// to a reply that parses to the same marker; an accepted passive reply
+/// gives the control peer's address.
+pub fn client_markers(data: &[u8]) {
+    use crate::client::parse::{passive_address, size};
+    use crate::client::{classify, Expect, Marker, ReplyClass};
+    use crate::markers::{range_marker, PerfMarker};
+    use crate::reply::ReplyParser;
+    use std::net::{IpAddr, Ipv4Addr};
+    let peer = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let mut p = ReplyParser::new(4096, 64);
+    p.push(data);
+    while let Ok(Some(r)) = p.next_reply() {
+        let class = classify(&r);
+        assert_eq!(class.is_final(), r.code.get() >= 200, "{r:?}");
+        match class {
+            ReplyClass::Marker(Some(Marker::Restart(ranges))) => {
+                assert_eq!(classify(&range_marker(&ranges)), ReplyClass::Marker(Some(Marker::Restart(ranges))));
+            }
+            ReplyClass::Marker(Some(Marker::Perf(bytes))) => {
+                let again = PerfMarker::new(0, bytes).reply();
+                assert_eq!(classify(&again), ReplyClass::Marker(Some(Marker::Perf(bytes))));
+            }
+            ReplyClass::Marker(None) => assert!(matches!(r.code.get(), 111 | 112)),
+            _ => {}
+        }
+        if let Some(a) = passive_address(&r, peer) {
+            assert!(Expect::Passive.accepts(&r));
+            assert_eq!(a.ip(), peer);
+        }
+        if size(&r).is_some() {
+            assert_eq!(r.code.get(), 213);
+        }
+    }
 }

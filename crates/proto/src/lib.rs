@@ -1,6 +1,10 @@
 //! Ferry's protocol core: the FTP/GridFTP control channel and data formats
 //! as pure functions of bytes.
 //!
+//! Both sides live here: the server's session ([`session`]) and the
+//! client's ([`client`]), so each is tested against the other in memory
+//! (`tests/pair`).
+//!
 //! Nothing in this crate opens a socket, touches a file or reads a clock —
 //! the same discipline as `quinn-proto` and the `rustls` core — so every rule
 //! is testable by feeding bytes and reading the result, and every parser of
@@ -9,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ascii;
+pub mod client;
 pub mod command;
 pub mod facts;
 #[doc(hidden)]

@@ -77,7 +77,10 @@ impl PerfMarker {
             match k.trim() {
                 "Timestamp" => {
                     let (s, t) = v.split_once('.').unwrap_or((v, "0"));
-                    m.timestamp_tenths = s.parse::<u64>().ok()? * 10 + t.chars().next()?.to_digit(10)? as u64;
+                    // A hostile timestamp must not overflow (it did, until
+                    // the client_markers fuzz target found it).
+                    let tenth = u64::from(t.chars().next()?.to_digit(10)?);
+                    m.timestamp_tenths = s.parse::<u64>().ok()?.checked_mul(10)?.checked_add(tenth)?;
                 }
                 "Stripe Index" => m.stripe_index = v.parse().ok()?,
                 "Stripe Bytes Transferred" => {
@@ -108,6 +111,17 @@ mod tests {
         let mut p = ReplyParser::default();
         p.push(m.reply().to_string().as_bytes());
         assert_eq!(PerfMarker::parse(&p.next_reply().unwrap().unwrap()), Some(m));
+    }
+
+    #[test]
+    fn a_huge_timestamp_is_refused_not_overflowed() {
+        let r = Reply::multiline(
+            ReplyCode::PERF_MARKER,
+            "Perf Marker",
+            [" Timestamp:  17952239173956352000.5".to_string(), " Stripe Bytes Transferred: 1".to_string()],
+            "End.",
+        );
+        assert_eq!(PerfMarker::parse(&r), None);
     }
 
     #[test]

@@ -49,3 +49,23 @@ fn virtual_path_corpus() {
 fn transport_negotiation_corpus() {
     assert!(replay("transport_negotiation", ferry_proto::fuzz_checks::transport_negotiation) >= 5);
 }
+
+#[test]
+fn client_session_corpus() {
+    assert!(replay("client_session", ferry_proto::fuzz_checks::client_session) >= 5);
+}
+
+#[test]
+fn client_listing_corpus() {
+    assert!(replay("client_listing", ferry_proto::fuzz_checks::client_listing) >= 5);
+}
+
+#[test]
+fn client_feat_corpus() {
+    assert!(replay("client_feat", ferry_proto::fuzz_checks::client_feat) >= 5);
+}
+
+#[test]
+fn client_markers_corpus() {
+    assert!(replay("client_markers", ferry_proto::fuzz_checks::client_markers) >= 5);
+}

@@ -15,6 +15,7 @@ pub mod api;
 pub mod auth;
 pub mod credentials;
 pub mod dashboard;
+pub mod https;
 pub mod job;
 pub mod metrics;
 pub mod node;
@@ -24,13 +25,15 @@ pub mod store;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Runs a node and its HTTP listener until the process ends.
+/// Runs a node and its HTTP listener (HTTPS when `tls` is given) until the
+/// process ends.
 pub async fn serve(
     store: store::Store,
     listener: tokio::net::TcpListener,
     config: node::NodeConfig,
     creds: Arc<dyn credentials::Credentials>,
     max_files: usize,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(metrics::ServiceMetrics::default());
     let state = Arc::new(api::AppState {
@@ -43,7 +46,12 @@ pub async fn serve(
     let app = api::router(state);
     let addr: SocketAddr = listener.local_addr()?;
     tracing::info!(%addr, "service listening");
-    let http = axum::serve(listener, app);
+    let http = async move {
+        match tls {
+            Some(tls) => https::serve(listener, app, tls).await,
+            None => Ok(axum::serve(listener, app).await?),
+        }
+    };
     tokio::select! {
         r = http => r?,
         r = node.run() => r?,

@@ -1,0 +1,122 @@
+//! What a client makes of a reply: its class (RFC 959 §4.2.1), whether it
+//! is a GridFTP marker, and whether it is the answer a command needed.
+//!
+//! RFC 959 §4.2.1: the first digit says it all — 1yz positive preliminary
+//! (another reply follows), 2yz positive completion, 3yz positive
+//! intermediate (send the next command of a sequence), 4yz transient and
+//! 5yz permanent negative completion. GridFTP adds `111` restart and `112`
+//! performance markers (GFD.20) that may come any number of times between
+//! a transfer's preliminary and final replies; they answer nothing.
+
+use crate::markers::{parse_range_marker, PerfMarker};
+use crate::reply::Reply;
+use crate::restart::RangeSet;
+
+/// A marker a server sent during a transfer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marker {
+    /// `111`: ranges newly written at the receiving end.
+    Restart(RangeSet),
+    /// `112`: bytes transferred so far.
+    Perf(u64),
+}
+
+/// What one reply is, to a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyClass {
+    /// `111`/`112`; `None` when its text does not parse (it is still a
+    /// marker, and still answers nothing).
+    Marker(Option<Marker>),
+    /// 1yz: another reply follows.
+    Preliminary,
+    /// 2yz.
+    Completion,
+    /// 3yz.
+    Intermediate,
+    /// 4yz: the command may succeed if tried again.
+    TransientNegative,
+    /// 5yz.
+    PermanentNegative,
+}
+
+impl ReplyClass {
+    /// Whether the reply ends its command (not a marker, not 1yz).
+    pub fn is_final(&self) -> bool {
+        !matches!(self, ReplyClass::Marker(_) | ReplyClass::Preliminary)
+    }
+}
+
+pub fn classify(r: &Reply) -> ReplyClass {
+    match r.code.get() {
+        111 => ReplyClass::Marker(parse_range_marker(r).map(Marker::Restart)),
+        112 => ReplyClass::Marker(PerfMarker::parse(r).map(|p| Marker::Perf(p.bytes))),
+        100..=199 => ReplyClass::Preliminary,
+        200..=299 => ReplyClass::Completion,
+        300..=399 => ReplyClass::Intermediate,
+        400..=499 => ReplyClass::TransientNegative,
+        _ => ReplyClass::PermanentNegative,
+    }
+}
+
+/// The marker in `r`, if it is one that parses.
+pub fn marker(r: &Reply) -> Option<Marker> {
+    match classify(r) {
+        ReplyClass::Marker(m) => m,
+        _ => None,
+    }
+}
+
+/// What the final reply to a command must be for the client to go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// 2xx or 3xx (set-up commands: MODE, TYPE, PORT, OPTS...).
+    Positive,
+    /// 2xx only (the end of a transfer, ALLO before a pipelined STOR).
+    Completion,
+    /// `350`, the answer to REST (RFC 3659 §5.5).
+    Restart,
+    /// `227` or `229` with an address (PASV, EPSV).
+    Passive,
+    /// Anything: an advisory command (ALLO in stream mode, OPTS UTF8).
+    Any,
+}
+
+impl Expect {
+    /// Whether the final reply `r` is what this expectation needs.
+    pub fn accepts(self, r: &Reply) -> bool {
+        let c = r.code;
+        match self {
+            Expect::Positive => c.is_positive_completion() || c.is_intermediate(),
+            Expect::Completion => c.is_positive_completion(),
+            Expect::Restart => c.get() == 350,
+            Expect::Passive => matches!(c.get(), 227 | 229),
+            Expect::Any => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reply::ReplyCode;
+
+    fn r(code: u16, text: &str) -> Reply {
+        Reply::new(ReplyCode::new(code).unwrap(), text)
+    }
+
+    #[test]
+    fn classes_and_expectations() {
+        assert_eq!(classify(&r(150, "Opening")), ReplyClass::Preliminary);
+        assert_eq!(
+            classify(&r(111, "Range Marker 0-10")),
+            ReplyClass::Marker(Some(Marker::Restart(RangeSet::from_range(0..10))))
+        );
+        assert_eq!(classify(&r(111, "garbage")), ReplyClass::Marker(None));
+        assert!(!classify(&r(112, "x")).is_final());
+        assert_eq!(classify(&r(451, "x")), ReplyClass::TransientNegative);
+        assert!(Expect::Positive.accepts(&r(350, "x")) && !Expect::Completion.accepts(&r(350, "x")));
+        assert!(Expect::Restart.accepts(&r(350, "x")) && !Expect::Restart.accepts(&r(200, "x")));
+        assert!(Expect::Passive.accepts(&r(229, "x")) && !Expect::Passive.accepts(&r(200, "x")));
+        assert!(Expect::Any.accepts(&r(502, "x")));
+    }
+}

@@ -1,0 +1,74 @@
+//! What the server says it can do: FEAT (RFC 2389) and HELP.
+
+use super::{Session, CHECKSUM_ALGORITHMS};
+use crate::reply::{Reply, ReplyCode};
+
+impl Session {
+    pub(super) fn feat(&self) -> Reply {
+        // Exactly what is implemented. DCAU is left out on purpose: only
+        // `DCAU N` works, and a GSI client seeing DCAU would ask for A.
+        let cksm: String = CHECKSUM_ALGORITHMS.iter().map(|a| format!("{a};")).collect();
+        let mut lines: Vec<String> = vec![
+            format!(" CKSM {cksm}"),
+            " EPRT".into(),
+            " EPSV".into(),
+            " ERET".into(),
+            " ESTO".into(),
+            " MDTM".into(),
+            " MFMT".into(),
+            " MLSR".into(),
+            format!(" MLST {MLST_FACTS}"),
+            " PARALLEL".into(),
+            " PASV AllowDelayed;".into(),
+            " REST STREAM".into(),
+            " SBUF".into(),
+            " SITE PARTIAL".into(),
+            " SIZE".into(),
+            " SPAS".into(),
+            " SPOR".into(),
+            crate::transport::feat_line(&self.config.transports),
+            " TVFS".into(),
+            " UTF8".into(),
+        ];
+        if self.config.tls_available {
+            lines.insert(0, " AUTH TLS".into());
+            lines.push(" PBSZ".into());
+            lines.push(" PROT".into());
+        }
+        Reply::multiline(ReplyCode::SYSTEM_STATUS, "Extensions supported", lines, "End.")
+    }
+}
+
+/// The facts Ferry emits, as FEAT advertises them (all on by default).
+pub(super) const MLST_FACTS: &str = "Type*;Size*;Modify*;Perm*;UNIX.mode*;UNIX.uid*;UNIX.gid*;Unique*;";
+pub(super) const MLST_FACTS_ON: &str = "Type;Size;Modify;Perm;UNIX.mode;UNIX.uid;UNIX.gid;Unique;";
+
+/// The commands this server serves, for HELP and SITE HELP.
+pub fn help_reply(code: ReplyCode) -> Reply {
+    let verbs = [
+        "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET", "ESTO", "FEAT",
+        "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV",
+        "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT",
+        "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
+    ];
+    // globus-url-copy looks for the SITE buffer commands in this text to
+    // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).
+    let body = verbs
+        .chunks(8)
+        .map(|c| {
+            let mut line = String::from("   ");
+            for v in c {
+                line.push_str(&format!(" {v:<7}"));
+            }
+            line.trim_end().to_string()
+        })
+        .chain([
+            "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
+            "    SITE CHGRP <group> <path>, SITE UTIME <YYYYMMDDHHMMSS> <path>,".to_string(),
+            "    SITE SETDISKSTACK file, SITE SETNETSTACK <transport>,".to_string(),
+            "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
+            "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP,".to_string(),
+            "    SITE PARTIAL <path>".to_string(),
+        ]);
+    Reply::multiline(code, "The following commands are recognized:", body, "Direct comments to the administrator.")
+}

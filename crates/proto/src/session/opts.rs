@@ -1,0 +1,72 @@
+//! OPTS (RFC 2389): MLST facts, Globus's `OPTS RETR` (parallelism,
+//! markers) and delayed passive (`OPTS PASV AllowDelayed`).
+
+use super::feat::MLST_FACTS_ON;
+use super::{Action, Session, MAX_PARALLELISM};
+use crate::command::Opts;
+use crate::reply::ReplyCode;
+
+impl Session {
+    pub(super) fn on_opts(&mut self, opts: Opts) -> Action {
+        match opts {
+            Opts::Mlst(_) => Self::reply(ReplyCode::OK, format!("MLST OPTS {MLST_FACTS_ON}")),
+            Opts::Other { command, .. } => Self::reply(
+                ReplyCode::PARAMETER_SYNTAX_ERROR,
+                format!("OPTS {command}: no options are defined for this command."),
+            ),
+            Opts::Retr(items) => self.on_opts_retr(&items),
+            Opts::Pasv(items) => {
+                for (k, v) in &items {
+                    match (k.to_ascii_lowercase().as_str(), v.as_str()) {
+                        ("allowdelayed", "1") => self.allow_delayed = true,
+                        ("allowdelayed", "0") => self.allow_delayed = false,
+                        _ => {
+                            return Self::reply(
+                                ReplyCode::PARAMETER_SYNTAX_ERROR,
+                                format!("OPTS PASV: unknown option {k}={v}."),
+                            )
+                        }
+                    }
+                }
+                Self::reply(ReplyCode::OK, "OPTS Command Successful.")
+            }
+            Opts::Utf8(_) => Self::reply(ReplyCode::OK, "UTF8 set to on."),
+        }
+    }
+
+    /// `OPTS RETR Parallelism=n,min,max;markers=s;StripeLayout=...;`
+    /// (GFD.20; Globus uses only the first parallelism number).
+    pub(super) fn on_opts_retr(&mut self, items: &[(String, String)]) -> Action {
+        let mut parallelism = self.parallelism;
+        let mut markers = self.send_markers;
+        for (k, v) in items {
+            match k.to_ascii_lowercase().as_str() {
+                "parallelism" => {
+                    let first = v.split(',').next().unwrap_or("").trim();
+                    match first.parse::<u32>() {
+                        Ok(n) if (1..=MAX_PARALLELISM).contains(&n) => parallelism = n,
+                        _ => {
+                            return Self::reply(
+                                ReplyCode::PARAMETER_SYNTAX_ERROR,
+                                format!("OPTS RETR: Parallelism must be 1 to {MAX_PARALLELISM}."),
+                            )
+                        }
+                    }
+                }
+                "markers" => match v.trim().parse::<u32>() {
+                    Ok(0) => markers = None,
+                    Ok(n) => markers = Some(n),
+                    Err(_) => {
+                        return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "OPTS RETR: markers takes seconds.")
+                    }
+                },
+                // One stripe: every layout is the same layout.
+                "stripelayout" | "blocksize" => {}
+                _ => return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, format!("OPTS RETR: unknown option {k}.")),
+            }
+        }
+        self.parallelism = parallelism;
+        self.send_markers = markers;
+        Self::reply(ReplyCode::OK, "OPTS Command Successful.")
+    }
+}
