@@ -161,6 +161,10 @@ pub struct ChannelFlags {
     /// cache; implies --staging 16M unless given).
     #[arg(long)]
     pub direct_io: bool,
+    /// The data-channel transport to ask servers for (TPRT; see
+    /// docs/transports.md). TCP when not given, or when a server refuses.
+    #[arg(long, value_name = "NAME")]
+    pub transport: Option<String>,
 }
 
 impl ChannelFlags {
@@ -179,9 +183,17 @@ impl ChannelFlags {
             tcp_buffer: self.tcp_bs,
             block_size: self.block_size.unwrap_or(CopyOptions::default().block_size),
             direct_io: self.direct_io,
+            transport: self.transport.clone(),
+            data_path: data_path_from_env(),
             ..CopyOptions::default()
         }
     }
+}
+
+/// `FERRY_DATA_PATH=buffered` selects the buffered data path, for
+/// measurements (`docs/data-path.md`); the libraries never read it.
+pub fn data_path_from_env() -> ferry_io::mode_e::DataPath {
+    ferry_io::mode_e::DataPath::from_name(std::env::var("FERRY_DATA_PATH").ok().as_deref())
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -501,6 +513,11 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "settings": settings.to_json(),
                 "sizing": summary.sizing.iter().map(|(server, rtt, why)| serde_json::json!({
                     "server": server, "rtt_ms": rtt, "choice": why,
+                })).collect::<Vec<_>>(),
+                // The data channels' transport (null for a local copy).
+                "transport": summary.transports.first().map(|(_, t)| t.clone()),
+                "transports": summary.transports.iter().map(|(server, t)| serde_json::json!({
+                    "server": server, "transport": t,
                 })).collect::<Vec<_>>(),
             })
         );

@@ -145,6 +145,7 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
         Direction::Upload => Side::Client,
     });
     settings.parallel_streams = client.session(&server).await.ok().map(|s| s.parallelism());
+    settings.transport = client.session(&server).await.ok().map(|s| s.transport_name().to_string());
     settings.tcp_buffer_bytes = args.channel.tcp_bs.map(u64::from);
     settings.block_size_bytes = Some(args.channel.block_size.unwrap_or(1 << 20) as u64);
     settings.staging_bytes = args.channel.staging.map(|b| b as u64);
@@ -241,7 +242,10 @@ async fn compare(
         let (reads, writes) = variant.files();
         let recorder = ProgressRecorder::new(label, Some(bytes)).with_files(reads, writes);
         let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let ctl = TransferControl::shared(counter.clone(), None);
+        let ctl = TransferControl {
+            path: crate::copy::data_path_from_env(),
+            ..TransferControl::shared(counter.clone(), None)
+        };
         let ticker = {
             let (counter, recorder) = (counter.clone(), recorder.clone());
             tokio::spawn(async move {

@@ -91,6 +91,10 @@ pub struct ServeArgs {
     /// cache; implies a staging ring).
     #[arg(long)]
     direct_io: bool,
+    /// The data channels' transport until a client selects another (TPRT,
+    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp.
+    #[arg(long, value_name = "NAME")]
+    data_transport: Option<String>,
     /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -241,6 +245,12 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(v) = args.staging {
         c.staging = v;
     }
+    if let Some(t) = &args.data_transport {
+        c.data_transport = t.clone();
+    }
+    // The buffered path, for measurements (docs/data-path.md): chosen
+    // here, passed down explicitly.
+    c.data_path = crate::copy::data_path_from_env();
     if args.direct_io {
         c.direct_io = true;
     }

@@ -17,7 +17,7 @@ use crate::session::{third_party_e, ChannelOptions, Marker, ServerSession};
 use ferry_io::mode_e::{BlockSink, BlockSource, DataPath, ReceiveState, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::stream::{self, AbortSignal, CopyError};
-use ferry_io::tls::DataStream;
+use ferry_io::transport::DataConn;
 use ferry_proto::command::{Command, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::RangeSet;
@@ -110,6 +110,12 @@ pub struct CopyOptions {
     pub dry_run: bool,
     /// `--include` / `--exclude`.
     pub filter: Option<crate::filter::Filter>,
+    /// `--transport`: the data-channel transport to ask servers for; TCP
+    /// when unset or refused.
+    pub transport: Option<String>,
+    /// How payload crosses between sockets and files (`FERRY_DATA_PATH`,
+    /// read by the command line, not here).
+    pub data_path: DataPath,
 }
 
 impl Default for CopyOptions {
@@ -136,6 +142,8 @@ impl Default for CopyOptions {
             fail_fast: false,
             dry_run: false,
             filter: None,
+            transport: None,
+            data_path: DataPath::ZeroCopy,
         }
     }
 }
@@ -190,6 +198,8 @@ pub struct CopySummary {
     /// How the data channels to each server were sized: (server, RTT in
     /// ms, streams and why).
     pub sizing: Vec<(String, f64, String)>,
+    /// The data channels' transport for each server: (server, transport).
+    pub transports: Vec<(String, String)>,
 }
 
 impl CopySummary {
@@ -250,6 +260,7 @@ impl Client {
             block_size: self.opts.block_size,
             streams: self.opts.streams.clone(),
             tls: self.tls.clone(),
+            transport: self.opts.transport.clone(),
         }
     }
 
@@ -434,6 +445,7 @@ impl Client {
             }
         };
         summary.sizing = self.sizing();
+        summary.transports = self.transports();
         match result {
             Err(ClientError::FailFast) => Ok(()),
             other => other,
@@ -443,11 +455,13 @@ impl Client {
     /// Opens the session for a download with its RETR in the login's
     /// write (see [`ServerSession::open_retrieving`]) when nothing calls
     /// for a question first: a remote file to a local path, MODE E allowed,
-    /// no restart record to consult, IPv4.
+    /// no restart record to consult, IPv4, no transport to negotiate
+    /// (`TPRT` comes after the login).
     async fn pipeline_download(&mut self, src: &Location, dst: &Location) -> Result<(), ClientError> {
         let (Location::Remote(u), Location::Local(d)) = (src, dst) else { return Ok(()) };
         let Some(name) = u.file_name() else { return Ok(()) };
         if u.is_dir_url()
+            || self.opts.transport.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("tcp"))
             || self.opts.mode == ModeChoice::Stream
             || self.opts.pipeline <= 1
             || self.sessions.contains_key(&key(u))
@@ -696,6 +710,7 @@ impl Client {
 
     fn control(&self) -> TransferControl {
         let mut ctl = TransferControl::shared(self.stats.bytes.clone(), self.rate.clone());
+        ctl.path = self.opts.data_path;
         // Direct I/O needs the ring's aligned buffers: 16 MiB unless sized.
         let staging = self.opts.staging.or(self.opts.direct_io.then_some(16 << 20));
         ctl.staging = staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
@@ -714,6 +729,18 @@ impl Client {
     }
 
     /// How each server's data channels were sized, for reports.
+    /// The transport each server's data channels used.
+    pub fn transports(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .sessions
+            .values()
+            .map(|s| (s.url.with_path(String::new()).to_string(), s.transport_name().to_string()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     pub fn sizing(&self) -> Vec<(String, f64, String)> {
         self.sessions
             .iter()
@@ -862,14 +889,14 @@ impl Client {
     }
 
     async fn download_s(&mut self, src: &RemoteUrl, dst: &Path, size: u64, meta: FileMeta) -> Result<u64, ClientError> {
-        let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
         let rate = self.rate.clone();
+        let path = self.opts.data_path;
         let sink = LocalSink::open(dst, false, meta)?;
         let s = self.session(src).await?;
         let cmd = Command::Retr(src.path.clone());
         let addr = s.stream_transfer(&cmd, None).await?;
-        let mut data = connect_data(&s.ctrl, addr, timeout).await?;
+        let mut data = s.connect_data(addr).await?;
         let c = &mut s.ctrl;
         let r = c.reply().await?;
         if !r.code.is_preliminary() {
@@ -879,9 +906,8 @@ impl Client {
         let file = sink.file.try_clone().map_err(local_err(dst))?;
         let regular = sink.partial.is_some();
         let abort = Arc::new(AbortSignal::new());
-        abort.register(data.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
+        abort.register(&*data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
-        let path = ferry_io::mode_e::DataPath::from_env();
         let copy = tokio::task::spawn_blocking(move || {
             let to = stream::ReceiveTo::default();
             let (n, end) = stream::receive(&mut data, &*target, to, &progress, &a, rate.as_deref(), path)?;
@@ -905,9 +931,9 @@ impl Client {
         size: u64,
         resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
-        let timeout = self.opts.timeout;
         let progress = self.stats.bytes.clone();
         let rate = self.rate.clone();
+        let path = self.opts.data_path;
         let file = File::open(src).map_err(local_err(src))?;
         let md = file.metadata().map_err(local_err(src))?;
         // Stream mode resumes from a prefix the server holds and the
@@ -931,17 +957,17 @@ impl Client {
         } else {
             s.stream_transfer(&cmd, allo).await?
         };
-        let mut data = connect_data(&s.ctrl, addr, timeout).await?;
+        let mut data = s.connect_data(addr).await?;
         let c = &mut s.ctrl;
         let r = c.reply().await?;
         if !r.code.is_preliminary() {
             return Err(refused(&cmd, r));
         }
         let abort = Arc::new(AbortSignal::new());
-        abort.register(data.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
+        abort.register(&*data).map_err(|e| ClientError::Data(e.to_string()))?;
         let a = abort.clone();
         let copy = tokio::task::spawn_blocking(move || {
-            let n = stream::send(&file, from, None, &mut data, &progress, &a, rate.as_deref(), DataPath::from_env())?;
+            let n = stream::send(&file, from, None, &mut data, &progress, &a, rate.as_deref(), path)?;
             stream::finish_send(&mut data)?;
             Ok(n)
         });
@@ -1188,18 +1214,14 @@ async fn finish_transfer(
     copied
 }
 
-/// Opens a stream-mode data connection, in TLS when the session has PROT P.
-async fn connect_data(c: &ControlChannel, addr: SocketAddr, timeout: Duration) -> Result<DataStream, ClientError> {
-    let s = tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| ClientError::Timeout {
-            what: format!("opening the data connection to {addr}"),
-            secs: timeout.as_secs(),
-        })?
-        .map_err(|e| ClientError::Data(format!("cannot connect to {addr}: {e}")))?;
-    let s = s.into_std()?;
-    ferry_io::socket::configure_data_socket(&s, None, timeout)?;
-    c.protect(s)
+/// Opens a stream-mode data connection for a bare control channel (a
+/// listing), in TLS when the session has PROT P.
+async fn connect_data(c: &ControlChannel, addr: SocketAddr, timeout: Duration) -> Result<DataConn, ClientError> {
+    let opts = ferry_io::transport::ChannelOptions {
+        protection: c.data_protection(),
+        ..ferry_io::transport::ChannelOptions::new(timeout)
+    };
+    crate::session::connect_with(&opts, addr).await
 }
 
 /// Reads a directory listing in stream mode: MLSD where the server has it,
@@ -1406,10 +1428,10 @@ impl BlockSource for DirectOrFile {
         }
     }
 
-    fn send_to(&self, sock: &std::net::TcpStream, offset: u64, len: usize) -> Option<std::io::Result<usize>> {
+    fn file_range(&self, offset: u64, len: usize) -> Option<ferry_io::endpoint::FileRange<'_>> {
         match self {
             Self::Direct(_) => None,
-            Self::File(f) => f.send_to(sock, offset, len),
+            Self::File(f) => f.file_range(offset, len),
         }
     }
 

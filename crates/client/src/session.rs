@@ -13,9 +13,8 @@ use crate::control::{refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::RemoteUrl;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
-use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::CopyError;
-use ferry_io::tls::DataStream;
+use ferry_io::transport::{self, ChannelOptions as DataChannelOptions, Connection, DataConn, DataListener};
 use ferry_profile::{StreamHandle, StreamRegistry};
 use ferry_proto::client::parse::passive_address;
 use ferry_proto::client::{classify, Expect, ReplyClass};
@@ -23,10 +22,9 @@ use ferry_proto::command::{Allo, Command, EpsvArg, Opts, ProtectionLevel, RestAr
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::markers::{parse_range_marker, PerfMarker};
 use ferry_proto::{RangeSet, Reply};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::mpsc;
 
 /// Knobs that shape data channels.
@@ -46,6 +44,9 @@ pub struct ChannelOptions {
     pub streams: Option<StreamRegistry>,
     /// The TLS configuration for `ftps://` servers.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `--transport`: the data-channel transport to ask for (`TPRT`);
+    /// TCP when unset, refused, or not one this client has.
+    pub transport: Option<String>,
 }
 
 impl Default for ChannelOptions {
@@ -57,6 +58,7 @@ impl Default for ChannelOptions {
             block_size: mode_e::DEFAULT_BLOCK_SIZE,
             streams: None,
             tls: None,
+            transport: None,
         }
     }
 }
@@ -86,9 +88,9 @@ enum Channel {
     #[default]
     None,
     /// Download: we listen (PORT sent), the server connects.
-    Listening { listener: Arc<TcpListener>, cached: Vec<DataStream> },
+    Listening { listener: Arc<dyn DataListener>, cached: Vec<DataConn> },
     /// Upload: the server listens (PASV answered), we connect.
-    Connecting { addr: SocketAddr, cached: Vec<DataStream> },
+    Connecting { addr: SocketAddr, cached: Vec<DataConn> },
     /// Third-party destination listening at `addr`.
     Destination { addr: SocketAddr },
     /// Third-party source told to connect to `to`.
@@ -127,6 +129,9 @@ pub struct ServerSession {
     /// tried): a tree copy stops asking a server that refused.
     pub utime_works: Option<bool>,
     pub chmod_works: Option<bool>,
+    /// The transport of the data channels: `tcp` unless `TPRT` chose
+    /// another.
+    transport: String,
 }
 
 impl ServerSession {
@@ -143,6 +148,9 @@ impl ServerSession {
         let file_size = facts.as_ref().and_then(|f| f.as_ref()).filter(|f| f.kind == FileKind::File).map(|f| f.size);
         s.size_streams(file_size);
         s.probe = probe.zip(facts).map(|(p, f)| (p.to_string(), f));
+        if let Some(name) = s.opts.transport.clone() {
+            s.select_transport(&name).await?;
+        }
         Ok(s)
     }
 
@@ -167,7 +175,7 @@ impl ServerSession {
             return Err(ClientError::Usage("a pipelined download needs IPv4".into()));
         };
         s.queue(Command::Spor(vec![v4]), Expect::Positive);
-        s.channel = Channel::Listening { listener: Arc::new(listener), cached: Vec::new() };
+        s.channel = Channel::Listening { listener, cached: Vec::new() };
         let queued = std::mem::take(&mut s.queued);
         let mut then: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
         then.push(Command::Retr(path.to_string()));
@@ -224,7 +232,42 @@ impl ServerSession {
             probes: Arc::default(),
             utime_works: None,
             chmod_works: None,
+            transport: "tcp".to_string(),
         }
+    }
+
+    /// Asks the server for the data-channel transport `name` (`TPRT`,
+    /// `docs/transports.md`). TCP needs no asking: it is every server's
+    /// default, and a Globus server would only answer 500. A refusal (5xx)
+    /// leaves the session on TCP with a warning, as does a transport the
+    /// server accepts but this client does not have (it is switched back).
+    pub async fn select_transport(&mut self, name: &str) -> Result<(), ClientError> {
+        if name.eq_ignore_ascii_case("tcp") {
+            return Ok(());
+        }
+        let r = self.ctrl.command(&Command::Tprt(name.to_string())).await?;
+        if !r.code.is_positive_completion() {
+            tracing::warn!(server = %self.url, transport = name, reply = %r.text(), "transport refused; using tcp");
+            return Ok(());
+        }
+        let here = transport::by_name(name).filter(|t| transport::networked().contains(&t.name()));
+        match here {
+            Some(t) => self.transport = t.name().to_string(),
+            None => {
+                tracing::warn!(transport = name, "this client has no such transport; using tcp");
+                let _ = self.ctrl.command(&Command::Tprt("tcp".into())).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The transport this session's data channels use.
+    pub fn transport_name(&self) -> &str {
+        &self.transport
+    }
+
+    fn data_transport(&self) -> Arc<dyn transport::Transport> {
+        transport::by_name(&self.transport).unwrap_or_else(transport::default_transport)
     }
 
     /// Chooses the stream count from the control connection's RTT (and
@@ -431,11 +474,15 @@ impl ServerSession {
         }
     }
 
-    fn data_socket(&self, s: TcpStream) -> Result<DataStream, ClientError> {
-        configure_data_socket(&s, self.opts.tcp_buffer, self.opts.timeout)
-            .map_err(|e| ClientError::Data(e.to_string()))?;
-        register(&self.opts.streams, &self.probes, &s);
-        self.ctrl.protect(s)
+    /// How this session's data connections are opened: `--tcp-bs`, the
+    /// timeout, PROT, and the profiler's hook (`ferry profile`).
+    pub(crate) fn data_options(&self) -> DataChannelOptions {
+        DataChannelOptions {
+            buffer: self.opts.tcp_buffer,
+            timeout: self.opts.timeout,
+            protection: self.ctrl.data_protection(),
+            observer: observer(&self.opts.streams, &self.probes),
+        }
     }
 
     /// Queues `PROT P` or `PROT C` on a TLS session when the data
@@ -452,25 +499,15 @@ impl ServerSession {
         self.channel = Channel::None;
     }
 
-    async fn connect_data(&self, addr: SocketAddr) -> Result<DataStream, ClientError> {
-        let sock = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-        if let Some(n) = self.opts.tcp_buffer {
-            sock.set_send_buffer_size(n)?;
-            sock.set_recv_buffer_size(n)?;
-        }
-        let s = tokio::time::timeout(self.opts.timeout, sock.connect(addr))
-            .await
-            .map_err(|_| ClientError::Timeout {
-                what: format!("opening a data connection to {addr}"),
-                secs: self.opts.timeout.as_secs(),
-            })?
-            .map_err(|e| ClientError::Data(format!("cannot connect to {addr}: {e}")))?;
-        self.data_socket(s.into_std()?)
+    /// Opens one data connection to `addr` (stream mode, or one of a MODE E
+    /// upload's), the way every data connection is opened.
+    pub(crate) async fn connect_data(&self, addr: SocketAddr) -> Result<DataConn, ClientError> {
+        connect_over(&*self.data_transport(), &self.data_options(), addr).await
     }
 
     /// Opens `n` data connections to `addr` at once: one after another
     /// would cost a round trip each.
-    async fn connect_many(&self, addr: SocketAddr, n: usize) -> Result<Vec<DataStream>, ClientError> {
+    async fn connect_many(&self, addr: SocketAddr, n: usize) -> Result<Vec<DataConn>, ClientError> {
         futures::future::join_all((0..n).map(|_| self.connect_data(addr))).await.into_iter().collect()
     }
 
@@ -483,50 +520,34 @@ impl ServerSession {
         if !matches!(self.channel, Channel::Listening { .. }) {
             let listener = self.listen()?;
             self.port(listener.local_addr()?);
-            self.channel = Channel::Listening { listener: Arc::new(listener), cached: Vec::new() };
+            self.channel = Channel::Listening { listener, cached: Vec::new() };
         }
         Ok(())
     }
 
     /// A listener for the server's data connections, on the address the
     /// control connection uses.
-    fn listen(&self) -> Result<TcpListener, ClientError> {
+    fn listen(&self) -> Result<Arc<dyn DataListener>, ClientError> {
         let local = self.ctrl.local_addr()?;
-        let sock = if local.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-        if let Some(n) = self.opts.tcp_buffer {
-            sock.set_recv_buffer_size(n)?;
-            sock.set_send_buffer_size(n)?;
-        }
-        sock.bind(SocketAddr::new(local.ip(), 0))?;
-        Ok(sock.listen(64)?)
+        let opts = self.data_options();
+        Ok(transport::PortAllocator::new(None).bind(&*self.data_transport(), local.ip(), &opts)?)
     }
 
     /// Accepts the server's data connections for as long as the returned
     /// receiver is alive.
-    fn spawn_acceptor(&self) -> Result<(tokio::task::JoinHandle<()>, mpsc::Receiver<DataStream>), ClientError> {
+    fn spawn_acceptor(&self) -> Result<(tokio::task::JoinHandle<()>, mpsc::Receiver<DataConn>), ClientError> {
         let Channel::Listening { listener, .. } = &self.channel else {
             return Err(channel_changed());
         };
         let listener = listener.clone();
         let (tx, rx) = mpsc::channel(16);
-        let (buffer, timeout) = (self.opts.tcp_buffer, self.opts.timeout);
-        let (registry, probes) = (self.opts.streams.clone(), self.probes.clone());
+        // Only the server we talk to may connect (not a port scanner). We
+        // are the TLS client even on connections the server opened (RFC
+        // 4217 §7); the handshake runs on the reader.
         let peer = self.ctrl.peer().ip();
-        let protection = self.ctrl.data_protection();
+        let opts = self.data_options();
         let task = tokio::spawn(async move {
-            while let Ok((s, from)) = listener.accept().await {
-                // Only the server we talk to may connect (not a port scanner).
-                if from.ip().to_canonical() != peer.to_canonical() {
-                    continue;
-                }
-                let Ok(s) = s.into_std() else { continue };
-                if configure_data_socket(&s, buffer, timeout).is_err() {
-                    break;
-                }
-                register(&registry, &probes, &s);
-                // We are the TLS client even on connections the server
-                // opened (RFC 4217 §7); the handshake runs on the reader.
-                let Ok(s) = protection.wrap(s) else { break };
+            while let Ok((s, _)) = listener.accept(&opts, Some(peer)).await {
                 if tx.send(s).await.is_err() {
                     break;
                 }
@@ -539,7 +560,7 @@ impl ServerSession {
     async fn receive_retrieved(
         &mut self,
         cmd: &Command,
-        incoming: &mut mpsc::Receiver<DataStream>,
+        incoming: &mut mpsc::Receiver<DataConn>,
         sink: Arc<dyn BlockSink>,
         size: Option<u64>,
         state: Arc<ReceiveState>,
@@ -758,7 +779,7 @@ impl ServerSession {
         let missing = (self.parallelism as usize).saturating_sub(streams.len());
         streams.extend(self.connect_many(addr, missing).await?);
         for s in &streams {
-            ctl.abort.register(s.tcp()).map_err(|e| ClientError::Data(e.to_string()))?;
+            ctl.abort.register(&**s).map_err(|e| ClientError::Data(e.to_string()))?;
         }
         // A refusal resets the channel: the streams close with it and the
         // next transfer sets up a new one (PASV).
@@ -1063,14 +1084,41 @@ fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool 
     }
 }
 
-/// Registers a data connection with the profiler, if one runs.
-fn register(registry: &Option<StreamRegistry>, probes: &std::sync::Mutex<Vec<StreamHandle>>, s: &TcpStream) {
-    let Some(registry) = registry else { return };
-    let label = s.peer_addr().map(|a| format!("data {a}")).unwrap_or_else(|_| "data".into());
-    match registry.register(s, label) {
-        Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
-        Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
-    }
+/// The profiler's hook, if one runs: registers every data connection's
+/// socket.
+fn observer(
+    registry: &Option<StreamRegistry>,
+    probes: &Arc<std::sync::Mutex<Vec<StreamHandle>>>,
+) -> Option<transport::ConnectionObserver> {
+    let registry = registry.clone()?;
+    let probes = probes.clone();
+    Some(Arc::new(move |conn: &dyn Connection| {
+        let Some(fd) = conn.socket() else { return };
+        let label = conn.peer_addr().map(|a| format!("data {a}")).unwrap_or_else(|| "data".into());
+        match registry.register(&fd, label) {
+            Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+            Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
+        }
+    }))
+}
+
+/// Opens a TCP data connection with `opts`; a timeout is reported as such.
+pub(crate) async fn connect_with(opts: &DataChannelOptions, addr: SocketAddr) -> Result<DataConn, ClientError> {
+    connect_over(&*transport::default_transport(), opts, addr).await
+}
+
+async fn connect_over(
+    t: &dyn transport::Transport,
+    opts: &DataChannelOptions,
+    addr: SocketAddr,
+) -> Result<DataConn, ClientError> {
+    t.connect(addr, None, opts).await.map_err(|e| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            ClientError::Timeout { what: format!("opening a data connection to {addr}"), secs: opts.timeout.as_secs() }
+        } else {
+            ClientError::Data(e.to_string())
+        }
+    })
 }
 
 fn channel_changed() -> ClientError {

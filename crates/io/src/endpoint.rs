@@ -1,32 +1,45 @@
-//! Where data comes from and goes to, and how it crosses into sockets.
+//! Where data comes from and goes to: the disk side of a transfer.
 //!
-//! A [`BlockSource`] can always be read into a buffer; when it can also hand
-//! bytes to a socket inside the kernel (`sendfile(2)` from the page cache or
-//! a memfd), [`BlockSource::send_to`] does that and the bytes never enter
-//! user space. Likewise a [`BlockSink`] can always take a buffer, and may
-//! take bytes straight from a socket: a discard sink drops them in the
-//! kernel with `recv(MSG_TRUNC)`, which copies nothing. Which path runs is
-//! decided per transfer (`docs/data-path.md` has the measurements).
+//! A [`BlockSource`] can always be read into a buffer; when its bytes are
+//! in a file (the page cache, or a memfd of zeros) it also says where
+//! ([`BlockSource::file_range`]), and a transport that can move file bytes
+//! inside the kernel (TCP's `sendfile(2)`) does so: the bytes never enter
+//! user space. Likewise a [`BlockSink`] can always take a buffer, and one
+//! that drops everything says so ([`BlockSink::zero_copy`]), so a transport
+//! may discard the bytes without copying them (TCP: `recv(MSG_TRUNC)`).
+//! Neither trait knows about sockets: the transports (`crate::transport`)
+//! do. Which path runs is decided per transfer (`docs/data-path.md` has
+//! the measurements).
 
 use std::fs::File;
 use std::io;
-use std::net::TcpStream;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
+
+/// Bytes of a source as a range of an open file: what a transport hands
+/// to the kernel (`sendfile`) instead of copying.
+#[derive(Debug, Clone, Copy)]
+pub struct FileRange<'a> {
+    pub fd: BorrowedFd<'a>,
+    /// Offset in that file (not necessarily the source's offset).
+    pub offset: u64,
+    /// Bytes available there, at most what was asked; 0 past the end.
+    pub len: usize,
+}
 
 /// Where a sender's blocks come from.
 pub trait BlockSource: Send + Sync {
     /// Reads at `offset`; returns the bytes read, 0 at the end.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
 
-    /// Sends up to `len` bytes from `offset` to `sock` without a user-space
-    /// copy, if this source can (`None` otherwise). Returns the bytes sent.
-    fn send_to(&self, _sock: &TcpStream, _offset: u64, _len: usize) -> Option<io::Result<usize>> {
+    /// Up to `len` bytes from `offset` as a range of a file, if this source
+    /// keeps its bytes in one (`None` otherwise).
+    fn file_range(&self, _offset: u64, _len: usize) -> Option<FileRange<'_>> {
         None
     }
 
-    /// Whether [`send_to`](Self::send_to) is available.
+    /// Whether [`file_range`](Self::file_range) is available.
     fn zero_copy(&self) -> bool {
         false
     }
@@ -36,26 +49,10 @@ pub trait BlockSource: Send + Sync {
 pub trait BlockSink: Send + Sync {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
 
-    /// Takes exactly `len` bytes for `offset` from `sock` without a
-    /// user-space copy, if this sink can (`None` otherwise).
-    fn recv_from(&self, _sock: &TcpStream, _offset: u64, _len: u64) -> Option<io::Result<()>> {
-        None
-    }
-
-    /// Whether [`recv_from`](Self::recv_from) is available.
+    /// Whether this sink drops everything, so the transport may discard
+    /// the bytes without copying them out.
     fn zero_copy(&self) -> bool {
         false
-    }
-}
-
-fn sendfile(sock: &TcpStream, from: impl AsFd, offset: u64, len: usize) -> io::Result<usize> {
-    let mut off = i64::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    loop {
-        match nix::sys::sendfile::sendfile(sock, &from, Some(&mut off), len) {
-            Ok(n) => return Ok(n),
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
-        }
     }
 }
 
@@ -64,8 +61,8 @@ impl BlockSource for File {
         FileExt::read_at(self, buf, offset)
     }
 
-    fn send_to(&self, sock: &TcpStream, offset: u64, len: usize) -> Option<io::Result<usize>> {
-        Some(sendfile(sock, self, offset, len))
+    fn file_range(&self, offset: u64, len: usize) -> Option<FileRange<'_>> {
+        Some(FileRange { fd: self.as_fd(), offset, len })
     }
 
     fn zero_copy(&self) -> bool {
@@ -116,8 +113,8 @@ impl BlockSource for SerialFile {
         BlockSource::read_at(&self.file, buf, offset)
     }
 
-    fn send_to(&self, sock: &TcpStream, offset: u64, len: usize) -> Option<io::Result<usize>> {
-        self.file.send_to(sock, offset, len)
+    fn file_range(&self, offset: u64, len: usize) -> Option<FileRange<'_>> {
+        self.file.file_range(offset, len)
     }
 
     fn zero_copy(&self) -> bool {
@@ -261,12 +258,9 @@ impl BlockSource for ZeroSource {
         Ok(n)
     }
 
-    fn send_to(&self, sock: &TcpStream, offset: u64, len: usize) -> Option<io::Result<usize>> {
+    fn file_range(&self, offset: u64, len: usize) -> Option<FileRange<'_>> {
         let n = (self.len.saturating_sub(offset)).min(len as u64).min(ZERO_CHUNK as u64) as usize;
-        if n == 0 {
-            return Some(Ok(0));
-        }
-        Some(sendfile(sock, &self.zeros, 0, n))
+        Some(FileRange { fd: self.zeros.as_fd(), offset: 0, len: n })
     }
 
     fn zero_copy(&self) -> bool {
@@ -274,9 +268,9 @@ impl BlockSource for ZeroSource {
     }
 }
 
-/// Discards everything: the memory-to-memory sink (`/dev/null`). Data
-/// arriving from a socket is dropped inside the kernel (`recv` with
-/// `MSG_TRUNC` on TCP discards without copying).
+/// Discards everything: the memory-to-memory sink (`/dev/null`). A
+/// transport may drop the data without copying it (TCP: `recv` with
+/// `MSG_TRUNC` discards inside the kernel).
 #[derive(Debug, Default)]
 pub struct NullSink;
 
@@ -285,52 +279,22 @@ impl BlockSink for NullSink {
         Ok(())
     }
 
-    fn recv_from(&self, sock: &TcpStream, _offset: u64, len: u64) -> Option<io::Result<()>> {
-        Some(discard(sock, len))
-    }
-
     fn zero_copy(&self) -> bool {
         true
     }
 }
 
-/// Drops exactly `len` bytes from a TCP socket without copying them out.
-pub fn discard(sock: &TcpStream, mut len: u64) -> io::Result<()> {
-    use nix::sys::socket::{recv, MsgFlags};
-    use std::os::fd::AsRawFd;
-    // With MSG_TRUNC, TCP discards the bytes and never writes this buffer;
-    // its length only bounds how much one call drops.
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0u8; 1 << 20]);
-    }
-    SCRATCH.with(|scratch| {
-        let mut scratch = scratch.borrow_mut();
-        while len > 0 {
-            let want = len.min(scratch.len() as u64) as usize;
-            match recv(sock.as_raw_fd(), &mut scratch[..want], MsgFlags::MSG_TRUNC) {
-                Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "data connection closed mid-block")),
-                Ok(n) => len -= n as u64,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(nix::errno::Errno::EAGAIN) => {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "no data arrived in time"))
-                }
-                Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
-            }
-        }
-        Ok(())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::{Connection, Payload};
     use std::io::{Read, Write};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
 
-    fn pair() -> (TcpStream, TcpStream) {
+    fn pair() -> (crate::tls::DataStream, TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        (a, l.accept().unwrap().0)
+        (crate::tls::DataStream::Plain(a), l.accept().unwrap().0)
     }
 
     #[test]
@@ -340,10 +304,14 @@ mod tests {
         let dir = tempfile::tempdir_in(std::env::var_os("FERRY_DISK_DIR").unwrap_or("/var/tmp".into())).unwrap();
         let path = dir.path().join("d");
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
-        let Ok(d) = DirectFile::new(file) else {
-            eprintln!("skipped: {} has no O_DIRECT", dir.path().display());
-            return;
-        };
+        // Cannot run without O_DIRECT: fail saying so, never pass silently.
+        let d = DirectFile::new(file).unwrap_or_else(|e| {
+            panic!(
+                "cannot run here: {} has no O_DIRECT ({e}); set FERRY_DISK_DIR to a directory on a disk file system \
+                 (ext4, xfs)",
+                dir.path().display()
+            )
+        });
         let mut block = AlignedBuf::new(4 * DIRECT_ALIGN);
         block.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
         d.write_at(&block, 0).unwrap(); // direct
@@ -363,13 +331,13 @@ mod tests {
     #[test]
     fn zero_source_sends_zeros_and_stops_at_its_length() {
         let z = ZeroSource::new(10_000_000).unwrap();
-        let (a, mut b) = pair();
+        let (mut a, mut b) = pair();
         let sender = std::thread::spawn(move || {
             let mut off = 0u64;
             while off < 10_000_000 {
-                off += z.send_to(&a, off, 1 << 20).unwrap().unwrap() as u64;
+                off += a.send_block(b"", Payload::Source { source: &z, offset: off, len: 1 << 20 }).unwrap();
             }
-            assert_eq!(z.send_to(&a, off, 1 << 20).unwrap().unwrap(), 0);
+            assert_eq!(a.send_block(b"", Payload::Source { source: &z, offset: off, len: 1 << 20 }).unwrap(), 0);
         });
         let mut got = Vec::new();
         b.read_to_end(&mut got).unwrap();
@@ -379,22 +347,13 @@ mod tests {
     }
 
     #[test]
-    fn discard_drops_exactly_the_block() {
-        let (mut a, b) = pair();
-        a.write_all(&vec![7u8; 3_000_000]).unwrap();
-        a.write_all(b"next").unwrap();
-        discard(&b, 3_000_000).unwrap();
-        let mut rest = [0u8; 4];
-        (&b).read_exact(&mut rest).unwrap();
-        assert_eq!(&rest, b"next");
-    }
-
-    #[test]
-    fn file_sendfile_honours_offsets() {
+    fn file_ranges_honour_offsets() {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(b"0123456789").unwrap();
-        let (a, mut b) = pair();
-        assert_eq!(f.send_to(&a, 3, 4).unwrap().unwrap(), 4);
+        let r = f.file_range(3, 4).unwrap();
+        assert_eq!((r.offset, r.len), (3, 4));
+        let (mut a, mut b) = pair();
+        assert_eq!(a.send_block(b"", Payload::Source { source: &f, offset: 3, len: 4 }).unwrap(), 4);
         drop(a);
         let mut got = String::new();
         b.read_to_string(&mut got).unwrap();

@@ -14,4 +14,5 @@ pub mod staging;
 pub mod stream;
 pub mod tcpinfo;
 pub mod tls;
+pub mod transport;
 pub mod udt;

@@ -16,11 +16,10 @@
 use crate::rate::RateLimit;
 use crate::staging::{ReceiveStaging, SendStaging, StagingConfig};
 use crate::stream::{AbortSignal, CopyError};
-use crate::tls::DataStream;
+use crate::transport::{write_all_vectored, DataConn, Payload};
 use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
 use ferry_proto::RangeSet;
 use std::io::{self, IoSlice, Read, Write};
-use std::net::TcpStream;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,11 +35,14 @@ pub const MAX_CONNECTIONS: usize = 256;
 
 pub use crate::endpoint::{BlockSink, BlockSource, MemorySink};
 
-/// How payload bytes cross between sockets and files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How payload bytes cross between sockets and files. Chosen by the
+/// caller and passed in [`TransferControl`]; the library never reads it
+/// from the environment (`ferry` maps `FERRY_DATA_PATH` onto it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DataPath {
-    /// Kernel-side moves where the endpoint allows (`sendfile`, discard
-    /// with `MSG_TRUNC`), buffers otherwise.
+    /// Kernel-side moves where the endpoint and the transport allow
+    /// (`sendfile`, discard with `MSG_TRUNC`), buffers otherwise.
+    #[default]
     ZeroCopy,
     /// Always through a user-space buffer (`pread` + `writev`, `read` +
     /// `pwrite`): what most servers do; kept to measure against.
@@ -48,11 +50,11 @@ pub enum DataPath {
 }
 
 impl DataPath {
-    /// From `FERRY_DATA_PATH` (`buffered` or `zero-copy`); zero-copy unless
-    /// told otherwise.
-    pub fn from_env() -> Self {
-        match std::env::var("FERRY_DATA_PATH").as_deref() {
-            Ok("buffered") => DataPath::Buffered,
+    /// `buffered` or `zero-copy` (what `FERRY_DATA_PATH` holds); anything
+    /// else is the default, zero-copy.
+    pub fn from_name(name: Option<&str>) -> Self {
+        match name {
+            Some("buffered") => DataPath::Buffered,
             _ => DataPath::ZeroCopy,
         }
     }
@@ -78,7 +80,26 @@ impl TransferControl {
     /// A control for one transfer that counts into `progress` (shared with
     /// a progress display or a whole copy) under an optional rate limit.
     pub fn shared(progress: Arc<AtomicU64>, rate: Option<Arc<RateLimit>>) -> Self {
-        Self { progress, abort: Arc::new(AbortSignal::new()), rate, path: DataPath::from_env(), staging: None }
+        Self { progress, abort: Arc::new(AbortSignal::new()), rate, path: DataPath::ZeroCopy, staging: None }
+    }
+}
+
+impl TransferControl {
+    /// Waits until `n` more bytes fit under the rate limit (if any): before
+    /// a block is sent, after it is received. The one place the MODE E
+    /// loops meet the limit.
+    #[inline]
+    pub fn pace(&self, n: usize) {
+        if let Some(rate) = &self.rate {
+            rate.acquire(n);
+        }
+    }
+
+    /// Counts `n` payload bytes moved: what progress bars, 112 markers and
+    /// the transfer log read. The one place the MODE E loops count.
+    #[inline]
+    pub fn moved(&self, n: u64) {
+        self.progress.fetch_add(n, Ordering::Relaxed);
     }
 }
 
@@ -140,11 +161,14 @@ pub const NOTSENT_LOWAT: u32 = 256 << 10;
 /// while the rest idle (at 80 ms one-way, a 256 MiB file went from 71–72
 /// to 75–76 MB/s with 16 streams, 72 to 79 with 32). On loopback or a LAN
 /// this only adds wake-ups, and one stream has nobody to share with.
-fn late_binding(streams: &[DataStream]) {
-    let long = streams.first().and_then(|s| crate::tcpinfo::tcp_info(s.tcp()).ok()).is_some_and(|i| i.rtt_us > 1000);
-    if streams.len() > 1 && long {
+fn late_binding(streams: &[DataConn]) {
+    if streams.len() < 2 {
+        return;
+    }
+    let long = streams.first().and_then(|s| s.stats().rtt_us).is_some_and(|rtt| rtt > 1000);
+    if long {
         for s in streams {
-            if let Err(e) = crate::tcpinfo::set_notsent_lowat(s.tcp(), NOTSENT_LOWAT) {
+            if let Err(e) = s.limit_unsent(NOTSENT_LOWAT) {
                 tracing::debug!(error = %e, "TCP_NOTSENT_LOWAT unavailable");
             }
         }
@@ -180,49 +204,14 @@ impl BlockCursor {
     }
 }
 
-/// Sends a block header with `MSG_MORE`, so the kernel holds it for the
-/// payload that `sendfile` adds next and both leave in the same segments.
-fn send_more(sock: &TcpStream, mut data: &[u8]) -> io::Result<()> {
-    use nix::sys::socket::{send, MsgFlags};
-    while !data.is_empty() {
-        match send(
-            std::os::fd::AsRawFd::as_raw_fd(sock),
-            data,
-            MsgFlags::from_bits_retain(libc::MSG_MORE | libc::MSG_NOSIGNAL),
-        ) {
-            Ok(n) => data = &data[n..],
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(nix::errno::Errno::EAGAIN) => {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "the peer took no data in time"))
-            }
-            Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
-        }
-    }
-    Ok(())
-}
-
-/// Writes all of `bufs` with as few `writev` calls as the kernel allows.
-fn write_all_vectored(sock: &mut impl Write, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
-    let mut bufs = bufs;
-    while !bufs.is_empty() {
-        match sock.write_vectored(bufs) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// Sends `plan` over `streams` and ends the transfer with EOD on every
 /// stream (EOF|EOD with EODC on one). Returns the streams for caching.
 pub fn send(
-    streams: Vec<DataStream>,
+    streams: Vec<DataConn>,
     source: &dyn BlockSource,
     plan: &SendPlan,
     ctl: &TransferControl,
-) -> Result<Vec<DataStream>, CopyError> {
+) -> Result<Vec<DataConn>, CopyError> {
     if streams.is_empty() {
         return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
     }
@@ -298,10 +287,10 @@ pub fn send(
 /// transfer. A chunk error is returned as it is; the caller drops the
 /// connections, whose state the peer cannot know.
 pub fn send_chunks(
-    mut streams: Vec<DataStream>,
+    mut streams: Vec<DataConn>,
     chunks: crate::stream::Chunks,
     ctl: &TransferControl,
-) -> Result<Vec<DataStream>, CopyError> {
+) -> Result<Vec<DataConn>, CopyError> {
     if streams.is_empty() {
         return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
     }
@@ -317,7 +306,7 @@ pub fn send_chunks(
             let header = BlockHeader::data(offset, block.len() as u64).encode();
             write_all_vectored(&mut streams[0], &mut [IoSlice::new(&header), IoSlice::new(block)]).map_err(net)?;
             offset += block.len() as u64;
-            ctl.progress.fetch_add(block.len() as u64, Ordering::Relaxed);
+            ctl.moved(block.len() as u64);
         }
     }
     for (i, s) in streams.iter_mut().enumerate() {
@@ -331,7 +320,7 @@ pub fn send_chunks(
 /// A stream thread in staged mode: sends blocks the readers have filled,
 /// whichever is ready, and returns each buffer to the ring.
 fn send_stream_staged(
-    sock: &mut DataStream,
+    sock: &mut DataConn,
     staging: &SendStaging,
     header_base: u64,
     eof_sent: &AtomicBool,
@@ -341,14 +330,12 @@ fn send_stream_staged(
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
     while let Some((block, buf)) = staging.next(&ctl.abort) {
         let len = (block.end - block.start) as usize;
-        if let Some(rate) = &ctl.rate {
-            rate.acquire(len);
-        }
+        ctl.pace(len);
         let header = BlockHeader::data(block.start - header_base, len as u64).encode();
         let r = write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]);
         staging.recycle(buf);
         r.map_err(net)?;
-        ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+        ctl.moved(len as u64);
     }
     if ctl.abort.is_aborted() {
         return Err(staging.take_error().unwrap_or(CopyError::Aborted));
@@ -384,7 +371,7 @@ fn source_ended(at: u64) -> CopyError {
 
 #[allow(clippy::too_many_arguments)]
 fn send_stream(
-    sock: &mut DataStream,
+    sock: &mut DataConn,
     source: &dyn BlockSource,
     plan: &SendPlan,
     mut first: Option<Range<u64>>,
@@ -394,7 +381,7 @@ fn send_stream(
     ctl: &TransferControl,
 ) -> Result<(), CopyError> {
     // TLS needs the bytes in user space: the buffered path, same framing.
-    let zero_copy = ctl.path == DataPath::ZeroCopy && source.zero_copy() && !sock.is_tls();
+    let zero_copy = ctl.path == DataPath::ZeroCopy && source.zero_copy() && sock.zero_copy();
     let mut buf = if zero_copy { Vec::new() } else { vec![0u8; plan.block_size.max(1)] };
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
     loop {
@@ -404,31 +391,23 @@ fn send_stream(
         let next = first.take().or_else(|| cursor.lock().unwrap_or_else(|e| e.into_inner()).next());
         let Some(block) = next else { break };
         let len = (block.end - block.start) as usize;
-        if let (true, Some(tcp)) = (zero_copy, sock.plain()) {
-            if let Some(rate) = &ctl.rate {
-                rate.acquire(len);
-            }
+        if zero_copy {
+            ctl.pace(len);
+            // TCP: the header with MSG_MORE, the payload with sendfile.
             let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
-            send_more(tcp, &header).map_err(net)?;
-            let mut sent = 0;
-            while sent < len {
-                match source.send_to(tcp, block.start + sent as u64, len - sent) {
-                    Some(Ok(0)) => return Err(source_ended(block.start + sent as u64)),
-                    Some(Ok(n)) => sent += n,
-                    Some(Err(e)) => return Err(net(e)),
-                    None => return Err(CopyError::Network(io::Error::other("zero-copy send unavailable"))),
-                }
+            let payload = Payload::Source { source, offset: block.start, len };
+            let sent = sock.send_block(&header, payload).map_err(net)?;
+            if sent < len as u64 {
+                return Err(source_ended(block.start + sent));
             }
-            ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+            ctl.moved(len as u64);
             continue;
         }
         read_block(source, &mut buf[..len], block.start)?;
-        if let Some(rate) = &ctl.rate {
-            rate.acquire(len);
-        }
+        ctl.pace(len);
         let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
         write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]).map_err(net)?;
-        ctl.progress.fetch_add(len as u64, Ordering::Relaxed);
+        ctl.moved(len as u64);
     }
     let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
     sock.write_all(&end.encode()).map_err(net)?;
@@ -505,15 +484,15 @@ impl ReceiveState {
 /// Reads blocks from one connection until its EOD. Returns the socket for
 /// reuse unless the sender said it closes it.
 pub fn receive_stream(
-    mut sock: DataStream,
+    mut sock: DataConn,
     sink: &dyn BlockSink,
     spec: ReceiveSpec,
     state: &ReceiveState,
     ctl: &TransferControl,
     staging: Option<&ReceiveStaging>,
-) -> Result<Option<DataStream>, CopyError> {
+) -> Result<Option<DataConn>, CopyError> {
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
-    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && !sock.is_tls();
+    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
     let mut buf = if zero_copy || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
     let mut first = true;
     loop {
@@ -550,16 +529,23 @@ pub fn receive_stream(
         if len > 0 {
             state.announce(header.offset..header.offset + len)?;
         }
-        if let (true, true, Some(tcp)) = (len > 0, zero_copy, sock.plain()) {
-            if let Some(rate) = &ctl.rate {
-                rate.acquire(len as usize);
+        if len > 0 && zero_copy {
+            // A discarding sink: the transport drops the payload (TCP in
+            // the kernel, MSG_TRUNC).
+            ctl.pace(len as usize);
+            let mut left = len;
+            while left > 0 {
+                match sock.discard(left.min(usize::MAX as u64) as usize) {
+                    Ok(0) => {
+                        let e = io::Error::new(io::ErrorKind::UnexpectedEof, "data connection closed mid-block");
+                        return Err(net(e));
+                    }
+                    Ok(n) => left -= n as u64,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(net(e)),
+                }
             }
-            match sink.recv_from(tcp, spec.base + header.offset, len) {
-                Some(Ok(())) => {}
-                Some(Err(e)) => return Err(net(e)),
-                None => return Err(CopyError::Network(io::Error::other("zero-copy receive unavailable"))),
-            }
-            ctl.progress.fetch_add(len, Ordering::Relaxed);
+            ctl.moved(len);
             state.written(header.offset..header.offset + len);
             done = len;
         }
@@ -574,10 +560,8 @@ pub fn receive_stream(
                     return Err(CopyError::Aborted);
                 }
                 done += want as u64;
-                ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
-                if let Some(rate) = &ctl.rate {
-                    rate.acquire(want);
-                }
+                ctl.moved(want as u64);
+                ctl.pace(want);
                 continue;
             }
             let want = (len - done).min(buf.len() as u64) as usize;
@@ -585,10 +569,8 @@ pub fn receive_stream(
             sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
             state.written(header.offset + done..header.offset + done + want as u64);
             done += want as u64;
-            ctl.progress.fetch_add(want as u64, Ordering::Relaxed);
-            if let Some(rate) = &ctl.rate {
-                rate.acquire(want);
-            }
+            ctl.moved(want as u64);
+            ctl.pace(want);
         }
         state
             .end
@@ -604,7 +586,7 @@ pub fn receive_stream(
 
 /// Reads a header; `Ok(false)` when the connection closed cleanly before
 /// its first byte.
-fn read_header_or_close(sock: &mut DataStream, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
+fn read_header_or_close(sock: &mut DataConn, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
     let mut got = 0;
     while got < HEADER_LEN {
         match sock.read(&mut raw[got..]) {
@@ -622,14 +604,14 @@ fn read_header_or_close(sock: &mut DataStream, raw: &mut [u8; HEADER_LEN]) -> io
 /// every connection that arrives through `incoming`, until EOF and EODC
 /// EODs. Returns the connections to keep for the next transfer.
 pub async fn receive(
-    initial: Vec<DataStream>,
-    incoming: &mut mpsc::Receiver<DataStream>,
+    initial: Vec<DataConn>,
+    incoming: &mut mpsc::Receiver<DataConn>,
     sink: Arc<dyn BlockSink>,
     spec: ReceiveSpec,
     state: Arc<ReceiveState>,
     ctl: TransferControl,
     timeout: Duration,
-) -> Result<Vec<DataStream>, CopyError> {
+) -> Result<Vec<DataConn>, CopyError> {
     // A discard needs no disk threads.
     let staging = match ctl.staging {
         Some(config) if !(ctl.path == DataPath::ZeroCopy && sink.zero_copy()) => {
@@ -643,9 +625,9 @@ pub async fn receive(
         _ => None,
     };
     let mut readers = tokio::task::JoinSet::new();
-    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: DataStream| {
+    let spawn = |readers: &mut tokio::task::JoinSet<_>, sock: DataConn| {
         let (sink, state, ctl, staging) = (sink.clone(), state.clone(), ctl.clone(), staging.clone());
-        let _ = ctl.abort.register(sock.tcp());
+        let _ = ctl.abort.register(&*sock);
         readers.spawn_blocking(move || receive_stream(sock, &*sink, spec, &state, &ctl, staging.as_deref()));
     };
     let result = receive_all(initial, incoming, &mut readers, spawn, &state, &ctl, timeout, spec.max_connections).await;
@@ -664,15 +646,15 @@ pub async fn receive(
 
 #[allow(clippy::too_many_arguments)]
 async fn receive_all(
-    initial: Vec<DataStream>,
-    incoming: &mut mpsc::Receiver<DataStream>,
-    readers: &mut tokio::task::JoinSet<Result<Option<DataStream>, CopyError>>,
-    spawn: impl Fn(&mut tokio::task::JoinSet<Result<Option<DataStream>, CopyError>>, DataStream),
+    initial: Vec<DataConn>,
+    incoming: &mut mpsc::Receiver<DataConn>,
+    readers: &mut tokio::task::JoinSet<Result<Option<DataConn>, CopyError>>,
+    spawn: impl Fn(&mut tokio::task::JoinSet<Result<Option<DataConn>, CopyError>>, DataConn),
     state: &ReceiveState,
     ctl: &TransferControl,
     timeout: Duration,
     max_connections: usize,
-) -> Result<Vec<DataStream>, CopyError> {
+) -> Result<Vec<DataConn>, CopyError> {
     let mut connections = 0usize;
     for sock in initial {
         connections += 1;
@@ -751,16 +733,17 @@ async fn receive_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use crate::tls::DataStream;
+    use std::net::{TcpListener, TcpStream};
 
-    fn pairs(n: usize) -> (Vec<DataStream>, Vec<DataStream>) {
+    fn pairs(n: usize) -> (Vec<DataConn>, Vec<DataConn>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let mut a = Vec::new();
         let mut b = Vec::new();
         for _ in 0..n {
-            a.push(DataStream::Plain(TcpStream::connect(addr).unwrap()));
-            b.push(DataStream::Plain(l.accept().unwrap().0));
+            a.push(Box::new(DataStream::Plain(TcpStream::connect(addr).unwrap())) as DataConn);
+            b.push(Box::new(DataStream::Plain(l.accept().unwrap().0)) as DataConn);
         }
         (a, b)
     }

@@ -10,10 +10,9 @@
 use crate::endpoint::{BlockSink, BlockSource};
 use crate::mode_e::DataPath;
 use crate::rate::RateLimit;
-use crate::tls::DataStream;
+use crate::transport::{AbortHandle, Connection, DataConn, Payload};
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use thiserror::Error;
@@ -37,11 +36,12 @@ pub enum CopyError {
 }
 
 /// Lets the control channel stop a transfer that is blocked in a system
-/// call: it shuts the data sockets down, which makes the call return.
+/// call: it aborts the data connections (TCP shuts the sockets down),
+/// which makes the call return.
 #[derive(Debug, Default)]
 pub struct AbortSignal {
     aborted: AtomicBool,
-    sockets: Mutex<Vec<TcpStream>>,
+    sockets: Mutex<Vec<AbortHandle>>,
 }
 
 impl AbortSignal {
@@ -49,14 +49,14 @@ impl AbortSignal {
         Self::default()
     }
 
-    /// Registers a data socket so [`abort`](Self::abort) can shut it down.
-    pub fn register(&self, sock: &TcpStream) -> io::Result<()> {
-        let clone = sock.try_clone()?;
+    /// Registers a data connection so [`abort`](Self::abort) can stop it.
+    pub fn register(&self, conn: &dyn Connection) -> io::Result<()> {
+        let handle = conn.abort_handle()?;
         let mut sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
         if self.is_aborted() {
-            let _ = clone.shutdown(Shutdown::Both);
+            handle.abort();
         }
-        sockets.push(clone);
+        sockets.push(handle);
         Ok(())
     }
 
@@ -64,7 +64,7 @@ impl AbortSignal {
         self.aborted.store(true, Ordering::SeqCst);
         let sockets = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
         for s in sockets.iter() {
-            let _ = s.shutdown(Shutdown::Both);
+            s.abort();
         }
     }
 
@@ -101,14 +101,14 @@ pub fn send(
     source: &dyn BlockSource,
     offset: u64,
     len: Option<u64>,
-    sock: &mut DataStream,
+    sock: &mut DataConn,
     progress: &AtomicU64,
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
     path: DataPath,
 ) -> Result<u64, CopyError> {
     // A TLS stream must see every byte to encrypt it: no sendfile there.
-    let zero_copy = path == DataPath::ZeroCopy && source.zero_copy() && !sock.is_tls();
+    let zero_copy = path == DataPath::ZeroCopy && source.zero_copy() && sock.zero_copy();
     let mut buf = if zero_copy { Vec::new() } else { vec![0u8; RECV_BUF] };
     let mut pos = offset;
     let mut remaining = len.unwrap_or(u64::MAX);
@@ -120,12 +120,11 @@ pub fn send(
         if let Some(rate) = rate {
             rate.acquire(step);
         }
-        let n = if let (true, Some(tcp)) = (zero_copy, sock.plain()) {
-            match source.send_to(tcp, pos, step) {
-                Some(Ok(n)) => n as u64,
-                Some(Err(e)) if e.raw_os_error() == Some(libc::EIO) => return Err(CopyError::Disk(e)),
-                Some(Err(e)) => return Err(abort.net(e)),
-                None => return Err(CopyError::Network(io::Error::other("zero-copy send unavailable"))),
+        let n = if zero_copy {
+            match sock.send_block(&[], Payload::Source { source, offset: pos, len: step }) {
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => return Err(CopyError::Disk(e)),
+                Err(e) => return Err(abort.net(e)),
             }
         } else {
             let want = step.min(buf.len());
@@ -160,7 +159,7 @@ pub fn send_ascii(
     source: &dyn BlockSource,
     offset: u64,
     end: Option<u64>,
-    sock: &mut DataStream,
+    sock: &mut DataConn,
     progress: &AtomicU64,
     abort: &AbortSignal,
 ) -> Result<u64, CopyError> {
@@ -192,7 +191,7 @@ pub fn send_ascii(
 }
 
 /// Sends an in-memory buffer (a listing).
-pub fn send_bytes(data: &[u8], sock: &mut DataStream, abort: &AbortSignal) -> Result<u64, CopyError> {
+pub fn send_bytes(data: &[u8], sock: &mut DataConn, abort: &AbortSignal) -> Result<u64, CopyError> {
     abort.check()?;
     sock.write_all(data).map_err(|e| abort.net(e))?;
     Ok(data.len() as u64)
@@ -205,7 +204,7 @@ pub type Chunks = Box<dyn Iterator<Item = Result<Vec<u8>, CopyError>> + Send>;
 /// Sends every chunk in turn; memory holds one chunk at a time. On a chunk
 /// error the data so far is ended cleanly (the peer sees the end of the
 /// data, and the failure in the reply that follows) and the error returned.
-pub fn send_chunks(chunks: Chunks, sock: &mut DataStream, abort: &AbortSignal) -> Result<u64, CopyError> {
+pub fn send_chunks(chunks: Chunks, sock: &mut DataConn, abort: &AbortSignal) -> Result<u64, CopyError> {
     let mut sent = 0;
     for chunk in chunks {
         let chunk = match chunk {
@@ -224,7 +223,7 @@ pub fn send_chunks(chunks: Chunks, sock: &mut DataStream, abort: &AbortSignal) -
 /// closes; RFC 4217 §7: after a TLS `close_notify`). An explicit shutdown,
 /// because [`AbortSignal`] holds a duplicate of the socket and dropping
 /// one descriptor would not close it.
-pub fn finish_send(sock: &mut DataStream) -> Result<(), CopyError> {
+pub fn finish_send(sock: &mut DataConn) -> Result<(), CopyError> {
     sock.finish().map_err(CopyError::Network)
 }
 
@@ -249,7 +248,7 @@ pub struct ReceiveTo<'a> {
 /// the file's content (not for APPE or ESTO). A zero-copy sink (a discard)
 /// takes the bytes inside the kernel.
 pub fn receive(
-    sock: &mut DataStream,
+    sock: &mut DataConn,
     sink: &dyn BlockSink,
     to: ReceiveTo<'_>,
     progress: &AtomicU64,
@@ -258,8 +257,8 @@ pub fn receive(
     path: DataPath,
 ) -> Result<(u64, u64), CopyError> {
     let ReceiveTo { offset, ascii, limit, written } = to;
-    if let (false, DataPath::ZeroCopy, true, Some(tcp)) = (ascii, path, sink.zero_copy(), sock.plain()) {
-        return receive_discarding(tcp, progress, abort, rate).map(|n| (n, offset + n));
+    if let (false, DataPath::ZeroCopy, true, true) = (ascii, path, sink.zero_copy(), sock.zero_copy()) {
+        return receive_discarding(sock, progress, abort, rate).map(|n| (n, offset + n));
     }
     let mut buf = vec![0u8; RECV_BUF];
     let mut text = Vec::new();
@@ -307,7 +306,7 @@ pub fn receive(
             w.store(pos, Ordering::Release);
         }
     }
-    if sock.is_tls() {
+    if sock.is_encrypted() {
         // Answer the sender's close_notify with ours: clients such as
         // Python's ssl `unwrap()` wait for it before they call the upload
         // done. The data is complete either way.
@@ -326,20 +325,18 @@ fn beyond_limit(pos: u64, len: usize, limit: Option<u64>) -> Result<(), CopyErro
     }
 }
 
-/// Drops everything until the peer closes, in the kernel (`MSG_TRUNC`).
+/// Drops everything until the peer closes, without copying where the
+/// transport can (TCP: in the kernel, `MSG_TRUNC`).
 fn receive_discarding(
-    sock: &TcpStream,
+    sock: &mut DataConn,
     progress: &AtomicU64,
     abort: &AbortSignal,
     rate: Option<&RateLimit>,
 ) -> Result<u64, CopyError> {
-    use nix::sys::socket::{recv, MsgFlags};
-    use std::os::fd::AsRawFd;
-    let mut scratch = vec![0u8; STEP as usize];
     let mut received = 0;
     loop {
         abort.check()?;
-        match recv(sock.as_raw_fd(), &mut scratch, MsgFlags::MSG_TRUNC) {
+        match sock.discard(STEP as usize) {
             Ok(0) => {
                 abort.check()?;
                 return Ok(received);
@@ -351,11 +348,8 @@ fn receive_discarding(
                     rate.acquire(n);
                 }
             }
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(nix::errno::Errno::EAGAIN) => {
-                return Err(abort.net(io::Error::new(io::ErrorKind::TimedOut, "no data arrived in time")))
-            }
-            Err(e) => return Err(abort.net(io::Error::from_raw_os_error(e as i32))),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(abort.net(e)),
         }
     }
 }
@@ -363,7 +357,12 @@ fn receive_discarding(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::TcpListener;
+    use crate::tls::DataStream;
+    use std::net::{TcpListener, TcpStream};
+
+    fn plain(s: TcpStream) -> DataConn {
+        Box::new(DataStream::Plain(s))
+    }
 
     #[test]
     fn send_and_receive_round_trip_with_offset() {
@@ -374,7 +373,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let sender = std::thread::spawn(move || {
-            let mut sock = DataStream::Plain(TcpStream::connect(addr).unwrap());
+            let mut sock = plain(TcpStream::connect(addr).unwrap());
             let f = std::fs::File::open(src_path).unwrap();
             let p = AtomicU64::new(0);
             let n = send(&f, 1000, None, &mut sock, &p, &AbortSignal::new(), None, DataPath::ZeroCopy).unwrap();
@@ -382,7 +381,7 @@ mod tests {
             assert_eq!(p.load(Ordering::Relaxed), n);
             n
         });
-        let mut sock = DataStream::Plain(listener.accept().unwrap().0);
+        let mut sock = plain(listener.accept().unwrap().0);
         let dst = tempfile::tempfile().unwrap();
         dst.set_len(5_000_000_000).unwrap(); // longer stale content, cut by the caller
         let p = AtomicU64::new(0);
@@ -403,7 +402,7 @@ mod tests {
         let f = tempfile::tempfile().unwrap();
         f.set_len(1000).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut sock = DataStream::Plain(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
+        let mut sock = plain(TcpStream::connect(listener.local_addr().unwrap()).unwrap());
         let _peer = listener.accept().unwrap();
         let p = AtomicU64::new(0);
         let a = AbortSignal::new();
@@ -421,16 +420,15 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let _client = TcpStream::connect(addr).unwrap(); // never sends
-        let (sock, _) = listener.accept().unwrap();
+        let mut sock = plain(listener.accept().unwrap().0);
         let abort = std::sync::Arc::new(AbortSignal::new());
-        abort.register(&sock).unwrap();
+        abort.register(&*sock).unwrap();
         let a = abort.clone();
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(50));
             a.abort();
         });
         let f = tempfile::tempfile().unwrap();
-        let mut sock = DataStream::Plain(sock);
         let r = receive(&mut sock, &f, ReceiveTo::default(), &AtomicU64::new(0), &abort, None, DataPath::Buffered);
         assert!(matches!(r, Err(CopyError::Aborted)), "{r:?}");
         assert!(abort.is_aborted());

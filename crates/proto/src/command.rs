@@ -107,6 +107,10 @@ pub enum SiteCommand {
     /// `SITE SETDISKSTACK <driver,driver...>`: the Globus XIO driver stack
     /// for the disk side (`globus-url-copy -fsstack`). Ferry has one, `file`.
     SetDiskStack(String),
+    /// `SITE SETNETSTACK <driver,driver...>`: the Globus XIO driver stack
+    /// for the data channels (`globus-url-copy -netstack`): one of Ferry's
+    /// transports (`crate::transport`).
+    SetNetStack(String),
     /// `SITE UTIME <YYYYMMDDHHMMSS> <path>`: the Globus client library's way
     /// to set a modification time (UTC), as `MFMT` does.
     Utime {
@@ -234,6 +238,9 @@ pub enum Command {
         event: TrevEvent,
         seconds: u32,
     },
+    /// `TPRT <name>`: the transport of the next data channels (FTP-ADTS;
+    /// `docs/transports.md`, `crate::transport`).
+    Tprt(String),
 }
 
 /// Events whose frequency `TREV` sets.
@@ -429,6 +436,13 @@ impl Command {
             "HELP" => C::Help(opt()),
             "NOOP" => C::Noop,
             "FEAT" => C::Feat,
+            "TPRT" => {
+                let name = required("TPRT", arg)?.trim();
+                if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(syntax("TPRT", "expected TPRT <transport name>"));
+                }
+                C::Tprt(name.to_string())
+            }
             "OPTS" => C::Opts(parse_opts(required("OPTS", arg)?)?),
             "SIZE" => C::Size(path("SIZE")?),
             "MDTM" => C::Mdtm(path("MDTM")?),
@@ -555,6 +569,7 @@ impl Command {
             C::Help(_) => "HELP",
             C::Noop => "NOOP",
             C::Feat => "FEAT",
+            C::Tprt(_) => "TPRT",
             C::Opts(_) => "OPTS",
             C::Size(_) => "SIZE",
             C::Mdtm(_) => "MDTM",
@@ -698,6 +713,13 @@ fn parse_site(a: &str) -> Result<SiteCommand, CommandError> {
                 return Err(syntax("SITE", "expected SETDISKSTACK <driver>[,<driver>...]"));
             }
             SiteCommand::SetDiskStack(stack.to_string())
+        }
+        "SETNETSTACK" => {
+            let stack = rest.trim();
+            if stack.is_empty() || stack.len() > 256 || !stack.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(syntax("SITE", "expected SETNETSTACK <driver>[,<driver>...]"));
+            }
+            SiteCommand::SetNetStack(stack.to_string())
         }
         "UTIME" => {
             // The Globus client library (globus_ftp_client_state.c) sends
@@ -850,6 +872,7 @@ impl fmt::Display for Command {
             | C::Ccc
             | C::Spas => f.write_str(v),
             C::Stru => write!(f, "{v} F"),
+            C::Tprt(name) => write!(f, "{v} {name}"),
             C::Port(a) => write!(f, "{v} {}", host_port::format_host_port(*a)),
             C::Type(TransferType::Ascii) => write!(f, "{v} A"),
             C::Type(TransferType::Image) => write!(f, "{v} I"),
@@ -872,6 +895,7 @@ impl fmt::Display for Command {
                 SiteCommand::Profile(ProfileRequest::Stop) => write!(f, "SITE PROFILE STOP"),
                 SiteCommand::Partial(p) => write!(f, "SITE PARTIAL {p}"),
                 SiteCommand::SetDiskStack(s) => write!(f, "SITE SETDISKSTACK {s}"),
+                SiteCommand::SetNetStack(s) => write!(f, "SITE SETNETSTACK {s}"),
                 SiteCommand::Utime { time, path } => write!(f, "SITE UTIME {time} {path}"),
                 SiteCommand::Chgrp { group, path } => write!(f, "SITE CHGRP {group} {path}"),
                 SiteCommand::Other { name, args } if args.is_empty() => write!(f, "SITE {name}"),
@@ -1000,6 +1024,11 @@ mod tests {
             assert_eq!(p(bad).unwrap_err().code().get(), 501, "{bad}");
         }
         assert_eq!(p("SITE SETDISKSTACK").unwrap_err().code().get(), 501);
+        assert_eq!(p("SITE SETNETSTACK tcp"), Ok(Command::Site(SiteCommand::SetNetStack("tcp".into()))));
+        assert_eq!(p("SITE SETNETSTACK").unwrap_err().code().get(), 501);
+        assert_eq!(p("TPRT udt"), Ok(Command::Tprt("udt".into())));
+        assert_eq!(p("tprt  tcp "), Ok(Command::Tprt("tcp".into())));
+        assert_eq!(p("TPRT").unwrap_err().code().get(), 501);
     }
 
     #[test]

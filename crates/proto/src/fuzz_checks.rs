@@ -275,6 +275,37 @@ pub fn virtual_path(data: &[u8]) {
     assert_eq!(p.parent().join(p.file_name().unwrap_or(".")).map(|j| j.is_root() || j == p), Ok(true));
 }
 
+/// Transport negotiation (`crate::transport`): any bytes as a `TPRT`
+/// argument, a `SITE SETNETSTACK` stack and a FEAT line. A choice is
+/// always one of the offered transports; a refusal is a 5xx that names
+/// the transport the session keeps; the FEAT line round-trips.
+pub fn transport_negotiation(data: &[u8]) {
+    use crate::transport::{feat_line, parse_feat_line, select, select_net_stack, TransportName};
+    let text = String::from_utf8_lossy(data);
+    let offered = [TransportName::TCP, TransportName::parse("udt").expect("literal name")];
+    for current in offered {
+        for r in [select(&offered, current, &text), select_net_stack(&offered, current, &text)] {
+            match r {
+                Ok(t) => assert!(offered.contains(&t), "{t}"),
+                Err(reply) => {
+                    assert_eq!(reply.code.get() / 100, 5, "{reply}");
+                    let wire = reply.to_string();
+                    assert_eq!(wire.matches("\r\n").count(), 1, "{wire:?}");
+                }
+            }
+        }
+    }
+    if let Some(names) = parse_feat_line(&text) {
+        if !names.is_empty() {
+            assert_eq!(parse_feat_line(&feat_line(&names)).as_deref(), Some(&names[..]));
+        }
+    }
+    // As a command line, in a session that offers only TCP.
+    let mut line = b"TPRT ".to_vec();
+    line.extend_from_slice(data);
+    command_parser(&line);
+}
+
 /// Bytes from a server through the client's control-connection machine
 /// (reply framing, the login sequence, the pipeline of commands in flight,
 /// markers, passive addresses): no panic; no more final replies than

@@ -27,6 +27,7 @@ pub mod path;
 pub mod reply;
 pub mod restart;
 pub mod session;
+pub mod transport;
 
 pub use command::{Command, CommandError, TransferMode, TransferType};
 pub use line::LineBuffer;

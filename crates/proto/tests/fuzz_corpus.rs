@@ -46,6 +46,11 @@ fn virtual_path_corpus() {
 }
 
 #[test]
+fn transport_negotiation_corpus() {
+    assert!(replay("transport_negotiation", ferry_proto::fuzz_checks::transport_negotiation) >= 5);
+}
+
+#[test]
 fn client_session_corpus() {
     assert!(replay("client_session", ferry_proto::fuzz_checks::client_session) >= 5);
 }

@@ -369,6 +369,47 @@ fn globus_extensions() {
     assert_eq!(ro.code("SITE SETDISKSTACK file"), 250, "a setting, not a change");
 }
 
+/// Transport negotiation (issue 15, docs/transports.md): FEAT lists the
+/// offered transports, `TPRT` selects one, an unknown one gets a 5xx and
+/// the next transfer still runs over TCP; `SITE SETNETSTACK` names a
+/// Globus XIO stack, accepted when it is one Ferry has.
+#[test]
+fn transports_are_listed_selected_and_refused() {
+    use ferry_proto::transport::TransportName;
+    let mut h = Harness::logged_in();
+    assert!(feat_lines(&mut h).contains("\n TRANSPORTS tcp\n"));
+    let r = h.send("TPRT quic");
+    assert_eq!(r[0].code.get(), 504);
+    assert!(r[0].text().contains("stay on tcp"), "{r:?}");
+    assert_eq!(h.code("TPRT"), 501);
+    assert_eq!(h.code("TPRT tcp"), 200);
+    assert_eq!(h.code("TPRT TCP"), 200, "names are case-insensitive");
+    assert_eq!(h.code("PASV"), 227);
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else { panic!() };
+    assert_eq!(req.channel.transport, TransportName::TCP);
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+    assert_eq!(h.code("SITE SETNETSTACK tcp"), 250);
+    assert_eq!(h.code("SITE SETNETSTACK tcp:nodelay=1"), 250);
+    for bad in ["SITE SETNETSTACK udt", "SITE SETNETSTACK gsi,tcp", "SITE SETNETSTACK bogus"] {
+        assert_eq!(h.code(bad), 504, "{bad}");
+    }
+    // A server whose default is another transport starts there, and
+    // TPRT tcp takes the session back.
+    let udt = TransportName::parse("udt").unwrap();
+    let cfg =
+        SessionConfig { transports: vec![TransportName::TCP, udt], default_transport: udt, ..SessionConfig::default() };
+    let mut h = Harness::with(cfg);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.s.data_transport(), udt);
+    assert!(feat_lines(&mut h).contains(" TRANSPORTS tcp;udt"));
+    assert_eq!(h.code("TPRT tcp"), 200);
+    assert_eq!(h.s.data_transport(), TransportName::TCP);
+    // Before login, like every transfer parameter: 530.
+    let mut fresh = Harness::new(AnonymousAccess::Off);
+    assert_eq!(fresh.code("TPRT tcp"), 530);
+}
+
 /// FEAT lists exactly what is implemented (and SITE HELP names the SITE
 /// commands, where the Globus client library looks for them).
 #[test]
@@ -394,6 +435,7 @@ fn feat_is_exactly_what_is_implemented() {
         " SIZE",
         " SPAS",
         " SPOR",
+        " TRANSPORTS tcp",
         " TVFS",
         " UTF8",
         "End.",

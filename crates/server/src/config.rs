@@ -167,6 +167,14 @@ pub struct ServerConfig {
     pub mlsr_max_entries: u64,
     /// Deepest directory level one MLSR descends to, below the one listed.
     pub mlsr_max_depth: u32,
+    /// The data channels' transport until a client selects another (`TPRT`,
+    /// `SITE SETNETSTACK`), as Globus's `-dc-default`: `tcp`.
+    pub data_transport: String,
+    /// How payload crosses between sockets and files (zero-copy or
+    /// buffered): not a configuration item, set by `ferry serve` from
+    /// `FERRY_DATA_PATH` for measurements (`docs/data-path.md`).
+    #[serde(skip)]
+    pub data_path: ferry_io::mode_e::DataPath,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -256,6 +264,8 @@ impl Default for ServerConfig {
             max_data_connections: 1024,
             mlsr_max_entries: 200_000,
             mlsr_max_depth: 64,
+            data_transport: "tcp".to_string(),
+            data_path: ferry_io::mode_e::DataPath::ZeroCopy,
         }
     }
 }

@@ -564,6 +564,7 @@ impl Control {
                 mode,
                 restart = t.request.restart.is_some(),
                 reused = t.request.channel.reuse,
+                transport = %t.request.channel.transport,
                 queued,
                 bytes,
                 // Numbers, not strings, in JSON logs.
@@ -703,17 +704,18 @@ impl Control {
             Action::Passive(_) => {
                 let generation = self.session.data_generation();
                 self.channels = DataChannels { generation, ..DataChannels::default() };
-                let result = self
-                    .ctx
-                    .ports
-                    .bind(self.local.ip(), self.session.buffer_size())
-                    .map_err(|e| e.to_string())
-                    .and_then(|l| {
+                let opts = ferry_io::transport::ChannelOptions {
+                    buffer: self.session.buffer_size(),
+                    ..ferry_io::transport::ChannelOptions::new(self.ctx.config.data_timeout())
+                };
+                let transport = crate::transfer::transport_for(&self.ctx, self.session.data_transport());
+                let result =
+                    self.ctx.ports.bind(&*transport, self.local.ip(), &opts).map_err(|e| e.to_string()).and_then(|l| {
                         let mut addr = l.local_addr().map_err(|e| e.to_string())?;
                         if let (Some(public), SocketAddr::V4(_)) = (self.ctx.config.passive_address, addr) {
                             addr.set_ip(public.into());
                         }
-                        self.channels.listener = Some(Arc::new(l));
+                        self.channels.listener = Some(l);
                         Ok(addr)
                     });
                 let reply = self.session.passive_result(result);

@@ -158,11 +158,12 @@ mod tests {
         assert!(p.registry().is_some());
         let again = p.handle(ProfileRequest::Start { interval_ms: 100, perf: false }, true).await;
         assert_eq!(again.code, ReplyCode::BAD_SEQUENCE);
-        tokio::time::sleep(Duration::from_millis(350)).await;
+        // How many samples a profile holds depends on time, which a unit
+        // test does not measure (DESIGN.md, "How we measure"): only that
+        // the stop reply carries a profile.
         let stopped = p.handle(ProfileRequest::Stop, true).await;
         assert_eq!(stopped.code, ReplyCode::FILE_ACTION_OK, "{:?}", stopped.lines.first());
-        let profile = ferry_profile::HostProfile::from_json(&body(&stopped)).expect("a profile");
-        assert!(profile.samples.len() >= 2, "{} samples", profile.samples.len());
+        ferry_profile::HostProfile::from_json(&body(&stopped)).expect("a profile");
         assert!(p.registry().is_none());
     }
 }

@@ -6,6 +6,7 @@ use crate::users::UserDb;
 use anyhow::Context;
 use ferry_io::root::Root;
 use ferry_proto::session::{PortPolicy, SessionConfig};
+use ferry_proto::transport::TransportName;
 use ferry_proto::Reply;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -78,6 +79,8 @@ pub(crate) struct ServerContext {
     /// takes the current one when it needs it.
     users: RwLock<Arc<UserDb>>,
     pub ports: PortAllocator,
+    /// The transport of data channels (`--data-transport`; TCP).
+    pub transport: Arc<dyn ferry_io::transport::Transport>,
     pub checksums: crate::checksums::ChecksumCache,
     /// Certificate, verifier and cert map when TLS is configured;
     /// replaced on SIGHUP (sessions keep the one they started with).
@@ -198,6 +201,17 @@ impl Server {
                 "TLS enabled (AUTH TLS)"
             );
         }
+        let transport = ferry_io::transport::by_name(&config.data_transport)
+            .filter(|t| ferry_io::transport::networked().contains(&t.name()))
+            .with_context(|| {
+                format!(
+                    "unknown data transport '{}': this server has {}",
+                    config.data_transport,
+                    ferry_io::transport::networked().join(", ")
+                )
+            })?;
+        let offered: Vec<TransportName> =
+            ferry_io::transport::networked().into_iter().filter_map(TransportName::parse).collect();
         let session_config = SessionConfig {
             banner: config
                 .banner
@@ -211,6 +225,8 @@ impl Server {
             require_tls: config.require_tls,
             require_protected_data: config.require_protected_data,
             max_file_size: config.max_file_size,
+            transports: offered,
+            default_transport: TransportName::parse(transport.name()).unwrap_or_default(),
             ..SessionConfig::default()
         };
         let listener =
@@ -222,7 +238,8 @@ impl Server {
             checksum_slots: Arc::new(Semaphore::new(config.max_checksums.max(1))),
             data_connections: Arc::new(Semaphore::new(config.max_data_connections.max(1))),
             data_runtime,
-            ports: PortAllocator::new(config.passive_ports),
+            ports: PortAllocator::new(config.passive_ports.map(|r| (r.low, r.high))),
+            transport,
             checksums: crate::checksums::ChecksumCache::new(4096),
             tls: RwLock::new(tls.map(Arc::new)),
             draining,

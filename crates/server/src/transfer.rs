@@ -29,9 +29,9 @@ use ferry_io::endpoint::{NullSink, ZeroSource};
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::root::{Listing, Root, StoreMode, Upload, UploadInfo};
-use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::{self, AbortSignal, CopyError, ReceiveTo};
-use ferry_io::tls::{DataProtection, DataStream};
+use ferry_io::tls::DataProtection;
+use ferry_io::transport::{ChannelOptions, Connection, DataConn, DataListener};
 use ferry_proto::command::{RestArg, TransferMode, TransferType};
 use ferry_proto::session::{
     DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
@@ -44,7 +44,6 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
 /// How a transfer ends, decided once: committed, or stopped by ABOR or the
@@ -87,10 +86,10 @@ pub(crate) struct DataChannels {
     /// The session's data-channel generation these belong to.
     pub generation: u64,
     /// The passive listener (PASV/EPSV/SPAS, or opened by delayed passive).
-    pub listener: Option<Arc<TcpListener>>,
+    pub listener: Option<Arc<dyn DataListener>>,
     /// MODE E connections kept open by the last transfer (with the TLS
     /// sessions they carry under PROT P).
-    pub cached: Vec<DataStream>,
+    pub cached: Vec<DataConn>,
     /// The profiler's hold on data connections (see [`TransferContext`]),
     /// dropped with them.
     pub probes: Vec<ferry_profile::StreamHandle>,
@@ -331,12 +330,13 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let verdict = Arc::new(Verdict::default());
     let durable = Arc::new(Mutex::new(RangeSet::new()));
     let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
+    let path = ctx.server.config.data_path;
     let staging = staging_for(&ctx);
     let task = Task {
         request: request.clone(),
         ctx,
         tx,
-        ctl: TransferControl { abort: abort.clone(), staging, ..TransferControl::shared(progress.clone(), rate) },
+        ctl: TransferControl { abort: abort.clone(), staging, path, ..TransferControl::shared(progress.clone(), rate) },
         abort_notify: abort_notify.clone(),
         received,
         stopped: stopped.clone(),
@@ -400,17 +400,32 @@ struct Task {
 }
 
 /// Registers a data connection with the profiler, if one runs.
+/// The transport a session selected (`TPRT`), or the server's default:
+/// the session offers only what the registry has, so the fallback is for
+/// form's sake.
+pub(crate) fn transport_for(
+    server: &ServerContext,
+    name: ferry_proto::transport::TransportName,
+) -> Arc<dyn ferry_io::transport::Transport> {
+    ferry_io::transport::by_name(name.as_str()).unwrap_or_else(|| server.transport.clone())
+}
+
+/// The profiler's hook on this transfer's data connections: registers
+/// each one's socket while `SITE PROFILE` runs.
 fn probe(
     registry: &Option<ferry_profile::StreamRegistry>,
-    probes: &Mutex<Vec<ferry_profile::StreamHandle>>,
-    sock: &std::net::TcpStream,
+    probes: &Arc<Mutex<Vec<ferry_profile::StreamHandle>>>,
     path: &VirtualPath,
-) {
-    let Some(registry) = registry else { return };
-    match registry.register(sock, format!("data {path}")) {
-        Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
-        Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
-    }
+) -> Option<ferry_io::transport::ConnectionObserver> {
+    let registry = registry.clone()?;
+    let (probes, label) = (probes.clone(), format!("data {path}"));
+    Some(Arc::new(move |conn: &dyn Connection| {
+        let Some(fd) = conn.socket() else { return };
+        match registry.register(&fd, label.clone()) {
+            Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+            Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
+        }
+    }))
 }
 
 impl Task {
@@ -483,17 +498,19 @@ impl Task {
         }
         if let DataEndpoint::DelayedPassive(kind) = self.request.endpoint {
             if !reuse || self.ctx.channels.listener.is_none() {
+                let opts = ChannelOptions { buffer: self.buffer(), ..ChannelOptions::new(self.timeout()) };
+                let transport = transport_for(&self.ctx.server, self.request.channel.transport);
                 let l = self
                     .ctx
                     .server
                     .ports
-                    .bind(self.ctx.local_ip, self.buffer())
+                    .bind(&*transport, self.ctx.local_ip, &opts)
                     .map_err(|e| TransferError::DataConnection(format!("cannot open a passive port: {e}")))?;
                 let mut addr = l.local_addr().map_err(|e| TransferError::DataConnection(e.to_string()))?;
                 if let (Some(public), SocketAddr::V4(_)) = (self.ctx.server.config.passive_address, addr) {
                     addr.set_ip(public.into());
                 }
-                self.ctx.channels.listener = Some(Arc::new(l));
+                self.ctx.channels.listener = Some(l);
                 let _ = self.tx.send(TransferEvent::DelayedPassive { kind, addr }).await;
             }
         }
@@ -526,30 +543,40 @@ impl Task {
         }
     }
 
-    fn data_socket(&self, s: TcpStream) -> Result<DataStream, TransferError> {
-        let permit = self.ctx.server.data_connections.clone().try_acquire_owned().map_err(|_| too_many_data())?;
-        self.permits.lock().unwrap_or_else(|e| e.into_inner()).push(permit);
-        let sock = s.into_std().map_err(|e| TransferError::DataConnection(e.to_string()))?;
-        configure_data_socket(&sock, self.buffer(), self.timeout())
-            .and_then(|()| self.ctl.abort.register(&sock))
-            .map_err(|e| TransferError::DataConnection(e.to_string()))?;
-        probe(&self.ctx.streams, &self.probes, &sock, &self.request.path);
-        self.ctx.protection.wrap(sock).map_err(|e| TransferError::DataConnection(e.to_string()))
+    /// How this transfer's data connections are opened: the session's
+    /// buffer size, the data timeout, PROT, and the profiler's hook.
+    fn channel_options(&self) -> ChannelOptions {
+        ChannelOptions {
+            buffer: self.buffer(),
+            timeout: self.timeout(),
+            protection: self.ctx.protection.clone(),
+            observer: probe(&self.ctx.streams, &self.probes, &self.request.path),
+        }
     }
 
-    async fn connect(&self) -> Result<DataStream, TransferError> {
+    /// Takes a new data connection into this transfer: a place in the
+    /// server's budget, and the abort signal.
+    fn data_conn(&self, conn: DataConn) -> Result<DataConn, TransferError> {
+        let permit = self.ctx.server.data_connections.clone().try_acquire_owned().map_err(|_| too_many_data())?;
+        self.permits.lock().unwrap_or_else(|e| e.into_inner()).push(permit);
+        self.ctl.abort.register(&*conn).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+        Ok(conn)
+    }
+
+    async fn connect(&self) -> Result<DataConn, TransferError> {
         let DataEndpoint::Active(addr) = self.request.endpoint else {
             return Err(TransferError::DataConnection("no PORT address to connect to".into()));
         };
-        let s = self
-            .abortable(data::connect_from(addr, self.ctx.local_ip, self.buffer(), self.timeout()))
+        let opts = self.channel_options();
+        let transport = transport_for(&self.ctx.server, self.request.channel.transport);
+        let conn = self
+            .abortable(transport.connect(addr, Some(self.ctx.local_ip), &opts))
             .await?
             .map_err(|e| TransferError::DataConnection(e.to_string()))?;
-        self.data_socket(s)
+        self.data_conn(conn)
     }
 
-    /// Opens `n` data connections concurrently.
-    async fn connect_many(&self, n: usize) -> Result<Vec<DataStream>, TransferError> {
+    async fn connect_many(&self, n: usize) -> Result<Vec<DataConn>, TransferError> {
         let connects = (0..n).map(|_| self.connect());
         futures::future::join_all(connects).await.into_iter().collect()
     }
@@ -565,11 +592,12 @@ impl Task {
                     .listener
                     .take()
                     .ok_or_else(|| TransferError::DataConnection("no passive listener is open".into()))?;
+                let opts = self.channel_options();
                 let s = self
-                    .abortable(data::accept_from(&listener, self.accept_policy(), self.timeout()))
+                    .abortable(data::accept_from(&*listener, &opts, self.accept_policy(), self.timeout()))
                     .await?
                     .map_err(|e| TransferError::DataConnection(e.to_string()))?;
-                self.data_socket(s)?
+                self.data_conn(s)?
             }
         };
         let ascii = self.request.ty == TransferType::Ascii;
@@ -737,7 +765,7 @@ impl Task {
         let _ = self.tx.send(TransferEvent::Started { size, reused: reuse }).await;
         let mut streams = std::mem::take(&mut self.ctx.channels.cached);
         for s in &streams {
-            self.ctl.abort.register(s.tcp()).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+            self.ctl.abort.register(&**s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
         }
         // The sender opens what parallelism asks for beyond what is cached
         // (GFD.20: a receiver accepts any number of connections), all at
@@ -762,7 +790,7 @@ impl Task {
         let _ = self.tx.send(TransferEvent::Started { size: None, reused: reuse }).await;
         let mut streams = std::mem::take(&mut self.ctx.channels.cached);
         for s in &streams {
-            self.ctl.abort.register(s.tcp()).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+            self.ctl.abort.register(&**s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
         }
         let missing = (self.request.channel.parallelism.max(1) as usize).saturating_sub(streams.len());
         streams.extend(self.connect_many(missing).await?);
@@ -788,35 +816,28 @@ impl Task {
         let _ = self.tx.send(TransferEvent::Started { size: None, reused: reuse }).await;
         let initial = std::mem::take(&mut self.ctx.channels.cached);
         for s in &initial {
-            self.ctl.abort.register(s.tcp()).map_err(|e| TransferError::DataConnection(e.to_string()))?;
+            self.ctl.abort.register(&**s).map_err(|e| TransferError::DataConnection(e.to_string()))?;
         }
         let (conn_tx, mut conn_rx) = mpsc::channel(16);
         let acceptor = self.ctx.channels.listener.clone().map(|listener| {
             let policy = self.accept_policy();
-            let (buffer, abort) = (self.buffer(), self.ctl.abort.clone());
-            let (registry, probes, path) = (self.ctx.streams.clone(), self.probes.clone(), self.request.path.clone());
-            let protection = self.ctx.protection.clone();
+            let abort = self.ctl.abort.clone();
+            let opts = self.channel_options();
+            let path = self.request.path.clone();
             let (budget, permits, failure) =
                 (self.ctx.server.data_connections.clone(), self.permits.clone(), self.failure.clone());
             tokio::spawn(async move {
-                // Accept for as long as the transfer wants more.
-                while let Ok(s) = data::accept_from(&listener, policy, Duration::from_secs(24 * 3600)).await {
+                while let Ok((sock, _)) = listener.accept(&opts, policy).await {
                     let Ok(permit) = budget.clone().try_acquire_owned() else {
-                        // The server's data connections are all in use:
-                        // this transfer cannot have the ones it needs.
                         tracing::warn!(%path, "refused a data connection: the server's limit is reached");
                         failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(too_many_data());
                         abort.abort();
                         break;
                     };
                     permits.lock().unwrap_or_else(|e| e.into_inner()).push(permit);
-                    let Ok(sock) = s.into_std() else { continue };
-                    if configure_data_socket(&sock, buffer, timeout).is_err() || abort.register(&sock).is_err() {
+                    if abort.register(&*sock).is_err() {
                         continue;
                     }
-                    probe(&registry, &probes, &sock, &path);
-                    // The TLS handshake runs on the reader thread.
-                    let Ok(sock) = protection.wrap(sock) else { continue };
                     if conn_tx.send(sock).await.is_err() {
                         break;
                     }

@@ -407,7 +407,9 @@ impl Client {
         };
         let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
         let staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
-        let control = move || TransferControl { staging, ..TransferControl::shared(progress.clone(), rate.clone()) };
+        let path = self.opts.data_path;
+        let control =
+            move || TransferControl { staging, path, ..TransferControl::shared(progress.clone(), rate.clone()) };
         let window = self.opts.pipeline;
         // Counted as each file completes, so an interrupted batch reports
         // what it finished.

@@ -23,6 +23,8 @@ pub struct ChannelPlan {
     pub parallelism: u32,
     /// TCP buffer size for data sockets (SBUF, SITE RETRBUFSIZE...).
     pub buffer_size: Option<u32>,
+    /// The transport of the data connections (`TPRT`).
+    pub transport: crate::transport::TransportName,
 }
 
 /// How the data connection(s) for a transfer are obtained.
@@ -72,6 +74,21 @@ impl Session {
     pub(super) fn new_generation(&mut self) {
         self.generation += 1;
         self.cached = None;
+    }
+
+    /// Applies a transport choice (`TPRT`, `SITE SETNETSTACK`): a change
+    /// starts a new data-channel generation (connections of the old
+    /// transport are not reused).
+    pub(super) fn set_transport(
+        &mut self,
+        chosen: Result<crate::transport::TransportName, Reply>,
+    ) -> Result<Action, Reply> {
+        let t = chosen?;
+        if t != self.transport {
+            self.new_generation();
+            self.transport = t;
+        }
+        Ok(Action::Reply(crate::transport::selected(t)))
     }
 
     /// Records a TCP buffer size; the refusal is a reply.

@@ -50,6 +50,11 @@ pub struct SessionConfig {
     /// The largest file this server stores: ALLO, ESTO offsets and every
     /// byte an upload writes are bounded by it (`552` beyond).
     pub max_file_size: u64,
+    /// Data-channel transports a client may select (FEAT `TRANSPORTS`,
+    /// `TPRT`, `SITE SETNETSTACK`; see `crate::transport`), and the one
+    /// used until it does (Globus's `-dc-default`).
+    pub transports: Vec<crate::transport::TransportName>,
+    pub default_transport: crate::transport::TransportName,
 }
 
 impl Default for SessionConfig {
@@ -65,6 +70,8 @@ impl Default for SessionConfig {
             require_protected_data: false,
             marker_interval_secs: 5,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            transports: vec![crate::transport::TransportName::TCP],
+            default_transport: crate::transport::TransportName::TCP,
         }
     }
 }

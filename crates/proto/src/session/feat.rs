@@ -26,6 +26,7 @@ impl Session {
             " SIZE".into(),
             " SPAS".into(),
             " SPOR".into(),
+            crate::transport::feat_line(&self.config.transports),
             " TVFS".into(),
             " UTF8".into(),
         ];
@@ -48,7 +49,7 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET", "ESTO", "FEAT",
         "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV",
         "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT",
-        "STOR", "STRU", "SYST", "TREV", "TYPE", "USER",
+        "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
     ];
     // globus-url-copy looks for the SITE buffer commands in this text to
     // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).
@@ -64,7 +65,7 @@ pub fn help_reply(code: ReplyCode) -> Reply {
         .chain([
             "    SITE HELP, SITE CLIENTINFO, SITE CHMOD <mode> <path>,".to_string(),
             "    SITE CHGRP <group> <path>, SITE UTIME <YYYYMMDDHHMMSS> <path>,".to_string(),
-            "    SITE SETDISKSTACK file,".to_string(),
+            "    SITE SETDISKSTACK file, SITE SETNETSTACK <transport>,".to_string(),
             "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
             "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP,".to_string(),
             "    SITE PARTIAL <path>".to_string(),

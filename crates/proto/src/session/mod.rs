@@ -131,6 +131,8 @@ pub struct Session {
     cached: Option<Direction>,
     /// OPTS PASV AllowDelayed=1 was accepted (cleared by PORT).
     allow_delayed: bool,
+    /// The data channels' transport (`TPRT`, `SITE SETNETSTACK`).
+    transport: crate::transport::TransportName,
     parallelism: u32,
     buffer_size: Option<u32>,
     /// OPTS RETR markers=N: perf markers while sending.
@@ -161,6 +163,7 @@ const TEXT_NOT_LOGGED_IN: &str = "Please log in with USER and PASS first.";
 
 impl Session {
     pub fn new(config: SessionConfig, peer: SocketAddr) -> Self {
+        let default_transport = config.default_transport;
         let interval = config.marker_interval_secs;
         Self {
             config,
@@ -175,6 +178,7 @@ impl Session {
             generation: 0,
             cached: None,
             allow_delayed: false,
+            transport: default_transport,
             parallelism: 1,
             buffer_size: None,
             send_markers: None,
@@ -227,6 +231,11 @@ impl Session {
     }
 
     /// The TCP buffer size asked for with SBUF or SITE ...BUFSIZE.
+    /// The transport the next data channels use.
+    pub fn data_transport(&self) -> crate::transport::TransportName {
+        self.transport
+    }
+
     pub fn buffer_size(&self) -> Option<u32> {
         self.buffer_size
     }
@@ -375,6 +384,10 @@ impl Session {
                 self.file_op(p.unwrap_or("."), false, FileOp::StatListing)
             }
             C::Site(s) => self.on_site(s),
+            C::Tprt(name) => {
+                let chosen = crate::transport::select(&self.config.transports, self.transport, &name);
+                self.set_transport(chosen).unwrap_or_else(Action::Reply)
+            }
 
             // Transfer parameters.
             C::Type(t) => {

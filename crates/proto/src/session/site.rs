@@ -36,6 +36,16 @@ impl Session {
                     )
                 }
             }
+            SiteCommand::SetNetStack(stack) => {
+                // Globus answers its SITE commands with 250.
+                let chosen = crate::transport::select_net_stack(&self.config.transports, self.transport, &stack);
+                match self.set_transport(chosen) {
+                    Ok(_) => {
+                        Self::reply(ReplyCode::FILE_ACTION_OK, format!("Network stack set to {}.", self.transport))
+                    }
+                    Err(r) => Action::Reply(r),
+                }
+            }
             SiteCommand::Utime { time, path } => match parse_time_val(&time) {
                 Some(unix_secs) => self.file_op(&path, true, |path| FileOp::Utime { path, unix_secs }),
                 None => Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "SITE UTIME: invalid time value."),

@@ -196,6 +196,7 @@ impl Session {
                 reuse: extended && self.cached == Some(direction),
                 parallelism: self.parallelism,
                 buffer_size: self.buffer_size,
+                transport: self.transport,
             },
             markers,
             window,
