@@ -91,6 +91,9 @@ pub struct SessionConfig {
     /// The largest file this server stores: ALLO, ESTO offsets and every
     /// byte an upload writes are bounded by it (`552` beyond).
     pub max_file_size: u64,
+    /// This server is a striping front end (issue 20): SPOR may name
+    /// several addresses, one per receiving stripe.
+    pub striped: bool,
 }
 
 impl Default for SessionConfig {
@@ -106,6 +109,7 @@ impl Default for SessionConfig {
             require_protected_data: false,
             marker_interval_secs: 5,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            striped: false,
         }
     }
 }
@@ -547,6 +551,8 @@ pub struct Session {
     tls_identity: TlsIdentity,
     /// The login being checked is by client certificate (232, not 230).
     certificate_login: bool,
+    /// Striping (issue 20): the layout from OPTS RETR and the SPOR list.
+    stripe: crate::stripe::SessionStripes,
 }
 
 /// Most streams one transfer may use; beyond this parallel TCP brings
@@ -592,6 +598,7 @@ impl Session {
             prot: ProtectionLevel::Clear,
             tls_identity: TlsIdentity::default(),
             certificate_login: false,
+            stripe: Default::default(),
         }
     }
 
@@ -801,6 +808,7 @@ impl Session {
             C::Eprt(addr) => self.on_active(addr),
             C::Spor(addrs) => match addrs.as_slice() {
                 [one] => self.on_active(SocketAddr::V4(*one)),
+                _ if self.config.striped => self.on_spor(addrs.clone()),
                 _ => Self::reply(
                     ReplyCode::PARAMETER_SYNTAX_ERROR,
                     "SPOR with several addresses (a striped receiver) is not supported; \
@@ -1194,8 +1202,11 @@ impl Session {
                         return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "OPTS RETR: markers takes seconds.")
                     }
                 },
-                // One stripe: every layout is the same layout.
-                "stripelayout" | "blocksize" => {}
+                "stripelayout" | "blocksize" => {
+                    if let Err(e) = self.stripe.options.apply(k, v) {
+                        return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, format!("OPTS RETR: {e}."));
+                    }
+                }
                 _ => return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, format!("OPTS RETR: unknown option {k}.")),
             }
         }
@@ -1565,6 +1576,53 @@ impl Session {
             "End of status.",
         )
     }
+
+    // --- Striping (issue 20; crate::stripe) ---
+
+    /// `SPOR a1 a2 ...` on a striping front end: each address passes the
+    /// checks PORT makes; the list is kept for this data-channel generation.
+    fn on_spor(&mut self, addrs: Vec<std::net::SocketAddrV4>) -> Action {
+        for a in &addrs {
+            let reply = self.on_active(SocketAddr::V4(*a));
+            if !matches!(&reply, Action::Reply(r) if r.code == ReplyCode::OK) {
+                return reply;
+            }
+        }
+        self.data = DataSetup::Active(SocketAddr::V4(addrs[0]));
+        self.stripe.set_spor(self.generation, addrs);
+        Self::reply(ReplyCode::OK, "PORT Command successful.")
+    }
+
+    /// The SPOR addresses, while the current data setup is that SPOR.
+    pub fn striped_port(&self) -> Option<&[std::net::SocketAddrV4]> {
+        self.stripe.spor(self.generation)
+    }
+
+    /// The layout OPTS RETR asked for (Blocked, 1 MiB, by default).
+    pub fn stripe_layout(&self) -> crate::stripe::StripeLayout {
+        self.stripe.options.layout()
+    }
+
+    /// A front end's outcome of an [`Action::Passive`] for SPAS: one
+    /// listener per data node, answered with the multi-line 229.
+    pub fn striped_passive_result(&mut self, result: Result<Vec<std::net::SocketAddrV4>, String>) -> Reply {
+        let Pending::Passive(kind) = std::mem::replace(&mut self.pending, Pending::None) else {
+            return Reply::new(ReplyCode::BAD_SEQUENCE, "No passive request in progress.");
+        };
+        match result {
+            Ok(addrs) if !addrs.is_empty() => {
+                self.data = DataSetup::Passive { delayed: false, kind };
+                crate::stripe::spas_reply(&addrs)
+            }
+            Ok(_) => Reply::new(ReplyCode::CANT_OPEN_DATA, "Cannot open a passive data port: no data node."),
+            Err(why) => {
+                self.data = DataSetup::None;
+                Reply::new(ReplyCode::CANT_OPEN_DATA, format!("Cannot open a passive data port: {why}."))
+            }
+        }
+    }
+
+    // --- end of striping ---
 
     fn feat(&self) -> Reply {
         // Exactly what is implemented. DCAU is left out on purpose: only

@@ -44,3 +44,13 @@ fn host_port_corpus() {
 fn virtual_path_corpus() {
     assert!(replay("virtual_path", ferry_proto::fuzz_checks::virtual_path) >= 5);
 }
+
+#[test]
+fn stripe_corpus() {
+    assert!(replay("stripe", ferry_proto::fuzz_checks::stripe) >= 5);
+}
+
+#[test]
+fn node_message_corpus() {
+    assert!(replay("node_message", ferry_proto::fuzz_checks::node_message) >= 5);
+}
