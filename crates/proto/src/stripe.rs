@@ -133,11 +133,8 @@ impl StripeLayout {
                 let p = partition(len, count);
                 let start = i.saturating_mul(p).min(len);
                 let end = (i + 1).saturating_mul(p).min(len);
-                if start < end {
-                    vec![start..end]
-                } else {
-                    Vec::new()
-                }
+                // One range, or none.
+                (start < end).then_some(start..end).into_iter().collect()
             }
         }
     }

@@ -167,6 +167,12 @@ pub struct ServerConfig {
     pub mlsr_max_entries: u64,
     /// Deepest directory level one MLSR descends to, below the one listed.
     pub mlsr_max_depth: u32,
+    /// Striping front end (issue 20, `docs/striping.md`): the data nodes'
+    /// addresses (`ferry serve --data-node`). Empty: not striped.
+    pub stripe_nodes: Vec<SocketAddr>,
+    /// The secret the front end and its data nodes share (a file only
+    /// its owner can read).
+    pub node_secret: Option<PathBuf>,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -256,6 +262,8 @@ impl Default for ServerConfig {
             max_data_connections: 1024,
             mlsr_max_entries: 200_000,
             mlsr_max_depth: 64,
+            stripe_nodes: Vec::new(),
+            node_secret: None,
         }
     }
 }
@@ -273,6 +281,11 @@ impl ServerConfig {
 
     pub fn login_timeout(&self) -> Duration {
         Duration::from_secs(self.login_timeout_secs)
+    }
+
+    /// This server is a striping front end.
+    pub fn striped(&self) -> bool {
+        !self.stripe_nodes.is_empty()
     }
 
     pub fn data_timeout(&self) -> Duration {

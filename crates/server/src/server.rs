@@ -211,6 +211,7 @@ impl Server {
             require_tls: config.require_tls,
             require_protected_data: config.require_protected_data,
             max_file_size: config.max_file_size,
+            striped: config.striped(),
             ..SessionConfig::default()
         };
         let listener =

@@ -1,0 +1,301 @@
+//! Striped transfers (issue 20, `docs/striping.md`): a Ferry front end
+//! with two data nodes on loopback, driven by `globus-url-copy -stripe`,
+//! by `ferry cp --stripe`, and facing the Globus striped server (a front
+//! end with `-r node1,node2` and data nodes started with `-dn`).
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use support::*;
+
+/// A `ferry serve --data-node` process.
+struct DataNode {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl DataNode {
+    fn start(root: &Path, secret: &Path, listen: &str) -> Self {
+        let mut child = Command::new(ferry_bin())
+            .args(["serve"])
+            .arg(root)
+            .args(["--data-node", "--listen", listen, "--node-secret"])
+            .arg(secret)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().rsplit_once(" on ").map(|(_, a)| a.parse().unwrap());
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            panic!("data node did not start: {line:?}");
+        };
+        Self { child, addr }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for DataNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A Ferry striped server: two data nodes and a front end on one root.
+struct Striped {
+    nodes: Vec<DataNode>,
+    front: FerryServer,
+    _secret_dir: tempfile::TempDir,
+    secret: PathBuf,
+}
+
+impl Striped {
+    fn start(nodes: usize) -> Self {
+        let secret_dir = tempfile::tempdir().unwrap();
+        let secret = secret_dir.path().join("node.secret");
+        std::fs::write(&secret, "a-secret-long-enough-for-the-nodes\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let nodes: Vec<DataNode> =
+            (0..nodes).map(|_| DataNode::start(root.path(), &secret, &format!("127.0.0.1:{}", free_port()))).collect();
+        let list = nodes.iter().map(|n| n.addr.to_string()).collect::<Vec<_>>().join(",");
+        let front = FerryServer::start_in(
+            root,
+            &[],
+            &["--anonymous", "write", "--stripe-nodes", &list, "--node-secret", secret.to_str().unwrap()],
+        );
+        Self { nodes, front, _secret_dir: secret_dir, secret }
+    }
+
+    fn url(&self, path: &str) -> String {
+        self.front.anon_url(path)
+    }
+}
+
+fn same(a: &Path, b: &Path) {
+    assert_eq!(sha256_file(a), sha256_file(b), "{} and {} differ", a.display(), b.display());
+}
+
+#[test]
+fn globus_url_copy_stripe_puts_to_and_gets_from_the_ferry_striped_server() {
+    let s = Striped::start(2);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, 5_000_000, 20);
+    let (ok, out) = guc(&["-stripe", "-dbg", "-vb", &format!("file://{}", src.display()), &s.url("/put.bin")]);
+    assert!(ok, "{out}");
+    // One address per data node in the striped passive reply.
+    assert!(out.contains("229-Entering Striped Passive Mode."), "{out}");
+    for n in &s.nodes {
+        let port = n.addr.port();
+        assert!(out.contains(&format!("127,0,0,1,{},{}", port >> 8, port & 0xff)) || out.contains("229 End"), "{out}");
+    }
+    same(&src, &s.front.path("put.bin"));
+    let back = local.path().join("back.bin");
+    let (ok, out) = guc(&["-stripe", "-p", "2", "-vb", &s.url("/put.bin"), &format!("file://{}", back.display())]);
+    assert!(ok, "{out}");
+    same(&src, &back);
+}
+
+#[test]
+fn ferry_cp_stripe_uploads_downloads_and_sees_markers_per_stripe() {
+    let s = Striped::start(2);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, 3_000_000, 21);
+    let cp = |from: &str, to: &str, extra: &[&str]| {
+        let out = Command::new(ferry_bin()).args(["cp", "--stripe"]).args(extra).args([from, to]).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    let text = cp(src.to_str().unwrap(), &s.url("/up.bin"), &["-p", "2", "--stripe-block", "65536"]);
+    assert!(text.contains("over 2 stripe(s)"), "{text}");
+    // The receiving front end sent a 112 per stripe (at least the first, zero ones).
+    assert!(text.contains("per-stripe markers: ") && !text.contains("per-stripe markers: 0 "), "{text}");
+    same(&src, &s.front.path("up.bin"));
+    let back = local.path().join("back.bin");
+    let text = cp(&s.url("/up.bin"), back.to_str().unwrap(), &[]);
+    assert!(text.contains("over 2 stripe(s)"), "{text}");
+    same(&src, &back);
+}
+
+#[test]
+fn a_striped_download_resumes_only_the_missing_ranges() {
+    let s = Striped::start(2);
+    let local = tempfile::tempdir().unwrap();
+    random_file(&s.front.path("big.bin"), 4_000_000, 22);
+    // A download that stopped with the first 1.5 MB and 3-3.5 MB on disk.
+    let dst = local.path().join("big.bin");
+    let mut full = Vec::new();
+    std::fs::File::open(s.front.path("big.bin")).unwrap().read_to_end(&mut full).unwrap();
+    let mut partial = vec![0u8; full.len()];
+    partial[..1_500_000].copy_from_slice(&full[..1_500_000]);
+    partial[3_000_000..3_500_000].copy_from_slice(&full[3_000_000..3_500_000]);
+    std::fs::write(&dst, &partial).unwrap();
+    std::fs::write(local.path().join("big.bin.ferry-stripes"), "0-1500000,3000000-3500000").unwrap();
+    let out = Command::new(ferry_bin()).args(["cp", "--stripe", &s.url("/big.bin")]).arg(&dst).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stderr);
+    // Only the 2 MB missing were sent.
+    assert!(text.contains("2000000 bytes over 2 stripe(s)"), "{text}");
+    same(&s.front.path("big.bin"), &dst);
+    assert!(!local.path().join("big.bin.ferry-stripes").exists());
+}
+
+/// Reads one reply (multi-line aware) from a raw control connection.
+fn reply(r: &mut BufReader<TcpStream>) -> String {
+    let mut all = String::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "control connection closed after {all:?}");
+        all.push_str(&line);
+        if line.len() >= 4 && line.as_bytes()[3] == b' ' && all.as_bytes()[..3] == line.as_bytes()[..3] {
+            return all;
+        }
+    }
+}
+
+fn say(w: &mut TcpStream, r: &mut BufReader<TcpStream>, line: &str) -> String {
+    w.write_all(format!("{line}\r\n").as_bytes()).unwrap();
+    reply(r)
+}
+
+#[test]
+fn a_data_node_killed_mid_transfer_fails_it_with_a_reply_naming_the_node() {
+    let mut s = Striped::start(2);
+    let ctrl = TcpStream::connect(s.front.addr).unwrap();
+    ctrl.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut w = ctrl.try_clone().unwrap();
+    let mut r = BufReader::new(ctrl);
+    reply(&mut r);
+    say(&mut w, &mut r, "USER anonymous");
+    assert!(say(&mut w, &mut r, "PASS x").starts_with("230"));
+    say(&mut w, &mut r, "TYPE I");
+    say(&mut w, &mut r, "MODE E");
+    let spas = say(&mut w, &mut r, "SPAS");
+    let addrs: Vec<SocketAddr> = spas
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .map(|l| {
+            let n: Vec<u16> = l.trim().split(',').map(|x| x.parse().unwrap()).collect();
+            format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5]).parse().unwrap()
+        })
+        .collect();
+    assert_eq!(addrs.len(), 2, "{spas}");
+    w.write_all(b"STOR /victim.bin\r\n").unwrap();
+    assert!(reply(&mut r).starts_with("150"));
+    // A block to each stripe, no EOF: the transfer is under way.
+    let mut data = Vec::new();
+    for a in &addrs {
+        let mut d = TcpStream::connect(a).unwrap();
+        let mut h = vec![0u8];
+        h.extend_from_slice(&1000u64.to_be_bytes());
+        h.extend_from_slice(&(if a == &addrs[0] { 0u64 } else { 1000 }).to_be_bytes());
+        d.write_all(&h).unwrap();
+        d.write_all(&[7u8; 1000]).unwrap();
+        data.push(d);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let victim = s.nodes[1].addr;
+    s.nodes[1].kill();
+    let text = loop {
+        let line = reply(&mut r);
+        if !line.starts_with('1') {
+            break line;
+        }
+    };
+    assert!(text.starts_with('4'), "{text}");
+    assert!(text.contains(&format!("data node {victim}")), "the reply names the node: {text}");
+    assert!(!s.front.path("victim.bin").exists(), "a failed upload is not committed");
+}
+
+/// The Globus striped server: data nodes started with `-dn` and a front
+/// end with `-r node1,node2`, all anonymous on loopback, as nobody.
+struct GlobusStriped {
+    children: Vec<Child>,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl GlobusStriped {
+    fn start(nodes: usize) -> Self {
+        require("globus-gridftp-server");
+        let dir = tempfile::tempdir().unwrap();
+        chown_nobody(dir.path());
+        let mut children = Vec::new();
+        let mut list = Vec::new();
+        let server = |args: &[String]| {
+            Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+                .args(["-c", "/dev/null", "-aa", "-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        for _ in 0..nodes {
+            let p = free_port();
+            children.push(server(&["-dn".into(), "-p".into(), p.to_string()]));
+            wait_for_port(p);
+            list.push(format!("127.0.0.1:{p}"));
+        }
+        let port = free_port();
+        children.push(server(&["-p".into(), port.to_string(), "-r".into(), list.join(",")]));
+        wait_for_port(port);
+        Self { children, port, dir }
+    }
+
+    fn url(&self, rel: &str) -> String {
+        format!("ftp://127.0.0.1:{}{}/{}", self.port, self.dir.path().display(), rel)
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+}
+
+impl Drop for GlobusStriped {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn third_party_between_the_ferry_and_globus_striped_servers_both_ways() {
+    let ferry = Striped::start(2);
+    let globus = GlobusStriped::start(2);
+    random_file(&ferry.front.path("f2g.bin"), 6_000_000, 23);
+    let (ok, out) = guc(&["-stripe", "-vb", &ferry.url("/f2g.bin"), &globus.url("f2g.bin")]);
+    assert!(ok, "Ferry -> Globus: {out}");
+    same(&ferry.front.path("f2g.bin"), &globus.path("f2g.bin"));
+    let (ok, out) = guc(&["-stripe", "-vb", &globus.url("f2g.bin"), &ferry.url("/g2f.bin")]);
+    assert!(ok, "Globus -> Ferry: {out}");
+    same(&ferry.front.path("f2g.bin"), &ferry.front.path("g2f.bin"));
+    // And driven by ferry cp --stripe, both ways.
+    let cp = |from: &str, to: &str| {
+        let out = Command::new(ferry_bin()).args(["cp", "--stripe", from, to]).output().unwrap();
+        assert!(out.status.success(), "{from} -> {to}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    cp(&ferry.url("/f2g.bin"), &globus.url("cp.bin"));
+    same(&ferry.front.path("f2g.bin"), &globus.path("cp.bin"));
+    cp(&globus.url("cp.bin"), &ferry.url("/cp.bin"));
+    same(&ferry.front.path("f2g.bin"), &ferry.front.path("cp.bin"));
+    let _ = &ferry.secret;
+}
