@@ -96,16 +96,78 @@ fn globus_url_copy_stripe_puts_to_and_gets_from_the_ferry_striped_server() {
     let (ok, out) = guc(&["-stripe", "-dbg", "-vb", &format!("file://{}", src.display()), &s.url("/put.bin")]);
     assert!(ok, "{out}");
     // One address per data node in the striped passive reply.
-    assert!(out.contains("229-Entering Striped Passive Mode."), "{out}");
-    for n in &s.nodes {
-        let port = n.addr.port();
-        assert!(out.contains(&format!("127,0,0,1,{},{}", port >> 8, port & 0xff)) || out.contains("229 End"), "{out}");
-    }
+    let spas = out.split("229-Entering Striped Passive Mode.").nth(1).and_then(|r| r.split("229 End").next());
+    let lines = spas.map(|r| r.lines().filter(|l| l.starts_with(" 127,0,0,1,")).count());
+    assert_eq!(lines, Some(2), "{out}");
     same(&src, &s.front.path("put.bin"));
     let back = local.path().join("back.bin");
     let (ok, out) = guc(&["-stripe", "-p", "2", "-vb", &s.url("/put.bin"), &format!("file://{}", back.display())]);
     assert!(ok, "{out}");
     same(&src, &back);
+}
+
+#[test]
+fn globus_url_copy_stripe_third_party_deals_blocks_to_both_nodes() {
+    let s = Striped::start(2);
+    random_file(&s.front.path("a.bin"), 3_000_000, 24);
+    let (ok, out) = guc(&["-stripe", "-p", "2", "-sbs", "262144", "-dbg", &s.url("/a.bin"), &s.url("/b.bin")]);
+    assert!(ok, "{out}");
+    same(&s.front.path("a.bin"), &s.front.path("b.bin"));
+    assert!(out.contains("OPTS RETR StripeLayout=Blocked;BlockSize=262144;Parallelism=2,2,2;"), "{out}");
+    // The destination's last markers: both stripes carried their blocks.
+    let last: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Stripe Bytes Transferred: "))
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert!(last.len() >= 2, "{out}");
+    let tail = &last[last.len() - 2..];
+    assert_eq!(tail.iter().sum::<u64>(), 3_000_000, "{out}");
+    assert!(tail.iter().all(|b| *b > 1_000_000), "each stripe carries half: {tail:?}");
+}
+
+#[test]
+fn a_data_node_serves_only_front_ends_that_prove_the_secret() {
+    let s = Striped::start(1);
+    let node = s.nodes[0].addr;
+    // A stranger that skips the handshake, or guesses, is refused and cut off.
+    for first in ["LISTEN 1 127.0.0.1 -", &format!("AUTH {} {}", "ab".repeat(32), "00".repeat(32))] {
+        let c = TcpStream::connect(node).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut r = BufReader::new(c.try_clone().unwrap());
+        let mut greeting = String::new();
+        r.read_line(&mut greeting).unwrap();
+        assert!(greeting.starts_with("FERRY-NODE 1 "), "{greeting}");
+        (&c).write_all(format!("{first}\n").as_bytes()).unwrap();
+        let mut rest = String::new();
+        r.read_to_string(&mut rest).unwrap();
+        assert!(rest.starts_with("DENIED "), "{rest}");
+        assert!(!rest.contains("LISTENING"), "{rest}");
+    }
+    // A front end with another secret cannot open a striped data channel.
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().join("wrong.secret");
+    std::fs::write(&wrong, "another-secret-of-enough-length").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let front = FerryServer::start_with(&[
+        "--anonymous",
+        "write",
+        "--stripe-nodes",
+        &node.to_string(),
+        "--node-secret",
+        wrong.to_str().unwrap(),
+    ]);
+    let ctrl = TcpStream::connect(front.addr).unwrap();
+    ctrl.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut w = ctrl.try_clone().unwrap();
+    let mut r = BufReader::new(ctrl);
+    reply(&mut r);
+    say(&mut w, &mut r, "USER anonymous");
+    say(&mut w, &mut r, "PASS x");
+    say(&mut w, &mut r, "MODE E");
+    let spas = say(&mut w, &mut r, "SPAS");
+    assert!(spas.starts_with("425") && spas.contains(&node.to_string()) && spas.contains("refused"), "{spas}");
 }
 
 #[test]
