@@ -361,3 +361,69 @@ fn third_party_between_the_ferry_and_globus_striped_servers_both_ways() {
     same(&ferry.front.path("f2g.bin"), &ferry.front.path("cp.bin"));
     let _ = &ferry.secret;
 }
+
+/// A MODE E block header.
+fn header(descriptor: u8, count: u64, offset: u64) -> Vec<u8> {
+    let mut h = vec![descriptor];
+    h.extend_from_slice(&count.to_be_bytes());
+    h.extend_from_slice(&offset.to_be_bytes());
+    h
+}
+
+#[test]
+fn after_a_node_failed_an_upload_resumes_only_the_missing_ranges_once_it_is_back() {
+    let mut s = Striped::start(2);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("r.bin");
+    random_file(&src, 2_000_000, 25);
+    let data = std::fs::read(&src).unwrap();
+    let ctrl = TcpStream::connect(s.front.addr).unwrap();
+    ctrl.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut w = ctrl.try_clone().unwrap();
+    let mut r = BufReader::new(ctrl);
+    reply(&mut r);
+    say(&mut w, &mut r, "USER anonymous");
+    say(&mut w, &mut r, "PASS x");
+    say(&mut w, &mut r, "TYPE I");
+    say(&mut w, &mut r, "MODE E");
+    let spas = say(&mut w, &mut r, "SPAS");
+    let addrs: Vec<SocketAddr> = spas
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .map(|l| {
+            let n: Vec<u16> = l.trim().split(',').map(|x| x.parse().unwrap()).collect();
+            format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5]).parse().unwrap()
+        })
+        .collect();
+    say(&mut w, &mut r, "ALLO 2000000");
+    w.write_all(b"STOR /r.bin\r\n").unwrap();
+    assert!(reply(&mut r).starts_with("150"));
+    // Stripe 0 gets its whole share (the first MiB, Blocked layout) and
+    // its EOF; stripe 1 only part of its share when its node dies.
+    let mut d0 = TcpStream::connect(addrs[0]).unwrap();
+    d0.write_all(&header(0, 1 << 20, 0)).unwrap();
+    d0.write_all(&data[..1 << 20]).unwrap();
+    d0.write_all(&header(0x48, 0, 1)).unwrap();
+    let mut d1 = TcpStream::connect(addrs[1]).unwrap();
+    d1.write_all(&header(0, 100_000, 1 << 20)).unwrap();
+    d1.write_all(&data[1 << 20..(1 << 20) + 100_000]).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let victim = s.nodes[1].addr;
+    s.nodes[1].kill();
+    let text = loop {
+        let line = reply(&mut r);
+        if !line.starts_with('1') {
+            break line;
+        }
+    };
+    assert!(text.contains(&format!("data node {victim}")), "{text}");
+    drop((d0, d1));
+    // The node comes back on its address; the copy is run again.
+    s.nodes[1] = DataNode::start(s.front.root.path(), &s.secret, &victim.to_string());
+    let out = Command::new(ferry_bin()).args(["cp", "--stripe"]).arg(&src).arg(s.url("/r.bin")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    same(&src, &s.front.path("r.bin"));
+    // Stripe 0's MiB was on disk and recorded: only the rest was sent.
+    assert!(text.contains(&format!("{} bytes over 2 stripe(s)", 2_000_000 - (1 << 20))), "{text}");
+}

@@ -543,7 +543,7 @@ impl Job {
                 return Ok(total);
             }
             if self.ext.abort.is_aborted() {
-                self.stop(links, stripes).await;
+                on_ranges(&self.stop(links, stripes).await);
                 return Err(TransferError::Aborted);
             }
             let wake = tokio::select! {
@@ -565,7 +565,7 @@ impl Job {
                         }
                         NodeEvent::Failed { text, .. } => {
                             stripes[i].done = true;
-                            self.stop(links, stripes).await;
+                            on_ranges(&self.stop(links, stripes).await);
                             return Err(TransferError::ConnectionLost(format!(
                                 "data node {} (stripe {i} of {count}) failed: {text}",
                                 self.node_addr(stripes[i].node)
@@ -576,7 +576,7 @@ impl Job {
                 }
                 Wake::Link(node, LinkEvent::Lost(why)) => {
                     let Some(i) = stripes.iter().position(|s| s.node == node && !s.done) else { continue };
-                    self.stop(links, stripes).await;
+                    on_ranges(&self.stop(links, stripes).await);
                     return Err(TransferError::ConnectionLost(format!(
                         "data node {} (stripe {i} of {count}) failed: lost the connection to it ({why})",
                         self.node_addr(node)
@@ -595,7 +595,10 @@ impl Job {
 
     /// Stops every stripe still running and waits (briefly) for their
     /// ends, so no node writes after the transfer has been answered.
-    async fn stop(&self, links: &mut Links, stripes: &[Stripe]) {
+    /// Returns the ranges the stopped stripes reported synced on their
+    /// way out, which a resume may rely on.
+    async fn stop(&self, links: &mut Links, stripes: &[Stripe]) -> RangeSet {
+        let mut synced = RangeSet::new();
         let mut running: Vec<u64> = Vec::new();
         for s in stripes.iter().filter(|s| !s.done) {
             if links.request(s.node, self.node_addr(s.node), &NodeRequest::Abort { id: s.id }).await.is_ok() {
@@ -608,6 +611,9 @@ impl Job {
                     (_, LinkEvent::Event(NodeEvent::Done { id, .. } | NodeEvent::Failed { id, .. })) => {
                         running.retain(|r| *r != id)
                     }
+                    (_, LinkEvent::Event(NodeEvent::Ranges { id, ranges })) if stripes.iter().any(|s| s.id == id) => {
+                        synced.union(&ranges)
+                    }
                     (node, LinkEvent::Lost(_)) => {
                         running.retain(|r| stripes.iter().any(|s| s.id == *r && s.node != node));
                     }
@@ -616,6 +622,7 @@ impl Job {
             }
         };
         let _ = tokio::time::timeout(ABORT_GRACE, wait).await;
+        synced
     }
 }
 
