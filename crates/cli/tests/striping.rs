@@ -427,3 +427,28 @@ fn after_a_node_failed_an_upload_resumes_only_the_missing_ranges_once_it_is_back
     // Stripe 0's MiB was on disk and recorded: only the rest was sent.
     assert!(text.contains(&format!("{} bytes over 2 stripe(s)", 2_000_000 - (1 << 20))), "{text}");
 }
+
+#[test]
+fn ferry_cp_stripe_to_and_from_the_globus_striped_server() {
+    let globus = GlobusStriped::start(2);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("up.bin");
+    random_file(&src, 4_000_000, 26);
+    let cp = |from: &str, to: &str| {
+        let out = Command::new(ferry_bin()).args(["cp", "--stripe", "-p", "2", from, to]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{from} -> {to}: {text}");
+        text
+    };
+    // Upload: a connection set to each of Globus's two data nodes.
+    let text = cp(src.to_str().unwrap(), &globus.url("up.bin"));
+    assert!(text.contains("over 2 stripe(s)"), "{text}");
+    // Globus's front end sends a 112 per stripe.
+    assert!(!text.contains("per-stripe markers: 0 "), "{text}");
+    same(&src, &globus.path("up.bin"));
+    // Download: two listeners here, one per Globus data node.
+    let back = local.path().join("back.bin");
+    let text = cp(&globus.url("up.bin"), back.to_str().unwrap());
+    assert!(text.contains("4000000 bytes over 2 stripe(s)"), "{text}");
+    same(&src, &back);
+}
