@@ -452,3 +452,55 @@ fn ferry_cp_stripe_to_and_from_the_globus_striped_server() {
     assert!(text.contains("4000000 bytes over 2 stripe(s)"), "{text}");
     same(&src, &back);
 }
+
+#[test]
+fn a_data_node_confines_paths_under_its_root_whatever_the_front_end_asks() {
+    use ferry_proto::node::{FrontHandshake, NodeEvent, NodeRequest};
+    let s = Striped::start(1);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "not yours").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), s.front.path("link")).unwrap();
+    let secret = std::fs::read_to_string(&s.secret).unwrap();
+    let c = TcpStream::connect(s.nodes[0].addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let mut hs = FrontHandshake::new([3; 32]);
+    let auth = hs.on_greeting(secret.trim().as_bytes(), line.trim()).unwrap();
+    (&c).write_all(format!("{auth}\n").as_bytes()).unwrap();
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    hs.on_welcome(secret.trim().as_bytes(), line.trim()).unwrap();
+    // A sink that would take whatever the node sends.
+    let sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap();
+    let dotdot = format!("/../../..{}", outside.path().join("secret.txt").display());
+    // A link out of the root is refused; `..` clamps at the root, where no
+    // such file exists.
+    for (id, path, why) in [(1, "/link".to_string(), "Escapes"), (2, dotdot, "NotFound")] {
+        let req = NodeRequest::Send {
+            id,
+            to,
+            streams: 1,
+            buffer: None,
+            stripe: 0,
+            count: 1,
+            layout: ferry_proto::stripe::StripeLayout::Partitioned,
+            len: 9,
+            window_offset: 0,
+            done: None,
+            path,
+        };
+        (&c).write_all(format!("{req}\n").as_bytes()).unwrap();
+        let ev = loop {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            match NodeEvent::parse(line.trim()).unwrap() {
+                NodeEvent::Progress { .. } => continue,
+                ev => break ev,
+            }
+        };
+        assert!(matches!(&ev, NodeEvent::Failed { id: i, text } if *i == id && text.contains(why)), "{ev:?}");
+    }
+}
