@@ -139,6 +139,17 @@ pub struct ServeArgs {
     /// Data connections the whole server may have (default 1024).
     #[arg(long)]
     max_data_connections: Option<usize>,
+    // --- Striping (issue 20, docs/striping.md) ---
+    /// Run as a data node of a striped server: no user sessions; only
+    /// front ends that prove --node-secret may use it.
+    #[arg(long, requires = "node_secret", conflicts_with = "stripe_nodes")]
+    data_node: bool,
+    /// Run as a striping front end over these data nodes, HOST:PORT,...
+    #[arg(long, value_delimiter = ',', requires = "node_secret")]
+    stripe_nodes: Vec<SocketAddr>,
+    /// File holding the secret front end and data nodes share (mode 600).
+    #[arg(long)]
+    node_secret: Option<PathBuf>,
 }
 
 pub fn init_logging(format: LogFormat) {
@@ -272,6 +283,16 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(v) = args.max_data_connections {
         c.max_data_connections = v;
     }
+    if !args.stripe_nodes.is_empty() {
+        c.stripe_nodes = args.stripe_nodes.clone();
+    }
+    if let Some(v) = &args.node_secret {
+        c.node_secret = Some(v.clone());
+    }
+    if c.striped() {
+        let path = c.node_secret.as_ref().context("--stripe-nodes needs --node-secret")?;
+        ferry_server::stripe::load_secret(path)?;
+    }
     Ok(c)
 }
 
@@ -279,6 +300,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format);
     let config = config_from(&args)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if args.data_node {
+        // Striping (issue 20): a data node, not a server of sessions.
+        let secret = ferry_server::stripe::load_secret(args.node_secret.as_deref().context("--node-secret")?)?;
+        let (root, listen, data_timeout) = (config.root.clone(), config.listen, config.data_timeout());
+        let node = ferry_server::stripe::node::DataNodeConfig { root, listen, secret, data_timeout };
+        rt.block_on(ferry_server::stripe::node::serve_until_signal(node))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     rt.block_on(async move {
         let root = config.root.clone();
         let anonymous = config.anonymous;

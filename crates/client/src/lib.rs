@@ -10,6 +10,7 @@ pub mod filter;
 pub mod location;
 pub mod resume;
 pub mod session;
+pub mod stripe;
 pub mod tls;
 
 pub use config::ClientConfig;

@@ -522,6 +522,28 @@ impl Root {
         Ok(upload)
     }
 
+    /// Opens, for writing at offsets, where an upload that another process
+    /// began with [`begin_store`](Self::begin_store) puts its data: its
+    /// partial file (`partial`), or the file itself when that upload writes
+    /// in place. Nothing is created or truncated, and the same confinement
+    /// holds as for every other path. A striped server's data nodes write
+    /// a front end's upload this way (`docs/striping.md`).
+    pub fn open_upload_target(&self, p: &VirtualPath, partial: bool) -> Result<std::fs::File, FsError> {
+        Self::check_name(p)?;
+        let (parent, name) = self.parent_of(p)?;
+        let mut opts = OpenOptions::new();
+        opts.write(true);
+        let (file, md) = if partial {
+            let area = parent.open_dir_nofollow(AREA).map_err(|e| fs_error(&e))?;
+            let part = format!("{}.part", partial::id(name.as_bytes()));
+            open_regular(&area, Path::new(&part), &mut opts)?
+        } else {
+            open_regular(&parent, Path::new(&name), &mut opts)?
+        };
+        not_hard_linked(&md)?;
+        Ok(file.into_std())
+    }
+
     /// Removes abandoned partial uploads in `dir` older than the expiry,
     /// and the area once it is empty.
     fn sweep(&self, dir: &Dir) {

@@ -444,3 +444,74 @@ pub fn client_markers(data: &[u8]) {
         }
     }
 }
+
+/// Striping grammar (`crate::stripe`): `OPTS RETR` layout items, `229`
+/// striped passive replies and the layouts' arithmetic. Input is
+/// `opts|reply|len,count`. No panic; every parsed SPAS reply formats back
+/// to the same addresses; every byte of a file belongs to one stripe.
+pub fn stripe(data: &[u8]) {
+    use crate::reply::ReplyParser;
+    use crate::stripe::{parse_spas_reply, spas_reply, StripeOptions};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let mut parts = text.splitn(3, '|');
+    let (opts, reply, shape) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let mut options = StripeOptions::default();
+    for item in opts.split(';') {
+        if let Some((k, v)) = item.split_once('=') {
+            let _ = options.apply(k, v);
+        }
+    }
+    let layout = options.layout();
+    let mut p = ReplyParser::new(1024, 300);
+    p.push(reply.replace('\n', "\r\n").as_bytes());
+    if let Ok(Some(r)) = p.next_reply() {
+        if let Ok(addrs) = parse_spas_reply(&r) {
+            assert!(!addrs.is_empty());
+            assert_eq!(parse_spas_reply(&spas_reply(&addrs)).as_ref(), Ok(&addrs));
+        }
+    }
+    let (len, count) = shape.split_once(',').unwrap_or((shape, "2"));
+    let (Ok(len), Ok(count)) = (len.trim().parse::<u64>(), count.trim().parse::<usize>()) else { return };
+    // Bounded so one input stays fast: at most ~64k blocks per stripe.
+    let len = len.min(64 << 20);
+    let count = count.clamp(1, 16);
+    let mut total = 0u64;
+    let mut seen = crate::RangeSet::new();
+    for i in 0..count {
+        let ranges = layout.ranges(i, count, len);
+        if ranges.len() > 1 << 17 {
+            return;
+        }
+        for r in ranges {
+            assert!(r.start < r.end && r.end <= len);
+            assert!(!seen.overlaps(&r));
+            assert_eq!(layout.stripe_of(r.start, len, count), i);
+            total += r.end - r.start;
+            seen.insert(r);
+        }
+    }
+    assert_eq!(total, len);
+}
+
+/// Lines a data node or a front end receives (`crate::node`): no panic,
+/// and whatever parses formats to a line that parses back the same.
+pub fn node_message(data: &[u8]) {
+    use crate::node::{FrontHandshake, NodeEvent, NodeHandshake, NodeRequest};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    for line in text.split('\n') {
+        if let Ok(r) = NodeRequest::parse(line) {
+            let again = r.to_string();
+            assert!(!again.contains('\n'));
+            assert_eq!(NodeRequest::parse(&again).as_ref(), Ok(&r), "{again}");
+        }
+        if let Ok(e) = NodeEvent::parse(line) {
+            assert_eq!(NodeEvent::parse(&e.to_string()).as_ref(), Ok(&e));
+        }
+        // Handshake lines from a stranger never authenticate it.
+        let node = NodeHandshake::new([1; crate::node::NONCE_LEN]);
+        assert!(node.on_auth(b"secret", line).is_err());
+        let mut front = FrontHandshake::new([2; crate::node::NONCE_LEN]);
+        let _ = front.on_greeting(b"secret", line);
+        assert!(front.on_welcome(b"secret", line).is_err());
+    }
+}

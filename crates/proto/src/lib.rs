@@ -22,11 +22,13 @@ pub mod host_port;
 pub mod line;
 pub mod markers;
 pub mod mode_e;
+pub mod node;
 pub mod octets;
 pub mod path;
 pub mod reply;
 pub mod restart;
 pub mod session;
+pub mod stripe;
 pub mod transport;
 
 pub use command::{Command, CommandError, TransferMode, TransferType};

@@ -69,3 +69,13 @@ fn client_feat_corpus() {
 fn client_markers_corpus() {
     assert!(replay("client_markers", ferry_proto::fuzz_checks::client_markers) >= 5);
 }
+
+#[test]
+fn stripe_corpus() {
+    assert!(replay("stripe", ferry_proto::fuzz_checks::stripe) >= 5);
+}
+
+#[test]
+fn node_message_corpus() {
+    assert!(replay("node_message", ferry_proto::fuzz_checks::node_message) >= 5);
+}

@@ -175,6 +175,12 @@ pub struct ServerConfig {
     /// `FERRY_DATA_PATH` for measurements (`docs/data-path.md`).
     #[serde(skip)]
     pub data_path: ferry_io::mode_e::DataPath,
+    /// Striping front end (issue 20, `docs/striping.md`): the data nodes'
+    /// addresses (`ferry serve --data-node`). Empty: not striped.
+    pub stripe_nodes: Vec<SocketAddr>,
+    /// The secret the front end and its data nodes share (a file only
+    /// its owner can read).
+    pub node_secret: Option<PathBuf>,
 }
 
 /// How MODE E transfers stage data between disk and network.
@@ -266,6 +272,8 @@ impl Default for ServerConfig {
             mlsr_max_depth: 64,
             data_transport: "tcp".to_string(),
             data_path: ferry_io::mode_e::DataPath::ZeroCopy,
+            stripe_nodes: Vec::new(),
+            node_secret: None,
         }
     }
 }
@@ -283,6 +291,11 @@ impl ServerConfig {
 
     pub fn login_timeout(&self) -> Duration {
         Duration::from_secs(self.login_timeout_secs)
+    }
+
+    /// This server is a striping front end.
+    pub fn striped(&self) -> bool {
+        !self.stripe_nodes.is_empty()
     }
 
     pub fn data_timeout(&self) -> Duration {

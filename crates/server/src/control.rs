@@ -142,6 +142,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         login_by: Instant::now() + ctx_login_timeout,
         drain: ctx_drain,
         running: None,
+        stripes: crate::stripe::front::Stripes::default(),
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -258,6 +259,8 @@ struct Control {
     /// A long file operation (CKSM, SITE PARTIAL) running beside the
     /// control loop, which meanwhile answers NOOP, STAT and ABOR.
     running: Option<RunningOp>,
+    /// A striping front end's links to its data nodes (issue 20).
+    stripes: crate::stripe::front::Stripes,
 }
 
 /// A file operation running in the background.
@@ -425,6 +428,7 @@ impl Control {
                         let reply = self.session.delayed_passive_reply(kind, addr);
                         self.send(&reply).await?;
                     }
+                    Some(TransferEvent::Reply(r)) => self.send(&r).await?,
                     Some(TransferEvent::Checkpointed) => {
                         if let Some(t) = active.as_mut().filter(|t| t.request.markers.restart_secs.is_some()) {
                             let new = t.new_ranges();
@@ -701,6 +705,14 @@ impl Control {
                 };
                 self.send(&reply).await?;
             }
+            Action::Passive(ferry_proto::session::PassiveKind::Spas) if self.ctx.config.striped() => {
+                // Striping (issue 20): one listener per data node.
+                let generation = self.session.data_generation();
+                self.channels = DataChannels { generation, ..DataChannels::default() };
+                let result = self.stripes.passive(&self.ctx, generation, self.session.buffer_size()).await;
+                let reply = self.session.striped_passive_result(result);
+                self.send(&reply).await?;
+            }
             Action::Passive(_) => {
                 let generation = self.session.data_generation();
                 self.channels = DataChannels { generation, ..DataChannels::default() };
@@ -720,6 +732,14 @@ impl Control {
                     });
                 let reply = self.session.passive_result(result);
                 self.send(&reply).await?;
+            }
+            Action::Transfer(req) if self.stripes.takes(&req, &self.session) => {
+                // Striping (issue 20): the data nodes move the data.
+                let Some(root) = self.root.clone() else {
+                    return Ok(Flow::Continue);
+                };
+                let plan = crate::stripe::front::StripePlan::of(&self.session, &req, self.peer.ip(), &self.user);
+                *active = Some(self.stripes.spawn(req, plan, self.ctx.clone(), root));
             }
             Action::Transfer(req) => {
                 let Some(root) = self.root.clone() else {

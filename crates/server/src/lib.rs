@@ -13,6 +13,7 @@ mod mlsr;
 mod passwords;
 mod profiling;
 mod server;
+pub mod stripe;
 pub mod tls;
 mod transfer;
 pub mod users;

@@ -227,6 +227,7 @@ impl Server {
             max_file_size: config.max_file_size,
             transports: offered,
             default_transport: TransportName::parse(transport.name()).unwrap_or_default(),
+            striped: config.striped(),
             ..SessionConfig::default()
         };
         let listener =

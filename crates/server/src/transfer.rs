@@ -57,7 +57,7 @@ const STOPPED: u8 = 2;
 
 impl Verdict {
     /// The transfer may take its final form: false if it was stopped.
-    fn commit(&self) -> bool {
+    pub(crate) fn commit(&self) -> bool {
         self.0.compare_exchange(OPEN, COMMITTING, Ordering::SeqCst, Ordering::SeqCst).is_ok()
     }
 
@@ -127,6 +127,8 @@ pub(crate) enum TransferEvent {
         outcome: TransferOutcome,
         channels: DataChannels,
     },
+    /// Send this reply now (a striped transfer's per-stripe markers).
+    Reply(ferry_proto::Reply),
 }
 
 /// The control loop's handle on a running transfer.
@@ -363,6 +365,44 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         stopped,
         verdict,
     }
+}
+
+// --- Striping (issue 20): transfers run by `crate::stripe::front` ---
+
+/// The task's side of a transfer that another module runs (the striping
+/// front end), behind the same [`ActiveTransfer`] handle as any other.
+pub(crate) struct ExternalTransfer {
+    pub tx: mpsc::Sender<TransferEvent>,
+    pub abort: Arc<AbortSignal>,
+    pub abort_notify: Arc<Notify>,
+    pub verdict: Arc<Verdict>,
+    pub progress: Arc<AtomicU64>,
+    pub durable: Arc<Mutex<RangeSet>>,
+}
+
+pub(crate) fn external(request: TransferRequest) -> (ActiveTransfer, ExternalTransfer) {
+    let (tx, events) = mpsc::channel(64);
+    let ext = ExternalTransfer {
+        tx,
+        abort: Arc::new(AbortSignal::new()),
+        abort_notify: Arc::new(Notify::new()),
+        verdict: Arc::new(Verdict::default()),
+        progress: Arc::new(AtomicU64::new(0)),
+        durable: Arc::new(Mutex::new(RangeSet::new())),
+    };
+    let active = ActiveTransfer {
+        events,
+        request,
+        started: Instant::now(),
+        progress: ext.progress.clone(),
+        durable: ext.durable.clone(),
+        reported: RangeSet::new(),
+        abort: ext.abort.clone(),
+        abort_notify: ext.abort_notify.clone(),
+        stopped: Arc::new(AtomicBool::new(false)),
+        verdict: ext.verdict.clone(),
+    };
+    (active, ext)
 }
 
 /// What an upload's file holds besides what this transfer writes, and how

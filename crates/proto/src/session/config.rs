@@ -50,6 +50,9 @@ pub struct SessionConfig {
     /// The largest file this server stores: ALLO, ESTO offsets and every
     /// byte an upload writes are bounded by it (`552` beyond).
     pub max_file_size: u64,
+    /// This server is a striping front end (issue 20): SPOR may name
+    /// several addresses, one per receiving stripe.
+    pub striped: bool,
     /// Data-channel transports a client may select (FEAT `TRANSPORTS`,
     /// `TPRT`, `SITE SETNETSTACK`; see `crate::transport`), and the one
     /// used until it does (Globus's `-dc-default`).
@@ -70,6 +73,7 @@ impl Default for SessionConfig {
             require_protected_data: false,
             marker_interval_secs: 5,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            striped: false,
             transports: vec![crate::transport::TransportName::TCP],
             default_transport: crate::transport::TransportName::TCP,
         }

@@ -47,6 +47,7 @@ mod login;
 mod opts;
 mod security;
 mod site;
+mod stripe;
 mod transfer;
 
 pub use channel::{ChannelPlan, DataEndpoint, PassiveKind, MAX_BUFFER_SIZE, MAX_PARALLELISM};
@@ -157,6 +158,8 @@ pub struct Session {
     tls_identity: TlsIdentity,
     /// The login being checked is by client certificate (232, not 230).
     certificate_login: bool,
+    /// Striping (issue 20): the layout from OPTS RETR and the SPOR list.
+    stripe: crate::stripe::SessionStripes,
 }
 
 const TEXT_NOT_LOGGED_IN: &str = "Please log in with USER and PASS first.";
@@ -197,6 +200,7 @@ impl Session {
             prot: ProtectionLevel::Clear,
             tls_identity: TlsIdentity::default(),
             certificate_login: false,
+            stripe: Default::default(),
         }
     }
 
@@ -415,6 +419,7 @@ impl Session {
             C::Eprt(addr) => self.on_active(addr),
             C::Spor(addrs) => match addrs.as_slice() {
                 [one] => self.on_active(SocketAddr::V4(*one)),
+                _ if self.config.striped => self.on_spor(addrs.clone()),
                 _ => Self::reply(
                     ReplyCode::PARAMETER_SYNTAX_ERROR,
                     "SPOR with several addresses (a striped receiver) is not supported; \

@@ -60,8 +60,11 @@ impl Session {
                         return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "OPTS RETR: markers takes seconds.")
                     }
                 },
-                // One stripe: every layout is the same layout.
-                "stripelayout" | "blocksize" => {}
+                "stripelayout" | "blocksize" => {
+                    if let Err(e) = self.stripe.options.apply(k, v) {
+                        return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, format!("OPTS RETR: {e}."));
+                    }
+                }
                 _ => return Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, format!("OPTS RETR: unknown option {k}.")),
             }
         }

@@ -1,0 +1,442 @@
+//! A data node of a striped server: `ferry serve DIR --data-node --listen
+//! HOST:PORT --node-secret FILE`.
+//!
+//! It has no user sessions. Whoever connects must first prove the shared
+//! secret (`ferry_proto::node`, HMAC challenge both ways); a peer that
+//! cannot is told so and disconnected, and nothing it sent is acted on.
+//! An authenticated front end then asks for data listeners, receptions and
+//! sends; every path it names is resolved again here, lexically and under
+//! the node's own [`Root`], so a compromised or buggy front end still
+//! cannot make the node read or write outside the served directory.
+//!
+//! When the front end's connection ends, everything it started is
+//! stopped: a node never moves data nobody is responsible for.
+
+use super::read_line;
+use ferry_io::mode_e::{self, BlockSink, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
+use ferry_io::root::Root;
+use ferry_io::socket::configure_data_socket;
+use ferry_io::stream::AbortSignal;
+use ferry_io::tls::DataStream;
+use ferry_proto::node::{NodeEvent, NodeHandshake, NodeRequest, RecvTarget, MAX_LINE};
+use ferry_proto::{RangeSet, VirtualPath};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::mpsc;
+
+/// How long a connecting front end has to authenticate.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a running task reports its bytes.
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// How often a receiving task syncs what it wrote and reports it as
+/// ranges on disk (the front end's restart markers).
+const RANGES_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+pub struct DataNodeConfig {
+    pub root: PathBuf,
+    pub listen: SocketAddr,
+    pub secret: Vec<u8>,
+    /// How long a data connection may stall or take to open.
+    pub data_timeout: Duration,
+}
+
+struct Shared {
+    root: Arc<Root>,
+    secret: Vec<u8>,
+    timeout: Duration,
+}
+
+pub struct DataNode {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for DataNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataNode").field("listener", &self.listener).finish()
+    }
+}
+
+impl DataNode {
+    pub async fn bind(config: DataNodeConfig) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let root = Root::open(&config.root).with_context(|| format!("cannot open {}", config.root.display()))?;
+        let listener =
+            TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
+        Ok(Self {
+            listener,
+            shared: Arc::new(Shared { root: Arc::new(root), secret: config.secret, timeout: config.data_timeout }),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves front ends until `shutdown` completes.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                accepted = self.listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    };
+                    let shared = self.shared.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = serve_front(stream, peer, shared).await {
+                            tracing::debug!(%peer, error = %e, "front-end connection ended");
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `ferry serve DIR --data-node`: binds, says where on the first line of
+/// standard output (as `ferry serve` does), and serves until SIGINT or
+/// SIGTERM.
+pub async fn serve_until_signal(config: DataNodeConfig) -> anyhow::Result<()> {
+    use std::io::Write;
+    let root = config.root.clone();
+    let node = DataNode::bind(config).await?;
+    let addr = node.local_addr()?;
+    let line = format!("ferry: data node for {} on {addr}\n", root.display());
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes()).and_then(|_| out.flush());
+    drop(out);
+    node.run(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    })
+    .await
+}
+
+async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -> io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::new(rd);
+    let hs = NodeHandshake::new(super::nonce());
+    wr.write_all(format!("{}\n", hs.greeting()).as_bytes()).await?;
+    let auth = tokio::time::timeout(HANDSHAKE_TIMEOUT, read_line(&mut rd, 1024))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no AUTH in time"))??
+        .unwrap_or_default();
+    match hs.on_auth(&shared.secret, &auth) {
+        Ok(welcome) => wr.write_all(format!("{welcome}\n").as_bytes()).await?,
+        Err(denied) => {
+            tracing::warn!(%peer, "refused a connection that did not prove the node secret");
+            let _ = wr.write_all(format!("{denied}\n").as_bytes()).await;
+            return Ok(());
+        }
+    }
+    tracing::info!(%peer, "front end authenticated");
+    let (tx, mut rx) = mpsc::channel::<NodeEvent>(256);
+    let writer = tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            if wr.write_all(format!("{ev}\n").as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut listeners: HashMap<u64, Arc<TcpListener>> = HashMap::new();
+    let mut tasks: HashMap<u64, Arc<AbortSignal>> = HashMap::new();
+    let result = loop {
+        let line = match read_line(&mut rd, MAX_LINE).await {
+            Ok(Some(l)) => l,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        let req = match NodeRequest::parse(&line) {
+            Ok(r) => r,
+            Err(e) => {
+                // An authenticated front end that sends nonsense is a bug
+                // or another version: stop rather than guess.
+                tracing::warn!(%peer, error = %e, "bad request from the front end; closing");
+                break Ok(());
+            }
+        };
+        tasks.retain(|_, a| !a.is_aborted() && Arc::strong_count(a) > 1);
+        match req {
+            NodeRequest::Listen { id, ip, buffer } => {
+                let ev = match bind(ip, buffer) {
+                    Ok(l) => match l.local_addr() {
+                        Ok(addr) => {
+                            listeners.insert(id, Arc::new(l));
+                            NodeEvent::Listening { id, addr }
+                        }
+                        Err(e) => NodeEvent::Failed { id, text: e.to_string() },
+                    },
+                    Err(e) => NodeEvent::Failed { id, text: format!("cannot open a data port on {ip}: {e}") },
+                };
+                let _ = tx.send(ev).await;
+            }
+            NodeRequest::Recv { id, listener, base, limit, peer: from, target, path } => {
+                let Some(l) = listeners.get(&listener).cloned() else {
+                    let _ = tx.send(NodeEvent::Failed { id, text: format!("no listener {listener}") }).await;
+                    continue;
+                };
+                let abort = Arc::new(AbortSignal::new());
+                tasks.insert(id, abort.clone());
+                let job = Recv { id, listener: l, base, limit, from, target, path };
+                tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
+            }
+            NodeRequest::Send { id, to, streams, buffer, stripe, count, layout, len, window_offset, done, path } => {
+                let abort = Arc::new(AbortSignal::new());
+                tasks.insert(id, abort.clone());
+                let job = Send {
+                    id,
+                    to,
+                    streams,
+                    buffer,
+                    plan: (stripe as usize, count as usize, layout, len, window_offset, done.unwrap_or_default()),
+                    path,
+                };
+                tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
+            }
+            NodeRequest::Abort { id } => {
+                if let Some(a) = tasks.remove(&id) {
+                    a.abort();
+                }
+            }
+            NodeRequest::Close { listener } => {
+                listeners.remove(&listener);
+            }
+        }
+    };
+    // The front end is gone: nothing it started goes on.
+    for a in tasks.values() {
+        a.abort();
+    }
+    drop(tx);
+    let _ = writer.await;
+    result
+}
+
+fn bind(ip: IpAddr, buffer: Option<u32>) -> io::Result<TcpListener> {
+    let sock = if ip.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    if let Some(size) = buffer {
+        sock.set_recv_buffer_size(size)?;
+        sock.set_send_buffer_size(size)?;
+    }
+    sock.set_reuseaddr(true)?;
+    sock.bind(SocketAddr::new(ip, 0))?;
+    sock.listen(64)
+}
+
+fn resolve(path: &str) -> Result<VirtualPath, String> {
+    VirtualPath::root().resolve(path).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Reports a task's bytes every [`PROGRESS_EVERY`] until dropped.
+fn reporter(id: u64, progress: Arc<AtomicU64>, tx: mpsc::Sender<NodeEvent>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(PROGRESS_EVERY);
+        let mut last = u64::MAX;
+        loop {
+            tick.tick().await;
+            let bytes = progress.load(Ordering::Relaxed);
+            if bytes != last {
+                last = bytes;
+                if tx.send(NodeEvent::Progress { id, bytes }).await.is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+struct Recv {
+    id: u64,
+    listener: Arc<TcpListener>,
+    base: u64,
+    limit: Option<u64>,
+    from: Option<IpAddr>,
+    target: RecvTarget,
+    path: String,
+}
+
+impl Recv {
+    async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
+        let id = self.id;
+        let progress = Arc::new(AtomicU64::new(0));
+        let state = Arc::new(ReceiveState::default());
+        let report = reporter(id, progress.clone(), tx.clone());
+        let outcome = self.receive(&shared, &abort, &progress, &state, &tx).await;
+        report.abort();
+        let bytes = progress.load(Ordering::Relaxed);
+        let ev = match outcome {
+            Ok(()) => NodeEvent::Done { id, bytes },
+            Err(text) => NodeEvent::Failed { id, text },
+        };
+        let _ = tx.send(ev).await;
+    }
+
+    async fn receive(
+        self,
+        shared: &Shared,
+        abort: &Arc<AbortSignal>,
+        progress: &Arc<AtomicU64>,
+        state: &Arc<ReceiveState>,
+        tx: &mpsc::Sender<NodeEvent>,
+    ) -> Result<(), String> {
+        let vp = resolve(&self.path)?;
+        let root = shared.root.clone();
+        let partial = self.target == RecvTarget::Partial;
+        let file = tokio::task::spawn_blocking(move || root.open_upload_target(&vp, partial))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{}: {e:?}", self.path))?;
+        let file = Arc::new(file);
+        let (conn_tx, mut conn_rx) = mpsc::channel(64);
+        let (listener, from, timeout, acc_abort) = (self.listener.clone(), self.from, shared.timeout, abort.clone());
+        let acceptor = tokio::spawn(async move {
+            loop {
+                let Ok((s, addr)) = listener.accept().await else { break };
+                if let Some(ip) = from {
+                    if !ferry_io::transport::same_ip(addr.ip(), ip) {
+                        tracing::warn!(%addr, expected = %ip, "dropped a data connection from a foreign address");
+                        continue;
+                    }
+                }
+                let Ok(sock) = s.into_std() else { continue };
+                if configure_data_socket(&sock, None, timeout).is_err() {
+                    continue;
+                }
+                let conn: ferry_io::transport::DataConn = Box::new(DataStream::Plain(sock));
+                if acc_abort.register(&*conn).is_err() {
+                    continue;
+                }
+                if conn_tx.send(conn).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let sink: Arc<dyn BlockSink> = file.clone();
+        let ctl = TransferControl { abort: abort.clone(), ..TransferControl::shared(progress.clone(), None) };
+        let spec = ReceiveSpec::new(self.base, self.limit);
+        let recv = mode_e::receive(Vec::new(), &mut conn_rx, sink, spec, state.clone(), ctl, shared.timeout);
+        tokio::pin!(recv);
+        let mut tick = tokio::time::interval(RANGES_EVERY);
+        tick.tick().await;
+        let result = loop {
+            tokio::select! {
+                r = &mut recv => break r,
+                _ = tick.tick() => {
+                    // Only synced bytes are reported: a restart marker
+                    // must never claim what a crash could lose.
+                    let ranges = state.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    let f = file.clone();
+                    if tokio::task::spawn_blocking(move || f.sync_data()).await.is_ok_and(|r| r.is_ok()) && !ranges.is_empty() {
+                        let _ = tx.send(NodeEvent::Ranges { id: self.id, ranges }).await;
+                    }
+                }
+            }
+        };
+        acceptor.abort();
+        // Whatever arrived is synced and reported, so a resume sends only
+        // what is missing, whether or not this stripe completed.
+        let ranges = state.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let f = file.clone();
+        let synced = tokio::task::spawn_blocking(move || f.sync_data()).await.map_err(|e| e.to_string())?;
+        if synced.is_ok() && !ranges.is_empty() {
+            let _ = tx.send(NodeEvent::Ranges { id: self.id, ranges }).await;
+        }
+        result.map_err(|e| e.to_string())?;
+        synced.map_err(|e| format!("syncing {}: {e}", self.path))
+    }
+}
+
+struct Send {
+    id: u64,
+    to: SocketAddr,
+    streams: u32,
+    buffer: Option<u32>,
+    /// stripe, count, layout, len, window offset, done (REST).
+    plan: (usize, usize, ferry_proto::stripe::StripeLayout, u64, u64, RangeSet),
+    path: String,
+}
+
+impl Send {
+    async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
+        let id = self.id;
+        let progress = Arc::new(AtomicU64::new(0));
+        let report = reporter(id, progress.clone(), tx.clone());
+        let outcome = self.send(&shared, &abort, &progress).await;
+        report.abort();
+        let bytes = progress.load(Ordering::Relaxed);
+        let ev = match outcome {
+            Ok(()) => NodeEvent::Done { id, bytes },
+            Err(text) => NodeEvent::Failed { id, text },
+        };
+        let _ = tx.send(ev).await;
+    }
+
+    async fn send(self, shared: &Shared, abort: &Arc<AbortSignal>, progress: &Arc<AtomicU64>) -> Result<(), String> {
+        let vp = resolve(&self.path)?;
+        let root = shared.root.clone();
+        let (file, facts) = tokio::task::spawn_blocking(move || root.open_read(&vp))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{}: {e:?}", self.path))?;
+        let (stripe, count, layout, len, offset, done) = self.plan;
+        if offset.saturating_add(len) > facts.size {
+            return Err(format!("{}: the file is shorter than the front end said", self.path));
+        }
+        let ranges: Vec<_> =
+            layout.missing(stripe, count, len, &done).into_iter().map(|r| r.start + offset..r.end + offset).collect();
+        let block = match layout {
+            ferry_proto::stripe::StripeLayout::Blocked { block_size } => {
+                usize::try_from(block_size).unwrap_or(usize::MAX).min(mode_e::DEFAULT_BLOCK_SIZE)
+            }
+            ferry_proto::stripe::StripeLayout::Partitioned => mode_e::DEFAULT_BLOCK_SIZE,
+        };
+        let plan = SendPlan { ranges, header_base: offset, block_size: block };
+        let mut streams = Vec::new();
+        for _ in 0..self.streams.max(1) {
+            let sock = (if self.to.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() })
+                .map_err(|e| e.to_string())?;
+            if let Some(size) = self.buffer {
+                let _ = sock.set_send_buffer_size(size);
+            }
+            let s = tokio::time::timeout(shared.timeout, sock.connect(self.to))
+                .await
+                .map_err(|_| format!("connecting to {} timed out", self.to))?
+                .map_err(|e| format!("cannot connect to {}: {e}", self.to))?;
+            let s = s.into_std().map_err(|e| e.to_string())?;
+            configure_data_socket(&s, self.buffer, shared.timeout).map_err(|e| e.to_string())?;
+            let conn: ferry_io::transport::DataConn = Box::new(DataStream::Plain(s));
+            abort.register(&*conn).map_err(|e| e.to_string())?;
+            streams.push(conn);
+        }
+        let ctl = TransferControl { abort: abort.clone(), ..TransferControl::shared(progress.clone(), None) };
+        let file = Arc::new(file);
+        tokio::task::spawn_blocking(move || mode_e::send(streams, &*file, &plan, &ctl))
+            .await
+            .map_err(|e| e.to_string())?
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+}
