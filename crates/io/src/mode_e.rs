@@ -17,7 +17,7 @@ use crate::rate::RateLimit;
 use crate::staging::{ReceiveStaging, SendStaging, StagingConfig};
 use crate::stream::{AbortSignal, CopyError};
 use crate::transport::{write_all_vectored, DataConn, Payload};
-use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
+use ferry_proto::mode_e::{BlockHeader, BlockLimits, BlockReader, ModeEError, ReceiveTracker, Want, HEADER_LEN};
 use ferry_proto::RangeSet;
 use std::io::{self, IoSlice, Read, Write};
 use std::ops::Range;
@@ -435,34 +435,23 @@ impl ReceiveSpec {
 /// State shared by the readers of one receiving transfer.
 #[derive(Debug, Default)]
 pub struct ReceiveState {
-    end: Mutex<EndOfData>,
+    /// The overlap check and the EOD/EOF count across connections: the
+    /// protocol core's (`ferry_proto::mode_e::ReceiveTracker`), the same
+    /// code the fuzzer and the in-memory `Pair` tests run.
+    tracker: Mutex<ReceiveTracker>,
     /// Ranges written to the sink so far (each write as it returns, not
     /// whole blocks), in header coordinates: the restart markers, and what
     /// a failed transfer leaves for a resume.
     pub received: Mutex<RangeSet>,
-    /// Ranges announced by block headers so far, for the overlap check.
-    announced: Mutex<RangeSet>,
 }
 
 impl ReceiveState {
     pub fn is_complete(&self) -> bool {
-        self.end.lock().unwrap_or_else(|e| e.into_inner()).is_complete()
+        self.tracker().is_complete()
     }
 
-    /// Claims a block's range when its header arrives. GFD.20 senders send
-    /// each byte of a transfer once; a block overlapping one already
-    /// announced is a broken or hostile sender, and fails the transfer
-    /// before any of it is written (the failed upload is never committed).
-    fn announce(&self, r: Range<u64>) -> Result<(), CopyError> {
-        let mut announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
-        if announced.overlaps(&r) {
-            return Err(CopyError::Network(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a block for bytes {}-{} overlaps data already received in this transfer", r.start, r.end),
-            )));
-        }
-        announced.insert(r);
-        Ok(())
+    fn tracker(&self) -> std::sync::MutexGuard<'_, ReceiveTracker> {
+        self.tracker.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records bytes on their way to disk (the write returned).
@@ -473,16 +462,22 @@ impl ReceiveState {
     }
 
     fn describe_end(&self) -> String {
-        let e = self.end.lock().unwrap_or_else(|e| e.into_inner());
-        match e.eodc() {
-            Some(eodc) => format!("{} of {eodc} end-of-data markers arrived", e.eods()),
-            None => format!("{} end-of-data markers and no end-of-file arrived", e.eods()),
-        }
+        self.tracker().describe_end()
     }
+}
+
+/// A framing error found by the protocol core: the peer's fault.
+fn invalid(e: ModeEError) -> CopyError {
+    CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Reads blocks from one connection until its EOD. Returns the socket for
 /// reuse unless the sender said it closes it.
+///
+/// GFD.20 framing and every check on it (header validity, block size,
+/// overlaps, the EOD/EOF count) belong to the protocol core's
+/// [`BlockReader`] and [`ReceiveTracker`]; this loop only moves the bytes
+/// the reader asks for to where it says they go.
 pub fn receive_stream(
     mut sock: DataConn,
     sink: &dyn BlockSink,
@@ -492,112 +487,79 @@ pub fn receive_stream(
     staging: Option<&ReceiveStaging>,
 ) -> Result<Option<DataConn>, CopyError> {
     let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
-    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
-    let mut buf = if zero_copy || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
-    let mut first = true;
+    let discard = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
+    let mut buf = if discard || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
+    let mut reader = BlockReader::new(BlockLimits::new(spec.limit));
+    let mut raw = [0u8; HEADER_LEN];
     loop {
         if ctl.abort.is_aborted() {
             return Err(CopyError::Aborted);
         }
-        let mut raw = [0u8; HEADER_LEN];
-        if first {
-            first = false;
-            // A cached connection the peer closed between transfers, before
-            // sending anything for this one, is not part of this transfer;
-            // the EOF count decides completeness, not the connection count.
-            match read_header_or_close(&mut sock, &mut raw) {
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(e) => return Err(net(e)),
-            }
-        } else {
-            sock.read_exact(&mut raw).map_err(|e| {
-                if e.kind() == io::ErrorKind::UnexpectedEof && !ctl.abort.is_aborted() {
-                    CopyError::Network(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "a data connection closed before its end-of-data marker",
-                    ))
-                } else {
-                    net(e)
-                }
-            })?;
-        }
-        let header = BlockHeader::decode(&raw);
-        header.validate(spec.limit).map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-        let mut done = 0u64;
-        let len = header.payload_len();
-        if len > 0 {
-            state.announce(header.offset..header.offset + len)?;
-        }
-        if len > 0 && zero_copy {
-            // A discarding sink: the transport drops the payload (TCP in
-            // the kernel, MSG_TRUNC).
-            ctl.pace(len as usize);
-            let mut left = len;
-            while left > 0 {
-                match sock.discard(left.min(usize::MAX as u64) as usize) {
+        match reader.want() {
+            Want::Header { missing } => {
+                let n = match sock.read(&mut raw[..missing]) {
+                    // A cached connection the peer closed between
+                    // transfers, before sending anything for this one, is
+                    // not part of this transfer; the EOF count decides
+                    // completeness, not the connection count.
+                    Ok(0) if reader.is_idle() => return Ok(None),
                     Ok(0) => {
-                        let e = io::Error::new(io::ErrorKind::UnexpectedEof, "data connection closed mid-block");
-                        return Err(net(e));
+                        let e = reader.on_close().err().unwrap_or(ModeEError::ClosedBeforeEod);
+                        return Err(net(io::Error::new(io::ErrorKind::UnexpectedEof, e)));
                     }
-                    Ok(n) => left -= n as u64,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(net(e)),
+                };
+                if let Some(h) = reader.push_header(&raw[..n]).map_err(invalid)? {
+                    state.tracker().begin_block(&h).map_err(invalid)?;
                 }
             }
-            ctl.moved(len);
-            state.written(header.offset..header.offset + len);
-            done = len;
-        }
-        while done < len {
-            if let Some(st) = staging {
-                // Staged: read into a ring buffer and let a writer thread
-                // put it on disk while this thread reads the next block.
-                let want = (len - done).min(st.block() as u64) as usize;
-                let Some(mut b) = st.buffer() else { return Err(CopyError::Aborted) };
-                sock.read_exact(&mut b[..want]).map_err(net)?;
-                if !st.submit(spec.base + header.offset + done, b, want) {
-                    return Err(CopyError::Aborted);
+            Want::Payload { offset, len } => {
+                if discard {
+                    // A discarding sink: the transport drops the payload
+                    // (TCP in the kernel, MSG_TRUNC).
+                    let n = match sock.discard(usize::try_from(len).unwrap_or(usize::MAX)) {
+                        Ok(0) => {
+                            let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
+                            return Err(net(e));
+                        }
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(net(e)),
+                    };
+                    state.written(reader.payload_consumed(n as u64));
+                    ctl.moved(n as u64);
+                    ctl.pace(n);
+                } else if let Some(st) = staging {
+                    // Staged: read into a ring buffer and let a writer
+                    // thread put it on disk while this thread reads the
+                    // next block; the writers record what reached the file.
+                    let want = len.min(st.block() as u64) as usize;
+                    let Some(mut b) = st.buffer() else { return Err(CopyError::Aborted) };
+                    sock.read_exact(&mut b[..want]).map_err(net)?;
+                    if !st.submit(spec.base + offset, b, want) {
+                        return Err(CopyError::Aborted);
+                    }
+                    reader.payload_consumed(want as u64);
+                    ctl.moved(want as u64);
+                    ctl.pace(want);
+                } else {
+                    let want = len.min(buf.len() as u64) as usize;
+                    sock.read_exact(&mut buf[..want]).map_err(net)?;
+                    sink.write_at(&buf[..want], spec.base + offset).map_err(CopyError::Disk)?;
+                    state.written(reader.payload_consumed(want as u64));
+                    ctl.moved(want as u64);
+                    ctl.pace(want);
                 }
-                done += want as u64;
-                ctl.moved(want as u64);
-                ctl.pace(want);
-                continue;
             }
-            let want = (len - done).min(buf.len() as u64) as usize;
-            sock.read_exact(&mut buf[..want]).map_err(net)?;
-            sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
-            state.written(header.offset + done..header.offset + done + want as u64);
-            done += want as u64;
-            ctl.moved(want as u64);
-            ctl.pace(want);
-        }
-        state
-            .end
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .on_header(&header)
-            .map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-        if header.is_eod() {
-            return Ok((!header.closes()).then_some(sock));
+            Want::EndOfBlock(h) => {
+                state.tracker().end_block(&h).map_err(invalid)?;
+                reader.end_block();
+            }
+            Want::Done { close } => return Ok((!close).then_some(sock)),
         }
     }
-}
-
-/// Reads a header; `Ok(false)` when the connection closed cleanly before
-/// its first byte.
-fn read_header_or_close(sock: &mut DataConn, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < HEADER_LEN {
-        match sock.read(&mut raw[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a data connection closed mid-header")),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 /// Receives one transfer: readers on `initial` (cached) connections and on
