@@ -17,7 +17,7 @@ use ferry_io::transport;
 use ferry_profile::{StreamHandle, StreamRegistry};
 use ferry_proto::client::parse::passive_address;
 use ferry_proto::client::Expect;
-use ferry_proto::command::{Allo, Command, EpsvArg, Opts, ProtectionLevel, RestArg, TransferMode, TransferType};
+use ferry_proto::command::{Command, EpsvArg, Opts, ProtectionLevel, RestArg, TransferMode, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
 use ferry_proto::{RangeSet, Reply};
 use std::net::SocketAddr;
@@ -28,6 +28,7 @@ mod channel;
 mod replies;
 mod retrieve;
 mod store;
+mod stream;
 pub(crate) use channel::connect_with;
 use channel::{channel_changed, Channel};
 mod third_party;
@@ -479,28 +480,6 @@ impl ServerSession {
         self.broken
     }
 
-    /// Starts a stream-mode (RFC 959) transfer: MODE S, TYPE I, PASV,
-    /// ALLO `allo` bytes (advisory: Ferry preallocates and refuses short
-    /// uploads, other servers may ignore it), then `cmd`, in one write.
-    /// Returns where to open the data connection; the caller then reads
-    /// the preliminary reply.
-    pub async fn stream_transfer(&mut self, cmd: &Command, allo: Option<u64>) -> Result<SocketAddr, ClientError> {
-        self.set_data_protection(true);
-        self.stream_passive(cmd, allo, None).await
-    }
-
-    /// Like [`stream_transfer`](Self::stream_transfer), resuming at `rest`
-    /// (`REST rest` before `cmd`; RFC 3659 §5).
-    pub async fn stream_transfer_from(
-        &mut self,
-        cmd: &Command,
-        allo: Option<u64>,
-        rest: u64,
-    ) -> Result<SocketAddr, ClientError> {
-        self.set_data_protection(true);
-        self.stream_passive(cmd, allo, Some(rest)).await
-    }
-
     /// What the server holds of an interrupted upload to `path` (Ferry's
     /// `SITE PARTIAL`, when FEAT lists it): `Ok(None)` when the server
     /// cannot say, `Some` of the size ALLO announced, the ranges and the
@@ -525,49 +504,5 @@ impl ServerSession {
                 _ => return Ok(None),
             }
         }
-    }
-
-    /// Starts the destination side of a stream-mode third-party copy: like
-    /// [`stream_transfer`](Self::stream_transfer), with clear data.
-    pub async fn stream_destination(&mut self, cmd: &Command) -> Result<SocketAddr, ClientError> {
-        self.set_data_protection(false);
-        self.stream_passive(cmd, None, None).await
-    }
-
-    async fn stream_passive(
-        &mut self,
-        cmd: &Command,
-        allo: Option<u64>,
-        rest: Option<u64>,
-    ) -> Result<SocketAddr, ClientError> {
-        self.stream_setup();
-        self.queue_passive();
-        if let Some(size) = allo {
-            self.queue(Command::Allo(Allo { size, record: None }), Expect::Any);
-        }
-        if let Some(offset) = rest {
-            self.queue(Command::Rest(RestArg::Offset(offset)), Expect::Restart);
-        }
-        self.flush(std::slice::from_ref(cmd)).await?.ok_or_else(channel_changed)
-    }
-
-    /// Starts the source side of a stream-mode third-party copy: PORT to
-    /// `to` (IPv4 only, as RFC 959 has it) and `retr`, in one write.
-    pub async fn stream_source(&mut self, to: SocketAddr, retr: &Command) -> Result<(), ClientError> {
-        let SocketAddr::V4(v4) = to else {
-            return Err(ClientError::Usage("stream-mode third-party copies over IPv6 are not supported".into()));
-        };
-        self.set_data_protection(false);
-        self.stream_setup();
-        self.queue(Command::Port(v4), Expect::Positive);
-        self.flush(std::slice::from_ref(retr)).await.map(|_| ())
-    }
-
-    fn stream_setup(&mut self) {
-        self.set_mode(TransferMode::Stream);
-        if let Some(cmd) = self.ctrl.switch_type(TransferType::Image) {
-            self.queue(cmd, Expect::Positive);
-        }
-        self.channel = Channel::None;
     }
 }
