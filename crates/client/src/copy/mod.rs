@@ -13,13 +13,12 @@ use crate::control::{refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use crate::resume::ResumeState;
-use crate::session::{third_party_e, ChannelOptions, Marker, ServerSession};
-use ferry_io::mode_e::{DataPath, ReceiveState, TransferControl};
+use crate::session::{ChannelOptions, ServerSession};
+use ferry_io::mode_e::{DataPath, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::transport::DataConn;
 use ferry_proto::command::{Command, TransferType};
 use ferry_proto::facts::{FileFacts, FileKind};
-use ferry_proto::RangeSet;
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;
@@ -28,10 +27,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod extended;
 mod local;
 mod measure;
 mod stream_mode;
 mod tree;
+
 use local::{copy_local, DirectOrFile, FileMeta, LocalSink};
 pub use measure::Measurement;
 use tree::same_place;
@@ -749,145 +750,6 @@ impl Client {
             .filter(|(k, _)| !k.ends_with("#list"))
             .map(|(_, s)| (s.url.with_path(String::new()).to_string(), s.rtt.as_secs_f64() * 1e3, s.sizing.clone()))
             .collect()
-    }
-
-    async fn download_e(
-        &mut self,
-        src: &RemoteUrl,
-        dst: &Path,
-        size: u64,
-        resume: &mut ResumeState,
-        meta: FileMeta,
-    ) -> Result<u64, ClientError> {
-        let sink = LocalSink::open(dst, !resume.is_empty(), meta)?;
-        if sink.partial.is_some() && !resume.is_empty() && sink.existing_len == 0 {
-            // The partial file is gone: the record describes nothing.
-            resume.clear();
-        }
-        let done = resume.done().clone();
-        let file = match sink.file_for_blocks()? {
-            Some(f) => self.endpoint(f),
-            None => sink.block_sink()?,
-        };
-        let state = Arc::new(ReceiveState::default());
-        let ctl = self.control();
-        let path = src.path.clone();
-        let session = self.session(src).await?;
-        let transfer = session.retrieve_e(&path, file, Some(size), &done, state.clone(), &ctl);
-        tokio::pin!(transfer);
-        // Record what arrives as it arrives, so a kill loses at most a quarter
-        // second of it.
-        let result = loop {
-            tokio::select! {
-                r = &mut transfer => break r,
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                    resume.add(&state.received.lock().unwrap_or_else(|e| e.into_inner()));
-                }
-            }
-        };
-        let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        resume.add(&got);
-        result?;
-        let missing = resume.done().missing(size);
-        if !missing.is_empty() {
-            let absent: u64 = missing.iter().map(|r| r.end - r.start).sum();
-            return Err(ClientError::Incomplete { path: src.to_string(), expected: size, got: size - absent });
-        }
-        sink.finish(size)?;
-        Ok(got.covered())
-    }
-
-    async fn upload_e(
-        &mut self,
-        src: &Path,
-        dst: &RemoteUrl,
-        size: u64,
-        resume: &mut ResumeState,
-    ) -> Result<u64, ClientError> {
-        let file = self.endpoint(File::open(src).map_err(local_err(src))?);
-        if self.opts.resume && resume.interrupted() {
-            if let Some(held) = self.verified_partial(src, dst, size).await? {
-                resume.replace(held);
-            }
-        }
-        let done = resume.done().clone();
-        let ctl = self.control();
-        let path = dst.path.clone();
-        let before = ctl.progress.load(Ordering::Relaxed);
-        let session = self.session(dst).await?;
-        let mut on_marker = |m: Marker| {
-            if let Marker::Restart(r) = m {
-                resume.add(&r);
-            }
-        };
-        let result = session.store_e(&path, file, size, &done, &ctl, &mut on_marker).await;
-        forget_refuted_record(&result, resume);
-        result?;
-        Ok(ctl.progress.load(Ordering::Relaxed) - before)
-    }
-
-    /// What a Ferry server holds of this upload's earlier, interrupted run
-    /// (`SITE PARTIAL`), once the client has checked those bytes against
-    /// its source (XXH128): `Some(ranges)` to resume from — empty when
-    /// the server holds nothing usable — or `None` when the server cannot
-    /// say (then the restart markers recorded locally are all there is).
-    async fn verified_partial(
-        &mut self,
-        src: &Path,
-        dst: &RemoteUrl,
-        size: u64,
-    ) -> Result<Option<RangeSet>, ClientError> {
-        let path = dst.path.clone();
-        let Some(held) = self.session(dst).await?.partial(&path).await? else { return Ok(None) };
-        let fits = held.size.is_none_or(|s| s == size) && held.ranges.ranges().last().is_none_or(|r| r.end <= size);
-        if !fits || held.ranges.is_empty() {
-            return Ok(Some(RangeSet::new()));
-        }
-        let (src_path, ranges) = (src.to_path_buf(), held.ranges.clone());
-        let local = tokio::task::spawn_blocking(move || {
-            let f = File::open(&src_path)?;
-            ferry_io::checksum::ranges_checksum(&f, "XXH128", ranges.ranges(), &|| false)
-        })
-        .await
-        .map_err(|e| ClientError::Data(e.to_string()))?
-        .map_err(local_err(src))?;
-        if local != held.xxh128 {
-            tracing::warn!(destination = %dst, "the server's partial upload holds other bytes than this source; starting over");
-            return Ok(Some(RangeSet::new()));
-        }
-        tracing::info!(destination = %dst, held = %held.ranges, "the server holds part of this upload; sending the rest");
-        Ok(Some(held.ranges))
-    }
-
-    async fn third_party_e(
-        &mut self,
-        src: &RemoteUrl,
-        dst: &RemoteUrl,
-        size: u64,
-        resume: &mut ResumeState,
-    ) -> Result<u64, ClientError> {
-        // Both sessions are needed at once: take them out of the pool.
-        let (mut s, mut d) = self.take_pair(src, dst).await?;
-        let done = resume.done().clone();
-        let progress = self.stats.bytes.clone();
-        let base = progress.load(Ordering::Relaxed);
-        let mut moved = 0;
-        let mut on_marker = |m: Marker| match m {
-            Marker::Restart(r) => resume.add(&r),
-            // Third-party data never passes here: 112 markers are the
-            // only measure of progress.
-            Marker::Perf(bytes) => {
-                moved = bytes;
-                progress.store(base + bytes, Ordering::Relaxed);
-            }
-        };
-        let result = third_party_e(&mut s, &mut d, &src.path, &dst.path, Some(size), &done, &mut on_marker).await;
-        forget_refuted_record(&result, resume);
-        self.put_pair(src, dst, s, d);
-        result?;
-        let sent = size - done.covered().min(size);
-        self.stats.bytes.store(base + sent, Ordering::Relaxed);
-        Ok(sent.max(moved))
     }
 
     /// Compares checksums of source and destination; returns the algorithm.
