@@ -9,11 +9,10 @@
 //! `.<name>.ferry-part`, on Ferry servers by the server itself. Special files
 //! (`/dev/null`) are written directly.
 
-use crate::control::ControlChannel;
 use crate::error::ClientError;
-use crate::location::{Location, RemoteUrl};
+use crate::location::Location;
 use crate::resume::ResumeState;
-use crate::session::{ChannelOptions, ServerSession};
+use crate::session::ServerSession;
 use ferry_io::mode_e::{DataPath, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_proto::facts::{FileFacts, FileKind};
@@ -28,6 +27,7 @@ mod extended;
 mod local;
 mod measure;
 mod namespace;
+mod pool;
 mod stream_mode;
 mod tree;
 mod verify;
@@ -224,10 +224,6 @@ pub struct Client {
     tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-fn key(u: &RemoteUrl) -> String {
-    format!("{:?}://{}@{}:{}", u.scheme, u.user, u.host, u.port)
-}
-
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
     move |e| ClientError::local(path.display(), e)
 }
@@ -252,139 +248,6 @@ impl Client {
     /// sessions, copy file after file for the transfer service.
     pub fn set_restart_store(&mut self, store: Option<Arc<dyn crate::resume::RestartStore>>) {
         self.opts.restart_store = store;
-    }
-
-    fn channel_options(&self) -> ChannelOptions {
-        ChannelOptions {
-            timeout: self.opts.timeout,
-            parallelism: self.opts.parallelism,
-            tcp_buffer: self.opts.tcp_buffer,
-            block_size: self.opts.block_size,
-            streams: self.opts.streams.clone(),
-            tls: self.tls.clone(),
-            transport: self.opts.transport.clone(),
-        }
-    }
-
-    /// Loads the TLS configuration the first time an `ftps://` URL needs it.
-    fn prepare_tls(&mut self, url: &RemoteUrl) -> Result<(), ClientError> {
-        if url.scheme == crate::location::Scheme::Ftps && self.tls.is_none() {
-            self.tls = Some(self.opts.tls.client_config()?);
-        }
-        Ok(())
-    }
-
-    /// `url` with its password from the credential sources. An `ftps://`
-    /// login with a client certificate (`--cert`) needs none: the server
-    /// maps the certificate to the user.
-    fn credentials_for(&self, url: &RemoteUrl) -> Result<RemoteUrl, ClientError> {
-        match self.opts.credentials.complete(url) {
-            Err(crate::credentials::CredentialError::Missing { .. })
-                if url.scheme == crate::location::Scheme::Ftps && self.opts.tls.cert.is_some() =>
-            {
-                Ok(url.clone())
-            }
-            r => Ok(r?),
-        }
-    }
-
-    /// The logged-in session for `url`'s server (`listing` for the separate
-    /// one that serves listings).
-    async fn session_for(&mut self, url: &RemoteUrl, listing: bool) -> Result<&mut ServerSession, ClientError> {
-        self.open_session(url, listing, None).await
-    }
-
-    /// The session for `url`'s server, opened (with `probe` riding along
-    /// with the login) if there is none or the last one broke.
-    async fn open_session(
-        &mut self,
-        url: &RemoteUrl,
-        listing: bool,
-        probe: Option<&str>,
-    ) -> Result<&mut ServerSession, ClientError> {
-        let k = format!("{}{}", key(url), if listing { "#list" } else { "" });
-        self.open_keyed(url, k, probe).await
-    }
-
-    async fn open_keyed(
-        &mut self,
-        url: &RemoteUrl,
-        k: String,
-        probe: Option<&str>,
-    ) -> Result<&mut ServerSession, ClientError> {
-        if self.sessions.get(&k).is_some_and(ServerSession::is_broken) {
-            self.sessions.remove(&k);
-        }
-        if !self.sessions.contains_key(&k) {
-            self.prepare_tls(url)?;
-            let url = &self.credentials_for(url)?;
-            let s = ServerSession::open(url, self.channel_options(), probe).await?;
-            self.sessions.insert(k.clone(), s);
-        }
-        Ok(self.sessions.get_mut(&k).expect("inserted above"))
-    }
-
-    pub async fn session(&mut self, url: &RemoteUrl) -> Result<&mut ServerSession, ClientError> {
-        self.session_for(url, false).await
-    }
-
-    /// The pool keys of a third-party pair: a copy within one server
-    /// needs two sessions to it.
-    fn pair_keys(src: &RemoteUrl, dst: &RemoteUrl) -> (String, String) {
-        let d = if src.same_endpoint(dst) { format!("{}#dst", key(dst)) } else { key(dst) };
-        (key(src), d)
-    }
-
-    /// Both sessions of a third-party copy, taken out of the pool (give
-    /// them back with [`put_pair`](Self::put_pair)).
-    pub(crate) async fn take_pair(
-        &mut self,
-        src: &RemoteUrl,
-        dst: &RemoteUrl,
-    ) -> Result<(ServerSession, ServerSession), ClientError> {
-        let (ks, kd) = Self::pair_keys(src, dst);
-        self.open_keyed(src, ks.clone(), None).await?;
-        self.open_keyed(dst, kd.clone(), None).await?;
-        let s = self.sessions.remove(&ks).expect("opened above");
-        let d = self.sessions.remove(&kd).expect("opened above");
-        Ok((s, d))
-    }
-
-    pub(crate) fn put_pair(&mut self, src: &RemoteUrl, dst: &RemoteUrl, s: ServerSession, d: ServerSession) {
-        let (ks, kd) = Self::pair_keys(src, dst);
-        self.sessions.insert(ks, s);
-        self.sessions.insert(kd, d);
-    }
-
-    /// The logged-in control connection for `url`'s server.
-    pub async fn connection(&mut self, url: &RemoteUrl) -> Result<&mut ControlChannel, ClientError> {
-        self.session_for(url, false).await?.settle().await?;
-        // Settling may have found the session unusable: then it reopens.
-        Ok(&mut self.session_for(url, false).await?.ctrl)
-    }
-
-    fn forget(&mut self, url: &RemoteUrl) {
-        self.sessions.remove(&key(url));
-    }
-
-    /// Closes every control connection politely.
-    pub async fn close(mut self) {
-        for (_, s) in self.sessions.drain() {
-            s.ctrl.quit().await;
-        }
-    }
-
-    async fn use_mode_e(&mut self, url: &RemoteUrl) -> Result<bool, ClientError> {
-        let mode = self.opts.mode;
-        let s = self.session(url).await?;
-        match mode {
-            ModeChoice::Stream => Ok(false),
-            ModeChoice::Auto => Ok(s.supports_mode_e()),
-            ModeChoice::Extended if s.supports_mode_e() => Ok(true),
-            ModeChoice::Extended => Err(ClientError::Usage(format!(
-                "{url}: the server does not offer GridFTP extended block mode (no PARALLEL in FEAT)"
-            ))),
-        }
     }
 
     /// Copies `src` to `dst` and returns what it did. A file lands in an
@@ -452,37 +315,6 @@ impl Client {
             Err(ClientError::FailFast) => Ok(()),
             other => other,
         }
-    }
-
-    /// Opens the session for a download with its RETR in the login's
-    /// write (see [`ServerSession::open_retrieving`]) when nothing calls
-    /// for a question first: a remote file to a local path, MODE E allowed,
-    /// no restart record to consult, IPv4, no transport to negotiate
-    /// (`TPRT` comes after the login).
-    async fn pipeline_download(&mut self, src: &Location, dst: &Location) -> Result<(), ClientError> {
-        let (Location::Remote(u), Location::Local(d)) = (src, dst) else { return Ok(()) };
-        let Some(name) = u.file_name() else { return Ok(()) };
-        if u.is_dir_url()
-            || self.opts.transport.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("tcp"))
-            || self.opts.mode == ModeChoice::Stream
-            || self.opts.pipeline <= 1
-            || self.sessions.contains_key(&key(u))
-            || u.host.contains(':')
-        {
-            return Ok(());
-        }
-        let target = if d.is_dir() { d.join(name) } else { d.clone() };
-        if self.opts.resume
-            && (self.opts.restart_store.is_some()
-                || ResumeState::exists(&src.to_string(), &Location::Local(target).to_string()))
-        {
-            return Ok(());
-        }
-        self.prepare_tls(u)?;
-        let full = self.credentials_for(u)?;
-        let s = ServerSession::open_retrieving(&full, self.channel_options(), &u.path).await?;
-        self.sessions.insert(key(u), s);
-        Ok(())
     }
 
     /// Copies one file with retries and resume, then verifies it if asked.
@@ -612,27 +444,6 @@ impl Client {
             }
         }
         Arc::new(DirectOrFile::File(ferry_io::endpoint::SerialFile::new(file)))
-    }
-
-    /// How each server's data channels were sized, for reports.
-    /// The transport each server's data channels used.
-    pub fn transports(&self) -> Vec<(String, String)> {
-        let mut v: Vec<(String, String)> = self
-            .sessions
-            .values()
-            .map(|s| (s.url.with_path(String::new()).to_string(), s.transport_name().to_string()))
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    }
-
-    pub fn sizing(&self) -> Vec<(String, f64, String)> {
-        self.sessions
-            .iter()
-            .filter(|(k, _)| !k.ends_with("#list"))
-            .map(|(_, s)| (s.url.with_path(String::new()).to_string(), s.rtt.as_secs_f64() * 1e3, s.sizing.clone()))
-            .collect()
     }
 }
 
