@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod batch;
 mod extended;
 mod local;
 mod measure;
@@ -32,7 +33,7 @@ mod stream_mode;
 mod tree;
 mod verify;
 
-use local::{copy_local, DirectOrFile, FileMeta, LocalSink};
+use local::{copy_local, DirectOrFile, FileMeta};
 pub use measure::Measurement;
 use tree::same_place;
 
