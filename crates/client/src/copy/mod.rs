@@ -8,6 +8,24 @@
 //! written under a partial name and renamed when complete: locally
 //! `.<name>.ferry-part`, on Ferry servers by the server itself. Special files
 //! (`/dev/null`) are written directly.
+//!
+//! The rooms:
+//!
+//! * this module — the options, the summary, and one file's copy with
+//!   retries and resume (`copy_file`), choosing the mode and direction.
+//! * `pool` — the logged-in sessions, one per server (plus one for
+//!   listings), reopened when broken.
+//! * `extended` — a file in MODE E: download, upload, third-party.
+//! * `stream_mode` — a file in stream mode, for plain FTP servers.
+//! * `tree` — a directory tree: skip, resume or copy each file;
+//!   `batch` — a directory's fresh files pipelined in one MODE E batch.
+//! * `verify` — checksums after a file (`--verify`).
+//! * `namespace` — facts, listings, MKD, removal, remote mode and time.
+//! * `local` — partial files, mode and time, direct-I/O endpoints.
+//! * `measure` — bounded transfers for `ferry probe` and `ferry tune`.
+//!
+//! The server-side mechanics of a transfer (set-up commands, data
+//! channels, replies) are in [`crate::session`].
 
 use crate::error::ClientError;
 use crate::location::Location;

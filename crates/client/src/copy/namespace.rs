@@ -1,14 +1,15 @@
 //! Questions about and changes to the name space on either side: facts of
 //! a path, where a file lands, directory listings (MLSD or LIST, read in
-//! stream mode), MKD and `mkdir -p`, DELE/RMD.
+//! stream mode), MKD and `mkdir -p`, DELE/RMD, and a copied file's
+//! mode and time on a server (MFMT or `SITE UTIME`, `SITE CHMOD`).
 
-use super::{local_err, remote_join, Client};
+use super::{local_err, remote_join, Client, FileMeta};
 use crate::control::{refused, ControlChannel};
 use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use ferry_io::transport::DataConn;
-use ferry_proto::command::{Command, TransferType};
-use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::command::{Command, SiteCommand, TransferType};
+use ferry_proto::facts::{format_time_val, FileFacts, FileKind};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -234,4 +235,56 @@ pub(crate) async fn list_remote(
     let bytes =
         read.await.map_err(|e| ClientError::Data(e.to_string()))?.map_err(|e| ClientError::Data(e.to_string()))?;
     Ok(ferry_proto::client::listing::parse_listing(&bytes, mlsd))
+}
+
+impl Client {
+    /// Gives files on a server their source's modification time (MFMT,
+    /// or `SITE UTIME` where FEAT has no MFMT) and permission bits (`SITE
+    /// CHMOD`), all in one write. A server that refuses is not asked
+    /// again; a refusal is a warning, not a failed copy.
+    pub(super) async fn set_remote_meta(&mut self, dst: &RemoteUrl, items: &[(String, FileFacts)]) {
+        let Ok(session) = self.session(dst).await else { return };
+        if session.settle().await.is_err() {
+            return;
+        }
+        let mfmt = session.ctrl.features.has("MFMT");
+        let mut cmds = Vec::new();
+        for (path, f) in items {
+            let meta = FileMeta::of(f);
+            if let Some(t) = meta.modified {
+                if mfmt {
+                    cmds.push((Command::Mfmt { time: format_time_val(t), path: path.clone() }, "utime"));
+                } else if session.utime_works != Some(false) {
+                    // Globus's form: SITE UTIME <time-val> <path>.
+                    let args = format!("{} {path}", format_time_val(t));
+                    cmds.push((Command::Site(SiteCommand::Other { name: "UTIME".into(), args }), "utime"));
+                }
+            }
+            if let (Some(mode), true) = (meta.mode, session.chmod_works != Some(false)) {
+                cmds.push((Command::Site(SiteCommand::Chmod { mode, path: path.clone() }), "chmod"));
+            }
+        }
+        if cmds.is_empty() {
+            return;
+        }
+        let batch: Vec<Command> = cmds.iter().map(|(c, _)| c.clone()).collect();
+        if session.ctrl.send_batch(&batch).await.is_err() {
+            return;
+        }
+        let mut warned = false;
+        for (cmd, what) in &cmds {
+            let Ok(r) = session.ctrl.reply().await else { return };
+            let ok = r.code.is_positive_completion();
+            let flag = if *what == "chmod" { &mut session.chmod_works } else { &mut session.utime_works };
+            if !ok && matches!(r.code.get(), 500 | 502 | 504) {
+                *flag = Some(false);
+            } else if ok {
+                *flag = Some(true);
+            }
+            if !ok && !warned {
+                warned = true;
+                tracing::warn!(server = %dst, command = %cmd, reply = %r.code.get(), "the server did not keep a file's time or mode");
+            }
+        }
+    }
 }

@@ -11,18 +11,18 @@
 //!
 //! The rooms, in the order a transfer passes through them:
 //!
-//! * [`login`] — connecting (TLS for `ftps://`), the login batch, sizing
+//! * `login` — connecting (TLS for `ftps://`), the login batch, sizing
 //!   the stream count from the measured RTT, `TPRT`.
 //! * this module — the session's state, and [`flush`](ServerSession::flush):
 //!   the queued set-up and the transfer commands in one write.
-//! * [`setup`] — MODE, TYPE, SBUF, OPTS RETR, PASV/PORT, REST, PROT: queued
+//! * `setup` — MODE, TYPE, SBUF, OPTS RETR, PASV/PORT, REST, PROT: queued
 //!   only when the server's state must change.
-//! * [`channel`] — data connections: listen, accept, connect, the cache.
-//! * [`replies`] — preliminary and final replies, 111/112 markers.
-//! * [`retrieve`], [`store`] — MODE E downloads and uploads, one file or a
+//! * `channel` — data connections: listen, accept, connect, the cache.
+//! * `replies` — preliminary and final replies, 111/112 markers.
+//! * `retrieve`, `store` — MODE E downloads and uploads, one file or a
 //!   pipelined batch.
-//! * [`stream`] — stream mode (RFC 959).
-//! * [`third_party`] — server-to-server copies.
+//! * `stream` — stream mode (RFC 959).
+//! * `third_party` — server-to-server copies.
 //!
 //! What is a pure function of replies (reply classes, the login sequence,
 //! FEAT, markers, passive addresses, listings) lives in the protocol core,
