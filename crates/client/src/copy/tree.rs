@@ -25,21 +25,14 @@
 //! the summary says what was copied, skipped, resumed, passed over and
 //! failed. See `docs/trees.md`.
 
-use super::{local_err, CopySummary, FileMeta, LocalSink, PlanLine, Problem};
+use super::{local_err, CopySummary, PlanLine, Problem};
 use crate::error::ClientError;
-use crate::location::{Location, RemoteUrl};
+use crate::location::Location;
 use crate::resume::ResumeState;
-use crate::session::{third_party_many, BatchFile, Marker};
 use crate::Client;
-use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, TransferControl};
-use ferry_proto::command::{Command, SiteCommand};
-use ferry_proto::facts::{format_time_val, FileFacts, FileKind};
+use ferry_proto::facts::{FileFacts, FileKind};
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Deeper than this is taken for a loop the identities did not reveal.
 const MAX_DEPTH: usize = 256;
@@ -82,7 +75,7 @@ fn up_to_date(src: &FileFacts, dst: Option<&FileFacts>) -> bool {
 
 impl Client {
     /// Records a failure; `Err(FailFast)` when the copy must stop.
-    fn failed(&self, summary: &mut CopySummary, path: String, e: ClientError) -> Result<(), ClientError> {
+    pub(super) fn failed(&self, summary: &mut CopySummary, path: String, e: ClientError) -> Result<(), ClientError> {
         tracing::debug!(path = %path, error = %e, "failed; going on");
         summary.failures.push(Problem { path, reason: e.to_string() });
         // Without a server there is nothing left to try.
@@ -352,258 +345,6 @@ impl Client {
                 Ok(())
             }
             Err(e) => self.failed(summary, src.to_string(), ClientError::local(d.display(), e)),
-        }
-    }
-
-    /// Copies fresh files of one directory as a pipelined MODE E batch
-    /// (up to `pipeline` transfer commands in flight) and returns how many
-    /// completed; the caller copies the rest one by one, with retries and
-    /// resume. Every file's arrived ranges go into its restart record as
-    /// they arrive, and each file is committed (and its record dropped)
-    /// as soon as it is complete.
-    async fn copy_batch(
-        &mut self,
-        files: &[(Location, Location, FileFacts)],
-        summary: &mut CopySummary,
-    ) -> Result<usize, ClientError> {
-        if self.opts.pipeline <= 1 || files.len() < 2 {
-            return Ok(0);
-        }
-        let use_e = match (&files[0].0, &files[0].1) {
-            (Location::Remote(su), Location::Local(_)) => self.use_mode_e(su).await,
-            (Location::Local(_), Location::Remote(du)) => self.use_mode_e(du).await,
-            (Location::Remote(su), Location::Remote(du)) => match self.use_mode_e(su).await {
-                Ok(true) => self.use_mode_e(du).await,
-                other => other,
-            },
-            (Location::Local(_), Location::Local(_)) => Ok(false),
-        };
-        match use_e {
-            Ok(true) => {}
-            Ok(false) => return Ok(0),
-            // The files will fail one by one, each with its own message.
-            Err(_) => return Ok(0),
-        }
-        for (s, _, f) in files {
-            self.stats.begin(&s.to_string(), Some(f.size));
-        }
-        // Fresh files: any old record (`--no-resume`) describes nothing now.
-        let records: Mutex<Vec<ResumeState>> = Mutex::new(
-            files
-                .iter()
-                .map(|(s, d, f)| {
-                    let mut r = ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified);
-                    if !r.is_empty() {
-                        r.clear();
-                    }
-                    r
-                })
-                .collect(),
-        );
-        let record = |i: usize, f: &mut dyn FnMut(&mut ResumeState)| {
-            if let Some(r) = records.lock().unwrap_or_else(|e| e.into_inner()).get_mut(i) {
-                f(r);
-            }
-        };
-        let (progress, rate) = (self.stats.bytes.clone(), self.rate.clone());
-        let staging = self.opts.staging.map(|b| ferry_io::staging::StagingConfig::new(b, self.opts.block_size));
-        let path = self.opts.data_path;
-        let control =
-            move || TransferControl { staging, path, ..TransferControl::shared(progress.clone(), rate.clone()) };
-        let window = self.opts.pipeline;
-        // Counted as each file completes, so an interrupted batch reports
-        // what it finished.
-        let counted = |summary: &mut CopySummary, i: usize| {
-            summary.files += 1;
-            summary.bytes += files[i].2.size;
-        };
-        let (done, result) = match (&files[0].0, &files[0].1) {
-            (Location::Remote(su), Location::Local(_)) => {
-                let mut sinks = Vec::new();
-                let mut items = Vec::new();
-                for (s, d, f) in files {
-                    let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
-                    let sink = LocalSink::open(p, false, FileMeta::of(f))?;
-                    let file: Arc<dyn BlockSink> = sink.block_sink()?;
-                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
-                    sinks.push(Some(sink));
-                }
-                let states: Vec<Arc<ReceiveState>> = items.iter().map(|_| Arc::default()).collect();
-                let mut commit_error = None;
-                let session = self.session(su).await?;
-                let r = {
-                    let mut on_done = |i: usize| {
-                        if let Some(sink) = sinks.get_mut(i).and_then(Option::take) {
-                            if let Err(e) = sink.finish(files[i].2.size) {
-                                commit_error.get_or_insert(e);
-                            }
-                        }
-                        record(i, &mut |r| r.clear());
-                        counted(&mut *summary, i);
-                    };
-                    let batch = session.retrieve_many(&items, window, control, &states, &mut on_done);
-                    tokio::pin!(batch);
-                    let r = loop {
-                        tokio::select! {
-                            r = &mut batch => break r,
-                            _ = tokio::time::sleep(Duration::from_millis(250)) => {
-                                for (i, st) in states.iter().enumerate() {
-                                    let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                                    if !got.is_empty() && got.covered() < files[i].2.size {
-                                        record(i, &mut |r| r.add(&got));
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    r
-                };
-                // What arrived of the file that stopped the batch.
-                for (i, st) in states.iter().enumerate().skip(r.0) {
-                    let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    if !got.is_empty() {
-                        record(i, &mut |rec| {
-                            rec.add(&got);
-                            rec.save();
-                        });
-                    }
-                }
-                if let Some(e) = commit_error {
-                    return Err(e);
-                }
-                r
-            }
-            (Location::Local(_), Location::Remote(du)) => {
-                let mut items = Vec::new();
-                for (s, d, f) in files {
-                    let (Location::Local(p), Location::Remote(u)) = (s, d) else { break };
-                    let file: Arc<dyn BlockSource> = Arc::new(File::open(p).map_err(local_err(p))?);
-                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
-                }
-                let mut on_marker = |i: usize, m: Marker| {
-                    if let Marker::Restart(ranges) = m {
-                        record(i, &mut |r| r.add(&ranges));
-                    }
-                };
-                let mut on_done = |i: usize| {
-                    record(i, &mut |r| r.clear());
-                    counted(&mut *summary, i);
-                };
-                self.session(du).await?.store_many(&items, window, control, &mut on_marker, &mut on_done).await
-            }
-            (Location::Remote(su), Location::Remote(du)) => {
-                let items: Vec<(String, String, u64)> = files
-                    .iter()
-                    .filter_map(|(s, d, f)| match (s, d) {
-                        (Location::Remote(a), Location::Remote(b)) => Some((a.path.clone(), b.path.clone(), f.size)),
-                        _ => None,
-                    })
-                    .collect();
-                let (mut s, mut d) = self.take_pair(su, du).await?;
-                let progress = self.stats.bytes.clone();
-                let base = progress.load(Ordering::Relaxed);
-                // Third-party data never passes here: the destination's 112
-                // markers are the only measure of progress.
-                let mut on_perf = |moved: u64| progress.store(base + moved, Ordering::Relaxed);
-                let mut on_restart = |i: usize, ranges: ferry_proto::RangeSet| record(i, &mut |r| r.add(&ranges));
-                let mut on_done = |i: usize| {
-                    record(i, &mut |r| r.clear());
-                    counted(&mut *summary, i);
-                };
-                let r =
-                    third_party_many(&mut s, &mut d, &items, window, &mut on_perf, &mut on_restart, &mut on_done).await;
-                self.put_pair(su, du, s, d);
-                r
-            }
-            (Location::Local(_), Location::Local(_)) => return Ok(0),
-        };
-        for r in records.lock().unwrap_or_else(|e| e.into_inner()).iter_mut() {
-            if !r.is_empty() {
-                r.save();
-            }
-        }
-        let mut meta = Vec::new();
-        for (s, d, f) in files.iter().take(done) {
-            self.stats.files_done.fetch_add(1, Ordering::Relaxed);
-            if let Location::Remote(u) = d {
-                meta.push((u.path.clone(), f.clone()));
-            }
-            if self.opts.verify.is_some() {
-                match self.verify(s, d).await {
-                    Ok(alg) => {
-                        summary.verified += 1;
-                        summary.checksum_algorithm = Some(alg);
-                    }
-                    Err(e) => {
-                        summary.files -= 1;
-                        summary.bytes -= f.size;
-                        self.failed(summary, s.to_string(), e)?;
-                        continue;
-                    }
-                }
-            }
-        }
-        if let (Some((_, Location::Remote(u), _)), false) = (files.first(), meta.is_empty()) {
-            self.set_remote_meta(u, &meta).await;
-        }
-        if let Err(e) = result {
-            tracing::warn!(error = %e, completed = done, "pipelined batch stopped; copying the rest one by one");
-            let broken: Vec<String> =
-                self.sessions.iter().filter(|(_, s)| s.is_broken()).map(|(k, _)| k.clone()).collect();
-            for k in broken {
-                self.sessions.remove(&k);
-            }
-        }
-        Ok(done)
-    }
-
-    /// Gives files on a server their source's modification time (MFMT,
-    /// or `SITE UTIME` where FEAT has no MFMT) and permission bits (`SITE
-    /// CHMOD`), all in one write. A server that refuses is not asked
-    /// again; a refusal is a warning, not a failed copy.
-    pub(super) async fn set_remote_meta(&mut self, dst: &RemoteUrl, items: &[(String, FileFacts)]) {
-        let Ok(session) = self.session(dst).await else { return };
-        if session.settle().await.is_err() {
-            return;
-        }
-        let mfmt = session.ctrl.features.has("MFMT");
-        let mut cmds = Vec::new();
-        for (path, f) in items {
-            let meta = FileMeta::of(f);
-            if let Some(t) = meta.modified {
-                if mfmt {
-                    cmds.push((Command::Mfmt { time: format_time_val(t), path: path.clone() }, "utime"));
-                } else if session.utime_works != Some(false) {
-                    // Globus's form: SITE UTIME <time-val> <path>.
-                    let args = format!("{} {path}", format_time_val(t));
-                    cmds.push((Command::Site(SiteCommand::Other { name: "UTIME".into(), args }), "utime"));
-                }
-            }
-            if let (Some(mode), true) = (meta.mode, session.chmod_works != Some(false)) {
-                cmds.push((Command::Site(SiteCommand::Chmod { mode, path: path.clone() }), "chmod"));
-            }
-        }
-        if cmds.is_empty() {
-            return;
-        }
-        let batch: Vec<Command> = cmds.iter().map(|(c, _)| c.clone()).collect();
-        if session.ctrl.send_batch(&batch).await.is_err() {
-            return;
-        }
-        let mut warned = false;
-        for (cmd, what) in &cmds {
-            let Ok(r) = session.ctrl.reply().await else { return };
-            let ok = r.code.is_positive_completion();
-            let flag = if *what == "chmod" { &mut session.chmod_works } else { &mut session.utime_works };
-            if !ok && matches!(r.code.get(), 500 | 502 | 504) {
-                *flag = Some(false);
-            } else if ok {
-                *flag = Some(true);
-            }
-            if !ok && !warned {
-                warned = true;
-                tracing::warn!(server = %dst, command = %cmd, reply = %r.code.get(), "the server did not keep a file's time or mode");
-            }
         }
     }
 }

@@ -1,0 +1,205 @@
+//! The local side of a copy: destination files written under a partial
+//! name and renamed when complete, the source's mode and time kept, and
+//! local files as MODE E endpoints (with or without `O_DIRECT`).
+
+use super::{local_err, Stats};
+use crate::error::ClientError;
+use ferry_io::mode_e::{BlockSink, BlockSource};
+use ferry_proto::facts::FileFacts;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A local destination file: a partial name until committed, unless the
+/// destination is a device such as /dev/null.
+pub(super) struct LocalSink {
+    pub(super) file: File,
+    pub(super) partial: Option<PathBuf>,
+    target: PathBuf,
+    pub(super) existing_len: u64,
+    meta: FileMeta,
+}
+
+impl LocalSink {
+    /// Opens the destination; with `keep`, an existing partial file is
+    /// continued rather than emptied (a resumed download). The partial
+    /// file is created owner-only (0600): until it is complete and given
+    /// the source's mode, nobody else reads it.
+    pub(super) fn open(target: &Path, keep: bool, meta: FileMeta) -> Result<Self, ClientError> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        if let Ok(md) = std::fs::metadata(target) {
+            let ft = md.file_type();
+            if ft.is_char_device() || ft.is_fifo() {
+                let file = std::fs::OpenOptions::new().write(true).open(target).map_err(local_err(target))?;
+                return Ok(Self { file, partial: None, target: target.to_path_buf(), existing_len: 0, meta });
+            }
+            if md.is_dir() {
+                return Err(ClientError::local(target.display(), std::io::ErrorKind::IsADirectory.into()));
+            }
+        }
+        let name =
+            target.file_name().ok_or_else(|| ClientError::Usage(format!("{}: not a file name", target.display())))?;
+        let partial = target.with_file_name(local_partial_name(name));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(!keep)
+            .mode(0o600)
+            .open(&partial)
+            .map_err(local_err(&partial))?;
+        let existing_len = file.metadata().map_err(local_err(&partial))?.len();
+        Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len, meta })
+    }
+
+    /// Where received blocks go: the file, or — for `/dev/null` — a
+    /// discard that drops them in the kernel without copying.
+    /// The file to write blocks to, unless this sink discards (/dev/null).
+    pub(super) fn file_for_blocks(&self) -> Result<Option<File>, ClientError> {
+        if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
+            return Ok(None);
+        }
+        Ok(Some(self.file.try_clone().map_err(local_err(&self.target))?))
+    }
+
+    pub(super) fn block_sink(&self) -> Result<Arc<dyn BlockSink>, ClientError> {
+        if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
+            return Ok(Arc::new(ferry_io::endpoint::NullSink));
+        }
+        let file = self.file.try_clone().map_err(local_err(&self.target))?;
+        Ok(Arc::new(ferry_io::endpoint::SerialFile::new(file)))
+    }
+
+    /// Sets the final length (MODE E writes blocks at offsets, a resumed
+    /// partial may be longer) and commits. A device is left alone.
+    pub(super) fn finish(self, size: u64) -> Result<(), ClientError> {
+        if self.partial.is_some() {
+            self.file.set_len(size).map_err(local_err(&self.target))?;
+        }
+        self.commit()
+    }
+
+    /// Gives the partial file the source's mode and time, then its name.
+    pub(super) fn commit(self) -> Result<(), ClientError> {
+        if let Some(partial) = &self.partial {
+            self.meta.apply(&self.file).map_err(local_err(partial))?;
+            std::fs::rename(partial, &self.target).map_err(local_err(&self.target))?;
+        }
+        Ok(())
+    }
+}
+
+/// The local partial name for a download of `name`: `.<name>.ferry-part`,
+/// or `.<hash>.ferry-part` when that would pass the 255 bytes a name may
+/// have (the same name every run, so a resumed download finds it).
+pub(super) fn local_partial_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = name.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + 12);
+    out.push(b'.');
+    if bytes.len() + 12 <= 255 {
+        out.extend_from_slice(bytes);
+    } else {
+        out.extend_from_slice(format!("{:032x}", xxhash_rust::xxh3::xxh3_128(bytes)).as_bytes());
+    }
+    out.extend_from_slice(b".ferry-part");
+    std::ffi::OsString::from_vec(out)
+}
+
+/// What a copy keeps of a file besides its bytes: the modification time,
+/// and the permission bits, never wider than the source's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FileMeta {
+    /// Permission bits of the source (`None`: unknown).
+    pub mode: Option<u32>,
+    /// Seconds since the epoch (`None`: unknown).
+    pub modified: Option<i64>,
+}
+
+impl FileMeta {
+    pub(crate) fn of(f: &FileFacts) -> Self {
+        Self { mode: (f.mode != 0).then_some(f.mode & 0o777), modified: (f.modified > 0).then_some(f.modified) }
+    }
+
+    /// The mode a local copy gets: the source's bits less the umask (as
+    /// cp does), so a 600 file stays 600; without a known source mode,
+    /// what a new file gets.
+    pub(super) fn local_mode(&self) -> u32 {
+        let umask = process_umask();
+        match self.mode {
+            Some(m) => m & !umask & 0o777,
+            None => 0o666 & !umask,
+        }
+    }
+
+    /// Sets mode and time on a file just written (utimensat through
+    /// futimens, as `touch -d` does).
+    pub(super) fn apply(&self, file: &File) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(self.local_mode()))?;
+        if let Some(t) = self.modified {
+            let when = std::time::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64);
+            file.set_modified(when)?;
+        }
+        Ok(())
+    }
+}
+
+/// This process's umask, from /proc (reading it with umask(2) would
+/// change it for a moment, and needs unsafe code).
+pub(super) fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok()))
+        })
+        .unwrap_or(0o022)
+}
+
+pub(super) fn copy_local(src: &Path, dst: &Path, stats: &Stats, meta: FileMeta) -> Result<u64, ClientError> {
+    let sink = LocalSink::open(dst, false, meta)?;
+    let mut input = File::open(src).map_err(local_err(src))?;
+    let mut out = &sink.file;
+    let n = std::io::copy(&mut input, &mut out).map_err(local_err(dst))?;
+    stats.bytes.fetch_add(n, Ordering::Relaxed);
+    sink.commit()?;
+    Ok(n)
+}
+
+/// A local file, opened for direct I/O or not: one type for both so it can
+/// serve as source and sink.
+#[derive(Debug)]
+pub(super) enum DirectOrFile {
+    Direct(ferry_io::endpoint::DirectFile),
+    File(ferry_io::endpoint::SerialFile),
+}
+
+impl BlockSource for DirectOrFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        match self {
+            Self::Direct(d) => d.read_at(buf, offset),
+            Self::File(f) => BlockSource::read_at(f, buf, offset),
+        }
+    }
+
+    fn file_range(&self, offset: u64, len: usize) -> Option<ferry_io::endpoint::FileRange<'_>> {
+        match self {
+            Self::Direct(_) => None,
+            Self::File(f) => f.file_range(offset, len),
+        }
+    }
+
+    fn zero_copy(&self) -> bool {
+        matches!(self, Self::File(_))
+    }
+}
+
+impl BlockSink for DirectOrFile {
+    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        match self {
+            Self::Direct(d) => d.write_at(data, offset),
+            Self::File(f) => BlockSink::write_at(f, data, offset),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Opening a session: the control connection (plain, or TLS for
+//! `ftps://`), the login batch, the first question riding along with it,
+//! the stream count chosen from the measured path, and the data-channel
+//! transport (`TPRT`).
+
+use super::{Channel, ChannelOptions, ServerSession};
+use crate::control::ControlChannel;
+use crate::error::ClientError;
+use crate::location::RemoteUrl;
+use ferry_io::transport;
+use ferry_proto::client::Expect;
+use ferry_proto::command::Command;
+use ferry_proto::facts::{FileFacts, FileKind};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl ServerSession {
+    /// Connects and logs in. `probe` is a path whose facts the caller will
+    /// want: its MLST rides along with the login (see [`take_probe`]), and a
+    /// file's size informs the stream count.
+    ///
+    /// [`take_probe`]: Self::take_probe
+    pub async fn open(url: &RemoteUrl, opts: ChannelOptions, probe: Option<&str>) -> Result<Self, ClientError> {
+        let ctrl = Self::connect(url, &opts).await?;
+        let mut s = Self::new(ctrl, url, opts);
+        let facts = s.ctrl.login_with(&url.user, &url.password, probe, &[]).await?;
+        // The handshake and the login gave the kernel round trips to measure.
+        let file_size = facts.as_ref().and_then(|f| f.as_ref()).filter(|f| f.kind == FileKind::File).map(|f| f.size);
+        s.size_streams(file_size);
+        s.probe = probe.zip(facts).map(|(p, f)| (p.to_string(), f));
+        if let Some(name) = s.opts.transport.clone() {
+            s.select_transport(&name).await?;
+        }
+        Ok(s)
+    }
+
+    /// Like [`open`](Self::open) with `path` as the probe, and sends a
+    /// MODE E download of `path` with the login, in the same write: a
+    /// fresh copy then costs one round trip less. Whether the server
+    /// speaks GridFTP is not known yet, so the data channel is offered with
+    /// SPOR, the GridFTP form of PORT: a plain FTP server refuses it and
+    /// then the RETR for want of a data channel, instead of sending the
+    /// file in stream mode. [`retrieve_e`](Self::retrieve_e) of `path`
+    /// picks up the RETR; anything else first reads and drops its answer.
+    /// IPv4 only (SPOR has no IPv6 form).
+    pub async fn open_retrieving(url: &RemoteUrl, opts: ChannelOptions, path: &str) -> Result<Self, ClientError> {
+        let ctrl = Self::connect(url, &opts).await?;
+        let mut s = Self::new(ctrl, url, opts);
+        // Only the handshake has been measured: size for the path alone.
+        s.size_streams(None);
+        s.prepare_e();
+        s.set_parallelism();
+        let listener = s.listen()?;
+        let SocketAddr::V4(v4) = listener.local_addr()? else {
+            return Err(ClientError::Usage("a pipelined download needs IPv4".into()));
+        };
+        s.queue(Command::Spor(vec![v4]), Expect::Positive);
+        s.channel = Channel::Listening { listener, cached: Vec::new() };
+        let queued = std::mem::take(&mut s.queued);
+        let mut then: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
+        then.push(Command::Retr(path.to_string()));
+        let facts = s.ctrl.login_with(&url.user, &url.password, Some(path), &then).await?;
+        s.probe = facts.map(|f| (path.to_string(), f));
+        let mut accepted = true;
+        for (_, expect) in &queued {
+            let r = s.ctrl.reply().await?;
+            accepted &= match expect {
+                Expect::Restart => r.code.get() == 350,
+                _ => r.code.is_positive_completion(),
+            };
+        }
+        if !accepted {
+            // Not a GridFTP server, or not one that takes SPOR: set up
+            // anew, the usual way, once the RETR's refusal is read.
+            s.mode = None;
+            s.channel = Channel::None;
+            s.parallelism_sent = None;
+            s.buffer_sent = false;
+            s.ctrl.forget_type();
+        }
+        s.pending = Some(path.to_string());
+        Ok(s)
+    }
+
+    pub(super) async fn connect(url: &RemoteUrl, opts: &ChannelOptions) -> Result<ControlChannel, ClientError> {
+        if url.scheme == crate::location::Scheme::Ftps {
+            let config = match &opts.tls {
+                Some(c) => c.clone(),
+                None => crate::tls::TlsOptions::default().client_config()?,
+            };
+            return ControlChannel::connect_tls(&url.host, url.port, opts.timeout, config).await;
+        }
+        ControlChannel::connect(&url.host, url.port, opts.timeout).await
+    }
+
+    pub(super) fn new(ctrl: ControlChannel, url: &RemoteUrl, opts: ChannelOptions) -> Self {
+        Self {
+            parallelism: 1,
+            rtt: Duration::ZERO,
+            sizing: String::new(),
+            ctrl,
+            url: url.clone(),
+            opts,
+            mode: None,
+            channel: Channel::None,
+            parallelism_sent: None,
+            buffer_sent: false,
+            broken: false,
+            queued: Vec::new(),
+            probe: None,
+            pending: None,
+            probes: Arc::default(),
+            utime_works: None,
+            chmod_works: None,
+            transport: "tcp".to_string(),
+        }
+    }
+
+    /// Asks the server for the data-channel transport `name` (`TPRT`,
+    /// `docs/transports.md`). TCP needs no asking: it is every server's
+    /// default, and a Globus server would only answer 500. A refusal (5xx)
+    /// leaves the session on TCP with a warning, as does a transport the
+    /// server accepts but this client does not have (it is switched back).
+    pub async fn select_transport(&mut self, name: &str) -> Result<(), ClientError> {
+        if name.eq_ignore_ascii_case("tcp") {
+            return Ok(());
+        }
+        let r = self.ctrl.command(&Command::Tprt(name.to_string())).await?;
+        if !r.code.is_positive_completion() {
+            tracing::warn!(server = %self.url, transport = name, reply = %r.text(), "transport refused; using tcp");
+            return Ok(());
+        }
+        let here = transport::by_name(name).filter(|t| transport::networked().contains(&t.name()));
+        match here {
+            Some(t) => self.transport = t.name().to_string(),
+            None => {
+                tracing::warn!(transport = name, "this client has no such transport; using tcp");
+                let _ = self.ctrl.command(&Command::Tprt("tcp".into())).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The transport this session's data channels use.
+    pub fn transport_name(&self) -> &str {
+        &self.transport
+    }
+
+    /// Chooses the stream count from the control connection's RTT (and
+    /// the file's size, when known), unless the user gave one.
+    pub(super) fn size_streams(&mut self, file_size: Option<u64>) {
+        self.rtt = self.ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
+        (self.parallelism, self.sizing) = match self.opts.parallelism {
+            Some(p) => (p.max(1), format!("{p} stream(s) as asked")),
+            None => {
+                let est = ferry_io::sizing::PathEstimate {
+                    rtt: self.rtt,
+                    rate: None,
+                    socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
+                };
+                let s = ferry_io::sizing::choose(est, file_size);
+                (s.parallelism, format!("{} stream(s): {}", s.parallelism, s.reason))
+            }
+        };
+        tracing::info!(server = %self.url, rtt_ms = self.rtt.as_secs_f64() * 1e3, sizing = %self.sizing, "data channel sizing");
+    }
+
+    /// Reads the answer to a RETR sent with the login and not used. If the
+    /// server took it and is sending, the session is beyond repair.
+    pub async fn settle(&mut self) -> Result<(), ClientError> {
+        if self.pending.take().is_none() {
+            return Ok(());
+        }
+        let r = self.preliminary_or_refusal().await?;
+        if r.code.is_preliminary() {
+            tracing::debug!("a pipelined RETR went unused; reopening the session");
+            self.reset_after_batch();
+        }
+        Ok(())
+    }
+
+    /// The facts of `path` if it was probed at login (once: later calls
+    /// ask the server again, since the file may have changed).
+    pub fn take_probe(&mut self, path: &str) -> Option<Option<FileFacts>> {
+        match self.probe.take() {
+            Some((p, facts)) if p == path => Some(facts),
+            other => {
+                self.probe = other;
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! One logged-in server and its data channels, seen from the client.
+//!
+//! In extended block mode the data connections outlive a transfer: after
+//! the first file the server answers `125` and the next file travels on the
+//! same connections, without a round trip for PASV/PORT or a TCP handshake.
+//! The session remembers which way its channels point and drops them when
+//! the direction changes (a new PASV or PORT tells the server to do the
+//! same). GFD.20 has the sender open the connections, so downloads listen
+//! (PORT) and uploads connect (PASV); a third-party copy gives the
+//! destination PASV and the source PORT.
+//!
+//! The rooms, in the order a transfer passes through them:
+//!
+//! * `login` — connecting (TLS for `ftps://`), the login batch, sizing
+//!   the stream count from the measured RTT, `TPRT`.
+//! * this module — the session's state, and [`flush`](ServerSession::flush):
+//!   the queued set-up and the transfer commands in one write.
+//! * `setup` — MODE, TYPE, SBUF, OPTS RETR, PASV/PORT, REST, PROT: queued
+//!   only when the server's state must change.
+//! * `channel` — data connections: listen, accept, connect, the cache.
+//! * `replies` — preliminary and final replies, 111/112 markers.
+//! * `retrieve`, `store` — MODE E downloads and uploads, one file or a
+//!   pipelined batch.
+//! * `stream` — stream mode (RFC 959).
+//! * `third_party` — server-to-server copies.
+//!
+//! What is a pure function of replies (reply classes, the login sequence,
+//! FEAT, markers, passive addresses, listings) lives in the protocol core,
+//! `ferry_proto::client`, where it is fuzzed and tested without sockets.
+
+use crate::control::{refused, ControlChannel};
+use crate::error::ClientError;
+use crate::location::RemoteUrl;
+use ferry_io::mode_e;
+use ferry_profile::{StreamHandle, StreamRegistry};
+use ferry_proto::client::parse::passive_address;
+use ferry_proto::client::Expect;
+use ferry_proto::command::{Command, TransferMode};
+use ferry_proto::facts::FileFacts;
+use ferry_proto::Reply;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+mod channel;
+mod login;
+mod replies;
+mod retrieve;
+mod setup;
+mod store;
+mod stream;
+mod third_party;
+
+pub(crate) use channel::connect_with;
+use channel::{channel_changed, Channel};
+use replies::handle_marker;
+pub use third_party::{third_party_e, third_party_many};
+
+/// Knobs that shape data channels.
+#[derive(Debug, Clone)]
+pub struct ChannelOptions {
+    pub timeout: Duration,
+    /// Parallel TCP streams per transfer (`-p`); chosen from the measured
+    /// path when `None`.
+    pub parallelism: Option<u32>,
+    /// TCP buffer size for data sockets (`--tcp-bs`); kernel autotuning
+    /// when unset.
+    pub tcp_buffer: Option<u32>,
+    /// MODE E block size when this side sends (`--block-size`).
+    pub block_size: usize,
+    /// `ferry profile`: data connections register here so the client's
+    /// sampler reads their TCP_INFO.
+    pub streams: Option<StreamRegistry>,
+    /// The TLS configuration for `ftps://` servers.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `--transport`: the data-channel transport to ask for (`TPRT`);
+    /// TCP when unset, refused, or not one this client has.
+    pub transport: Option<String>,
+}
+
+impl Default for ChannelOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(60),
+            parallelism: None,
+            tcp_buffer: None,
+            block_size: mode_e::DEFAULT_BLOCK_SIZE,
+            streams: None,
+            tls: None,
+            transport: None,
+        }
+    }
+}
+
+/// One file of a pipelined batch: its path on the server, its size, and
+/// where its data comes from or goes.
+#[derive(Clone)]
+pub struct BatchFile<D> {
+    pub path: String,
+    pub size: u64,
+    pub data: D,
+}
+
+impl<D> std::fmt::Debug for BatchFile<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BatchFile({}, {} bytes)", self.path, self.size)
+    }
+}
+
+/// What a server holds of an interrupted upload (`SITE PARTIAL`), and
+/// the markers a receiving server sends during a transfer (`111` ranges
+/// newly written, `112` bytes so far): parsed by the protocol core.
+pub use ferry_proto::client::{Marker, PartialUpload};
+
+#[derive(Debug)]
+pub struct ServerSession {
+    pub ctrl: ControlChannel,
+    pub url: RemoteUrl,
+    opts: ChannelOptions,
+    mode: Option<TransferMode>,
+    channel: Channel,
+    parallelism_sent: Option<u32>,
+    buffer_sent: bool,
+    broken: bool,
+    /// Set-up commands (MODE, TYPE, PORT...) waiting to go out in one
+    /// write with the next transfer command: on a long path every separate
+    /// command costs a round trip.
+    queued: Vec<(Command, Expect)>,
+    /// The facts of the path probed at login, until asked for.
+    probe: Option<(String, Option<FileFacts>)>,
+    /// A RETR sent with the login whose answer is unread.
+    pending: Option<String>,
+    /// The profiler's registrations of data connections. A registration
+    /// holds a duplicate descriptor, so a connection dropped earlier stays
+    /// half-open until the session ends; only `ferry profile` registers.
+    probes: Arc<std::sync::Mutex<Vec<StreamHandle>>>,
+    /// Streams per transfer: the user's, or chosen from the path at login.
+    parallelism: u32,
+    /// What the control connection measured: the path's round-trip time.
+    pub rtt: Duration,
+    /// How the stream count was chosen (logged, and in `--json` output).
+    pub sizing: String,
+    /// Whether the server took `SITE UTIME` / `SITE CHMOD` (unknown until
+    /// tried): a tree copy stops asking a server that refused.
+    pub utime_works: Option<bool>,
+    pub chmod_works: Option<bool>,
+    /// The transport of the data channels: `tcp` unless `TPRT` chose
+    /// another.
+    transport: String,
+}
+
+impl ServerSession {
+    /// Holds `cmd` back until the next [`flush`](Self::flush).
+    fn queue(&mut self, cmd: Command, expect: Expect) {
+        self.queued.push((cmd, expect));
+    }
+
+    /// Sends the queued set-up commands and then `then` (the transfer
+    /// commands) in one write, and checks the set-up replies; returns the
+    /// address of a queued PASV/EPSV. If a set-up command is refused, the
+    /// transfer commands are already on their way and the server's state
+    /// is unknown: the session is marked broken and must be reopened.
+    async fn flush(&mut self, then: &[Command]) -> Result<Option<SocketAddr>, ClientError> {
+        self.settle().await?;
+        if self.broken {
+            return Err(ClientError::Data("the session was left mid-transfer; it must be reopened".into()));
+        }
+        let queued = std::mem::take(&mut self.queued);
+        // A transfer may change what was probed.
+        self.probe = None;
+        let mut batch: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
+        batch.extend_from_slice(then);
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        self.ctrl.send_batch(&batch).await?;
+        let mut passive = None;
+        for (cmd, expect) in &queued {
+            let r = self.ctrl.reply().await?;
+            let ok = match expect {
+                Expect::Passive => {
+                    passive = self.passive_reply(&r);
+                    passive.is_some()
+                }
+                other => other.accepts(&r),
+            };
+            if !ok {
+                self.reset_after_batch();
+                return Err(refused(cmd, r));
+            }
+        }
+        Ok(passive)
+    }
+
+    /// The data address in a PASV or EPSV reply. A PASV address is
+    /// replaced by the control connection's peer: servers behind NAT
+    /// announce unusable ones (curl and lftp do the same).
+    fn passive_reply(&self, r: &Reply) -> Option<SocketAddr> {
+        passive_address(r, self.ctrl.peer().ip())
+    }
+
+    /// Streams per MODE E transfer: the user's choice or the automatic one.
+    pub fn parallelism(&self) -> u32 {
+        self.parallelism
+    }
+
+    /// Whether the server speaks GridFTP extended block mode (Globus and
+    /// Ferry advertise `PARALLEL`).
+    pub fn supports_mode_e(&self) -> bool {
+        self.ctrl.features.mode_e()
+    }
+
+    /// Checksum algorithms the server's FEAT lists for CKSM.
+    pub fn checksums(&self) -> Vec<String> {
+        self.ctrl.features.checksums()
+    }
+
+    pub async fn checksum(&mut self, algorithm: &str, path: &str) -> Result<String, ClientError> {
+        self.flush(&[]).await?;
+        let cmd = Command::Cksm { algorithm: algorithm.to_string(), offset: 0, length: None, path: path.to_string() };
+        let r = self.ctrl.command(&cmd).await?;
+        match ferry_proto::client::parse::checksum(&r) {
+            Some(hex) => Ok(hex),
+            None => Err(refused(&cmd, r)),
+        }
+    }
+
+    /// Forgets the data channels (after an error: their state is unknown).
+    pub fn reset_channel(&mut self) {
+        self.channel = Channel::None;
+    }
+
+    /// After a failed batch, commands may still be queued at the server:
+    /// this session is not reusable, so the caller opens a new one.
+    fn reset_after_batch(&mut self) {
+        self.channel = Channel::None;
+        self.broken = true;
+    }
+
+    /// Whether a failed batch left this session unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// What the server holds of an interrupted upload to `path` (Ferry's
+    /// `SITE PARTIAL`, when FEAT lists it): `Ok(None)` when the server
+    /// cannot say, `Some` of the size ALLO announced, the ranges and the
+    /// XXH128 of their bytes. A live upload to the name (`450`, e.g. the
+    /// killed copy's session not yet noticed by the server) is waited for
+    /// up to the session's timeout.
+    pub async fn partial(&mut self, path: &str) -> Result<Option<PartialUpload>, ClientError> {
+        if !self.ctrl.features.has_line("SITE PARTIAL") {
+            return Ok(None);
+        }
+        self.flush(&[]).await?;
+        let cmd = Command::Site(ferry_proto::command::SiteCommand::Partial(path.to_string()));
+        let deadline = tokio::time::Instant::now() + self.opts.timeout.min(Duration::from_secs(30));
+        loop {
+            let r = self.ctrl.command(&cmd).await?;
+            match r.code.get() {
+                213 => return Ok(PartialUpload::parse(&r.lines[0])),
+                450 if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                550 => return Ok(Some(PartialUpload::default())),
+                _ => return Ok(None),
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Reading a transfer's control replies: up to its preliminary reply
+//! (150/125), and then, while the data side runs, to its final one —
+//! with the GridFTP markers (111 restart, 112 performance) handed on as
+//! they come.
+
+use super::{Channel, Marker, ServerSession};
+use crate::control::refused;
+use crate::error::ClientError;
+use ferry_io::mode_e::TransferControl;
+use ferry_io::stream::CopyError;
+use ferry_proto::client::{classify, ReplyClass};
+use ferry_proto::command::Command;
+use ferry_proto::Reply;
+
+impl ServerSession {
+    /// The first reply to a transfer command that is not a marker.
+    pub(super) async fn preliminary_or_refusal(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            let r = self.ctrl.reply().await?;
+            if !handle_marker(&r, &mut |_| {}) {
+                return Ok(r);
+            }
+        }
+    }
+
+    /// Reads replies up to the transfer's preliminary one (150/125).
+    pub(super) async fn preliminary(
+        &mut self,
+        cmd: &Command,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+    ) -> Result<Reply, ClientError> {
+        loop {
+            let r = self.ctrl.reply().await?;
+            if handle_marker(&r, on_marker) {
+                continue;
+            }
+            if r.code.is_preliminary() {
+                return Ok(r);
+            }
+            self.channel = Channel::None;
+            return Err(refused(cmd, r));
+        }
+    }
+
+    /// Runs the data side of a transfer while reading its control replies;
+    /// a failure reply stops the data side instead of waiting for a timeout.
+    pub(super) async fn run_with_replies<T>(
+        &mut self,
+        cmd: &Command,
+        data: impl std::future::Future<Output = Result<T, CopyError>>,
+        ctl: &TransferControl,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+    ) -> Result<T, ClientError> {
+        tokio::pin!(data);
+        let mut data_result = None;
+        let mut final_reply: Option<Reply> = None;
+        while data_result.is_none() || final_reply.is_none() {
+            tokio::select! {
+                r = &mut data, if data_result.is_none() => {
+                    if r.is_err() {
+                        ctl.abort.abort();
+                    }
+                    data_result = Some(r);
+                }
+                r = self.ctrl.reply_untimed(), if final_reply.is_none() => {
+                    let r = r?;
+                    if handle_marker(&r, on_marker) || r.code.is_preliminary() {
+                        continue;
+                    }
+                    if r.code.is_negative() {
+                        ctl.abort.abort();
+                    }
+                    final_reply = Some(r);
+                }
+            }
+        }
+        let reply = final_reply.expect("loop ends with a reply");
+        if !reply.code.is_positive_completion() {
+            self.channel = Channel::None;
+            // A local disk error (disk full) is the cause; the server's
+            // 426 for the connections we dropped is only the effect.
+            if let Some(Err(CopyError::Disk(e))) = data_result {
+                return Err(ClientError::Local { path: "local file".into(), error: e });
+            }
+            return Err(refused(cmd, reply));
+        }
+        match data_result.expect("loop ends with a result") {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                self.channel = Channel::None;
+                Err(match e {
+                    CopyError::Disk(e) => ClientError::Local { path: "local file".into(), error: e },
+                    e => ClientError::Data(e.to_string()),
+                })
+            }
+        }
+    }
+}
+
+/// Feeds 111/112 replies to `on_marker`; true if `r` was one.
+pub(super) fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool {
+    match classify(r) {
+        ReplyClass::Marker(m) => {
+            if let Some(m) = m {
+                on_marker(m);
+            }
+            true
+        }
+        _ => false,
+    }
+}

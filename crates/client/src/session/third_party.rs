@@ -1,0 +1,222 @@
+//! Server-to-server (third-party) copies in extended block mode: the
+//! destination listens (PASV), the source connects to it (PORT), and the
+//! data never passes through the client (GFD.20; RFC 959 §5.2 for the
+//! stream-mode original). Both servers are commanded before either's 150
+//! is awaited, because a Globus destination answers only once the source
+//! has connected.
+
+use super::{channel_changed, handle_marker, Channel, Marker, ServerSession};
+use crate::control::refused;
+use crate::error::ClientError;
+use ferry_proto::client::Expect;
+use ferry_proto::command::{Allo, Command};
+use ferry_proto::markers::{parse_range_marker, PerfMarker};
+use ferry_proto::{RangeSet, Reply};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+impl ServerSession {
+    /// Queues what a third-party destination needs: MODE E, and PASV
+    /// unless it listens already.
+    pub(super) fn prepare_destination(&mut self) {
+        self.set_data_protection(false);
+        self.prepare_e();
+        if !matches!(self.channel, Channel::Destination { .. }) {
+            self.queue_passive();
+        }
+    }
+
+    /// Flushes a destination's set-up with `then`; returns where it listens.
+    pub(super) async fn flush_destination(&mut self, then: &[Command]) -> Result<SocketAddr, ClientError> {
+        match self.flush(then).await? {
+            Some(addr) => {
+                self.channel = Channel::Destination { addr };
+                Ok(addr)
+            }
+            None => match self.channel {
+                Channel::Destination { addr } => Ok(addr),
+                _ => Err(channel_changed()),
+            },
+        }
+    }
+
+    /// Queues what a third-party source needs to send to `to`.
+    pub(super) fn prepare_source(&mut self, to: SocketAddr) {
+        self.set_data_protection(false);
+        self.prepare_e();
+        self.set_parallelism();
+        if !matches!(self.channel, Channel::Source { to: t } if t == to) {
+            self.port(to);
+            self.channel = Channel::Source { to };
+        }
+    }
+}
+
+/// A MODE E server-to-server copy: the destination listens (PASV), the
+/// source connects to it (PORT); data never passes through the client.
+/// Both servers are commanded before either's 150 is awaited, because a
+/// Globus destination answers only once the source has connected.
+pub async fn third_party_e(
+    src: &mut ServerSession,
+    dst: &mut ServerSession,
+    src_path: &str,
+    dst_path: &str,
+    size: Option<u64>,
+    done: &RangeSet,
+    on_marker: &mut (dyn FnMut(Marker) + Send),
+) -> Result<(), ClientError> {
+    let stor = Command::Stor(dst_path.to_string());
+    let retr = Command::Retr(src_path.to_string());
+    // One write to each server: the destination's set-up and STOR first
+    // (its PASV reply says where the source must connect), then the
+    // source's set-up and RETR.
+    dst.prepare_destination();
+    if let Some(size) = size {
+        dst.queue(Command::Allo(Allo { size, record: None }), Expect::Positive);
+    }
+    dst.rest(done);
+    let addr = dst.flush_destination(std::slice::from_ref(&stor)).await?;
+    src.prepare_source(addr);
+    src.rest(done);
+    if let Err(e) = src.flush(std::slice::from_ref(&retr)).await {
+        // The destination waits for a source that will not come.
+        dst.reset_after_batch();
+        return Err(e);
+    }
+    let mut src_final: Option<Reply> = None;
+    let mut dst_final: Option<Reply> = None;
+    while src_final.is_none() || dst_final.is_none() {
+        tokio::select! {
+            r = src.ctrl.reply_untimed(), if src_final.is_none() => {
+                let r = r?;
+                if !r.code.is_preliminary() && !matches!(r.code.get(), 111 | 112) {
+                    if r.code.is_negative() && dst_final.is_none() {
+                        // The destination waits for data that will not come.
+                        dst.ctrl.send(&Command::Abor).await?;
+                    }
+                    src_final = Some(r);
+                }
+            }
+            r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
+                let r = r?;
+                if handle_marker(&r, on_marker) || r.code.is_preliminary() {
+                    continue;
+                }
+                if r.code.is_negative() && src_final.is_none() {
+                    src.ctrl.send(&Command::Abor).await?;
+                }
+                dst_final = Some(r);
+            }
+        }
+    }
+    let (s, d) = (src_final.expect("loop"), dst_final.expect("loop"));
+    if !s.code.is_positive_completion() || !d.code.is_positive_completion() {
+        src.channel = Channel::None;
+        dst.channel = Channel::None;
+        // An ABOR leaves one more reply (226 for the ABOR) on that side.
+        drain_abort_reply(src, &s).await;
+        drain_abort_reply(dst, &d).await;
+        return Err(if !s.code.is_positive_completion() { refused(&retr, s) } else { refused(&stor, d) });
+    }
+    Ok(())
+}
+
+async fn drain_abort_reply(session: &mut ServerSession, last: &Reply) {
+    if last.code.get() == 426 {
+        let _ = tokio::time::timeout(Duration::from_secs(5), session.ctrl.reply()).await;
+    }
+}
+
+/// Third-party copies of many files with up to `window` STOR/RETR pairs in
+/// flight on both servers (what globus-url-copy `-pp` does). Stops at the
+/// first failure and returns how many completed. `on_perf` gets the bytes
+/// moved so far in the whole batch.
+pub async fn third_party_many(
+    src: &mut ServerSession,
+    dst: &mut ServerSession,
+    items: &[(String, String, u64)],
+    window: usize,
+    on_perf: &mut (dyn FnMut(u64) + Send),
+    on_restart: &mut (dyn FnMut(usize, RangeSet) + Send),
+    on_done: &mut (dyn FnMut(usize) + Send),
+) -> (usize, Result<(), ClientError>) {
+    if items.is_empty() {
+        return (0, Ok(()));
+    }
+    let mut done = 0;
+    let result = async {
+        // The set-ups and the first window go in one write to each server.
+        let window = window.max(1);
+        let first = &items[..window.min(items.len())];
+        dst.prepare_destination();
+        let stors: Vec<Command> = first
+            .iter()
+            .flat_map(|(_, dp, sz)| [Command::Allo(Allo { size: *sz, record: None }), Command::Stor(dp.clone())])
+            .collect();
+        let addr = dst.flush_destination(&stors).await?;
+        src.prepare_source(addr);
+        let retrs: Vec<Command> = first.iter().map(|(sp, _, _)| Command::Retr(sp.clone())).collect();
+        src.flush(&retrs).await?;
+        let mut sent = first.len();
+        let mut moved = 0u64;
+        for (i, (src_path, dst_path, size)) in items.iter().enumerate() {
+            while sent < items.len() && sent < i + window {
+                let (sp, dp, sz) = &items[sent];
+                dst.ctrl.send(&Command::Allo(Allo { size: *sz, record: None })).await?;
+                dst.ctrl.send(&Command::Stor(dp.clone())).await?;
+                src.ctrl.send(&Command::Retr(sp.clone())).await?;
+                sent += 1;
+            }
+            let allo = Command::Allo(Allo { size: *size, record: None });
+            let r = dst.ctrl.reply().await?;
+            if !r.code.is_positive_completion() {
+                return Err(refused(&allo, r));
+            }
+            let (stor, retr) = (Command::Stor(dst_path.clone()), Command::Retr(src_path.clone()));
+            let mut src_final: Option<Reply> = None;
+            let mut dst_final: Option<Reply> = None;
+            while src_final.is_none() || dst_final.is_none() {
+                tokio::select! {
+                    r = src.ctrl.reply_untimed(), if src_final.is_none() => {
+                        let r = r?;
+                        if !r.code.is_preliminary() && !matches!(r.code.get(), 111 | 112) {
+                            if r.code.is_negative() {
+                                return Err(refused(&retr, r));
+                            }
+                            src_final = Some(r);
+                        }
+                    }
+                    r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
+                        let r = r?;
+                        if let Some(p) = PerfMarker::parse(&r) {
+                            on_perf(moved + p.bytes.min(*size));
+                            continue;
+                        }
+                        if let Some(ranges) = parse_range_marker(&r) {
+                            on_restart(i, ranges);
+                            continue;
+                        }
+                        if r.code.is_preliminary() || matches!(r.code.get(), 111 | 112) {
+                            continue;
+                        }
+                        if r.code.is_negative() {
+                            return Err(refused(&stor, r));
+                        }
+                        dst_final = Some(r);
+                    }
+                }
+            }
+            moved += size;
+            on_perf(moved);
+            done += 1;
+            on_done(i);
+        }
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        src.reset_after_batch();
+        dst.reset_after_batch();
+    }
+    (done, result)
+}
