@@ -154,6 +154,21 @@ async fn follow(s: &mut ServerSession, report: &mut StripeReport) -> Result<Repl
     }
 }
 
+/// Waits for every stripe's task (senders or receivers alike); the first
+/// failure, if any.
+async fn first_failure<E: std::fmt::Display + 'static>(mut set: tokio::task::JoinSet<Result<(), E>>) -> Option<String> {
+    let mut failure = None;
+    while let Some(r) = set.join_next().await {
+        let why = match r {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        failure = failure.or(Some(why));
+    }
+    failure
+}
+
 /// The file beside a download that records the ranges received.
 fn record_path(dst: &Path) -> PathBuf {
     let mut name = dst.file_name().unwrap_or_default().to_os_string();
@@ -240,17 +255,10 @@ async fn download(src: &RemoteUrl, dst: &Path, opts: &StripeOptions) -> Result<S
     }
     let final_reply = follow(&mut s, &mut report).await;
     let ok = matches!(&final_reply, Ok(r) if r.code.is_positive_completion());
-    let mut failure = None;
     if !ok {
         ctl.abort.abort();
     }
-    while let Some(r) = receivers.join_next().await {
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failure = failure.or(Some(e.to_string())),
-            Err(e) => failure = failure.or(Some(e.to_string())),
-        }
-    }
+    let failure = first_failure(receivers).await;
     let mut got = done.clone();
     for st in &states {
         got.union(&st.received.lock().unwrap_or_else(|e| e.into_inner()));
@@ -321,14 +329,7 @@ async fn upload(src: &Path, dst: &RemoteUrl, opts: &StripeOptions) -> Result<Str
         let (file, ctl) = (file.clone(), ctl.clone());
         senders.spawn_blocking(move || mode_e::send(streams, &*file, &plan, &ctl).map(drop));
     }
-    let mut failure = None;
-    while let Some(r) = senders.join_next().await {
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failure = failure.or(Some(e.to_string())),
-            Err(e) => failure = failure.or(Some(e.to_string())),
-        }
-    }
+    let failure = first_failure(senders).await;
     let r = follow(&mut s, &mut report).await?;
     report.bytes = progress.load(std::sync::atomic::Ordering::Relaxed);
     if !r.code.is_positive_completion() {

@@ -241,23 +241,19 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
                     let _ = tx.send(NodeEvent::Failed { id, text: format!("no listener {listener}") }).await;
                     continue;
                 };
-                let abort = Arc::new(AbortSignal::new());
-                tasks.insert(id, abort.clone());
-                let job = Recv { id, listener: l, base, limit, from, target, path };
-                tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
+                let job = Job::Recv(Recv { id, listener: l, base, limit, from, target, path });
+                start(job, &mut tasks, &shared, &tx);
             }
             NodeRequest::Send { id, to, streams, buffer, stripe, count, layout, len, window_offset, done, path } => {
-                let abort = Arc::new(AbortSignal::new());
-                tasks.insert(id, abort.clone());
-                let job = Send {
+                let job = Job::Send(Send {
                     id,
                     to,
                     streams,
                     buffer,
                     plan: (stripe as usize, count as usize, layout, len, window_offset, done.unwrap_or_default()),
                     path,
-                };
-                tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
+                });
+                start(job, &mut tasks, &shared, &tx);
             }
             NodeRequest::Abort { id } => {
                 if let Some(a) = tasks.remove(&id) {
@@ -276,6 +272,13 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
     drop(tx);
     let _ = writer.await;
     result
+}
+
+/// Runs `job` under a fresh abort signal, kept in `tasks` by its id.
+fn start(job: Job, tasks: &mut HashMap<u64, Arc<AbortSignal>>, shared: &Arc<Shared>, tx: &mpsc::Sender<NodeEvent>) {
+    let abort = Arc::new(AbortSignal::new());
+    tasks.insert(job.id(), abort.clone());
+    tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
 }
 
 fn resolve(path: &str) -> Result<VirtualPath, String> {
@@ -300,6 +303,39 @@ fn reporter(id: u64, progress: Arc<AtomicU64>, tx: mpsc::Sender<NodeEvent>) -> t
     })
 }
 
+/// A node's task, either direction: its progress reports and its final
+/// `DONE`/`FAILED` are the same, only the data moves differently.
+enum Job {
+    Recv(Recv),
+    Send(Send),
+}
+
+impl Job {
+    fn id(&self) -> u64 {
+        match self {
+            Job::Recv(j) => j.id,
+            Job::Send(j) => j.id,
+        }
+    }
+
+    async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
+        let id = self.id();
+        let progress = Arc::new(AtomicU64::new(0));
+        let report = reporter(id, progress.clone(), tx.clone());
+        let outcome = match self {
+            Job::Recv(j) => j.receive(&shared, &abort, &progress, &tx).await,
+            Job::Send(j) => j.send(&shared, &abort, &progress).await,
+        };
+        report.abort();
+        let bytes = progress.load(Ordering::Relaxed);
+        let ev = match outcome {
+            Ok(()) => NodeEvent::Done { id, bytes },
+            Err(text) => NodeEvent::Failed { id, text },
+        };
+        let _ = tx.send(ev).await;
+    }
+}
+
 struct Recv {
     id: u64,
     listener: Arc<dyn DataListener>,
@@ -311,29 +347,14 @@ struct Recv {
 }
 
 impl Recv {
-    async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
-        let id = self.id;
-        let progress = Arc::new(AtomicU64::new(0));
-        let state = Arc::new(ReceiveState::default());
-        let report = reporter(id, progress.clone(), tx.clone());
-        let outcome = self.receive(&shared, &abort, &progress, &state, &tx).await;
-        report.abort();
-        let bytes = progress.load(Ordering::Relaxed);
-        let ev = match outcome {
-            Ok(()) => NodeEvent::Done { id, bytes },
-            Err(text) => NodeEvent::Failed { id, text },
-        };
-        let _ = tx.send(ev).await;
-    }
-
     async fn receive(
         self,
         shared: &Shared,
         abort: &Arc<AbortSignal>,
         progress: &Arc<AtomicU64>,
-        state: &Arc<ReceiveState>,
         tx: &mpsc::Sender<NodeEvent>,
     ) -> Result<(), String> {
+        let state = &Arc::new(ReceiveState::default());
         let vp = resolve(&self.path)?;
         let root = shared.root.clone();
         let partial = self.target == RecvTarget::Partial;
@@ -406,20 +427,6 @@ struct Send {
 }
 
 impl Send {
-    async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
-        let id = self.id;
-        let progress = Arc::new(AtomicU64::new(0));
-        let report = reporter(id, progress.clone(), tx.clone());
-        let outcome = self.send(&shared, &abort, &progress).await;
-        report.abort();
-        let bytes = progress.load(Ordering::Relaxed);
-        let ev = match outcome {
-            Ok(()) => NodeEvent::Done { id, bytes },
-            Err(text) => NodeEvent::Failed { id, text },
-        };
-        let _ = tx.send(ev).await;
-    }
-
     async fn send(self, shared: &Shared, abort: &Arc<AbortSignal>, progress: &Arc<AtomicU64>) -> Result<(), String> {
         let vp = resolve(&self.path)?;
         let root = shared.root.clone();
