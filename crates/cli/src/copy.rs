@@ -738,6 +738,9 @@ fn cp_striped(args: &CpArgs) -> anyhow::Result<ExitCode> {
         },
         stripes: args.stripes,
         resume: !args.no_resume,
+        tcp_buffer: args.channel.tcp_bs,
+        tls: args.tls.options(),
+        streams: None,
     };
     let started = Instant::now();
     let report = runtime()?.block_on(ferry_client::stripe::copy(&src, &dst, &opts))?;

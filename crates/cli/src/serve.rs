@@ -304,7 +304,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // Striping (issue 20): a data node, not a server of sessions.
         let secret = ferry_server::stripe::load_secret(args.node_secret.as_deref().context("--node-secret")?)?;
         let (root, listen, data_timeout) = (config.root.clone(), config.listen, config.data_timeout());
-        let node = ferry_server::stripe::node::DataNodeConfig { root, listen, secret, data_timeout };
+        let mut node = ferry_server::stripe::node::DataNodeConfig::new(root, listen, secret, data_timeout);
+        node.passive_ports = config.passive_ports.map(|r| (r.low, r.high));
         rt.block_on(ferry_server::stripe::node::serve_until_signal(node))?;
         return Ok(ExitCode::SUCCESS);
     }
