@@ -85,10 +85,11 @@ fn series(s: &ScenarioData, groups: &[&record::GroupInfo], chart: Chart) -> Vec<
     // from the subject to its anchors.
     let rank = |r: Role| match r {
         Role::Ferry => 0,
-        Role::Globus => 1,
-        Role::Cross => 2,
-        Role::Network => 3,
-        Role::Disk => 4,
+        Role::FerryOld => 1,
+        Role::Globus => 2,
+        Role::Cross => 3,
+        Role::Network => 4,
+        Role::Disk => 5,
     };
     out.sort_by_key(|x| rank(x.role));
     out

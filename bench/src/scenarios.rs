@@ -12,6 +12,7 @@ use crate::data::{zipf_sizes, Tree, GIB, KIB, MIB};
 use crate::net::{format_delay, WanPath};
 use crate::record::{Comparison, Layout, PlotKind, Role, VariantInfo};
 use crate::servers::ServerKind;
+use crate::stats::NO_SLOWER;
 use crate::tools::{ClientKind, Dest, FioJob};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,15 @@ pub struct Plan {
     pub zipf_files: usize,
     pub small_count: usize,
     pub loss_size: u64,
+    /// The old-new scenario (`--ferry-old`): memory-to-memory file size.
+    pub old_new_mem_size: u64,
+    pub old_new_disk_size: u64,
+    /// Its delay sweep: a subset of the papers' delays (the 10 µs and
+    /// 100 µs points run at the line rate like 0 and 1 ms and add nothing).
+    pub old_new_delays: Vec<Duration>,
+    pub old_new_sweep_size: u64,
+    /// Its repetitions: the acceptance asks for at least 5.
+    pub reps_old_new: u32,
 }
 
 /// The papers' one-way delays.
@@ -80,6 +90,11 @@ impl Plan {
                 zipf_files: 24,
                 small_count: 2000,
                 loss_size: 512 * MIB,
+                old_new_mem_size: 4 * GIB,
+                old_new_disk_size: 4 * GIB,
+                old_new_delays: [0, 1_000, 10_000, 30_000, 80_000].into_iter().map(Duration::from_micros).collect(),
+                old_new_sweep_size: 512 * MIB,
+                reps_old_new: 5,
             },
             Mode::Quick => Plan {
                 mode,
@@ -96,6 +111,11 @@ impl Plan {
                 zipf_files: 4,
                 small_count: 300,
                 loss_size: 64 * MIB,
+                old_new_mem_size: GIB,
+                old_new_disk_size: 256 * MIB,
+                old_new_delays: [0, 30_000].into_iter().map(Duration::from_micros).collect(),
+                old_new_sweep_size: 64 * MIB,
+                reps_old_new: 2,
             },
         }
     }
@@ -104,6 +124,7 @@ impl Plan {
     pub fn with_reps(mut self, reps: u32) -> Plan {
         self.reps_local = reps.max(1);
         self.reps_wan = reps.max(1);
+        self.reps_old_new = reps.max(1);
         self
     }
 }
@@ -243,11 +264,23 @@ pub struct Scenario {
     pub stages: Vec<Stage>,
 }
 
+/// The suite: what runs when no scenario is named.
 pub const NAMES: [&str; 8] = ["mem", "disk", "delay", "climate", "vis", "zipf", "small", "loss"];
 
-/// All scenarios of the plan, in issue order (`only` filters by name).
+/// Scenarios that run only when named (`--scenario NAME`): they answer one
+/// question each rather than place Ferry among its anchors. `old-new`
+/// needs `--ferry-old PATH`.
+pub const EXTRA: [&str; 1] = ["old-new"];
+
+/// Every scenario name, the suite's and the extra ones.
+pub fn every_name() -> Vec<&'static str> {
+    NAMES.iter().chain(EXTRA.iter()).copied().collect()
+}
+
+/// The scenarios of the plan, in issue order: the suite when `only` is
+/// empty, otherwise the named ones (extra scenarios only when named).
 pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<Scenario> {
-    let builders: [(&str, &dyn Fn() -> Scenario); 8] = [
+    let builders: [(&str, &dyn Fn() -> Scenario); 9] = [
         ("mem", &|| mem(plan, dirs, udt_reason)),
         ("disk", &|| disk(plan, dirs)),
         ("delay", &|| delay(plan, dirs, udt_reason)),
@@ -256,8 +289,13 @@ pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<S
         ("zipf", &|| zipf(plan, dirs)),
         ("small", &|| small(plan, dirs)),
         ("loss", &|| loss(plan, dirs, udt_reason)),
+        ("old-new", &|| old_new(plan, dirs)),
     ];
-    builders.iter().filter(|(n, _)| only.is_empty() || only.iter().any(|o| o == n)).map(|(_, b)| b()).collect()
+    builders
+        .iter()
+        .filter(|(n, _)| if only.is_empty() { NAMES.contains(n) } else { only.iter().any(|o| o == n) })
+        .map(|(_, b)| b())
+        .collect()
 }
 
 // ---- row builders ----------------------------------------------------------
@@ -1100,6 +1138,169 @@ pub fn loss(plan: &Plan, dirs: &Dirs, udt_reason: &str) -> Scenario {
     }
 }
 
+// ---- 8. the old build against the new one ----------------------------------
+
+/// A row of the new build and one of the old build, with the same flags,
+/// compared new ÷ old; `cold` rows drop the page cache first and time
+/// until `sync` too (disk to disk).
+fn build_pair(f: &str, x: &Xfer, out: &Path, cold: bool) -> (Vec<Variant>, Vec<Comparison>) {
+    let row = |id: &str, which: &str, role: Role, series: &str, client: ClientKind, server: ServerKind| {
+        let mut v = transfer(
+            info(id, &format!("ferry cp {f} ({which})"), role, series),
+            client,
+            server,
+            f,
+            x,
+            &format!("{id}.dat"),
+            out,
+        );
+        v.cold = cold;
+        v.sync_after = cold;
+        v
+    };
+    let v = vec![
+        row("new", "new", Role::Ferry, "Ferry (new)", ClientKind::Ferry, ServerKind::Ferry),
+        row("old", "old", Role::FerryOld, "Ferry (old)", ClientKind::FerryOld, ServerKind::FerryOld),
+    ];
+    let mut c = vec![Comparison::rate("new", "old")];
+    if cold {
+        c.push(Comparison::until_sync("new", "old"));
+    }
+    (v, c)
+}
+
+fn streams_label(n: u32) -> String {
+    format!("{n} stream{}", if n == 1 { "" } else { "s" })
+}
+
+/// Issue 15's "no slower" check: the build under test (`--ferry`) against
+/// a baseline built from an older commit (`--ferry-old`), with the same
+/// flags, interleaved within every repetition, memory to memory with 1, 4
+/// and 8 streams (with `globus-url-copy` as the anchor), disk to disk, and
+/// a delay sweep.
+pub fn old_new(plan: &Plan, dirs: &Dirs) -> Scenario {
+    let mem_file = memory_source(dirs, &format!("oldnew-mem-{}.bin", gb(plan.old_new_mem_size).replace(' ', "")));
+    let disk_file = dirs.disk_data().join(format!("oldnew-disk-{}.bin", gb(plan.old_new_disk_size).replace(' ', "")));
+    let sweep_file = memory_source(dirs, &format!("oldnew-sweep-{}.bin", gb(plan.old_new_sweep_size).replace(' ', "")));
+    let out = dirs.out();
+    let mut stages = Vec::new();
+
+    let xm = Xfer {
+        source: mem_file.clone(),
+        dest: MEMORY_SINK,
+        bytes: plan.old_new_mem_size,
+        files: 1,
+        setup_source: None,
+    };
+    let mut groups = Vec::new();
+    for n in [1u32, 4, 8] {
+        let p = format!("-p {n}");
+        let (mut v, mut c) = build_pair(&p, &xm, &out, false);
+        v.push(transfer(
+            info("guc", &format!("globus-url-copy {p}"), Role::Globus, "globus-url-copy"),
+            ClientKind::GlobusUrlCopy,
+            ServerKind::Globus,
+            &p,
+            &xm,
+            "",
+            &out,
+        ));
+        c.push(Comparison::rate("new", "guc"));
+        c.push(Comparison::rate("old", "guc"));
+        groups.push(Group {
+            id: format!("mem-p{n}"),
+            label: format!("memory, {}", streams_label(n)),
+            x: None,
+            variants: v,
+            comparisons: c,
+        });
+    }
+    stages.push(Stage { wan: None, ferry_root: dirs.shm_data(), groups });
+
+    let xd = Xfer {
+        source: disk_file.clone(),
+        dest: Dest::File(PathBuf::new()),
+        bytes: plan.old_new_disk_size,
+        files: 1,
+        setup_source: None,
+    };
+    let groups = [1u32, 4]
+        .into_iter()
+        .map(|n| {
+            let (variants, comparisons) = build_pair(&format!("-p {n}"), &xd, &out, true);
+            Group {
+                id: format!("disk-p{n}"),
+                label: format!("disk, {}", streams_label(n)),
+                x: None,
+                variants,
+                comparisons,
+            }
+        })
+        .collect();
+    stages.push(Stage { wan: None, ferry_root: dirs.disk_data(), groups });
+
+    let xs = Xfer {
+        source: sweep_file.clone(),
+        dest: MEMORY_SINK,
+        bytes: plan.old_new_sweep_size,
+        files: 1,
+        setup_source: None,
+    };
+    for &d in &plan.old_new_delays {
+        let groups = [1u32, 4]
+            .into_iter()
+            .map(|n| {
+                let (variants, comparisons) = build_pair(&format!("-p {n}"), &xs, &out, false);
+                Group {
+                    id: format!("d{}us-p{n}", d.as_micros()),
+                    label: format!("{}, {}", format_delay(d), streams_label(n)),
+                    x: Some(d.as_secs_f64() * 1e3),
+                    variants,
+                    comparisons,
+                }
+            })
+            .collect();
+        stages.push(Stage { wan: Some(WanPath::gbit(d)), ferry_root: dirs.shm_data(), groups });
+    }
+
+    Scenario {
+        name: "old-new",
+        number: "8",
+        title: "The new build against the old one".into(),
+        description: format!(
+            "Is the build under test (`--ferry`, \"new\") slower than a baseline built from an older commit \
+             (`--ferry-old`, \"old\")? Both builds run the same command with the same flags, `ferry cp --json \
+             --no-resume -p N URL DEST` against their own `ferry serve ROOT --listen IP:0 --anonymous read` (no \
+             `--transport`: a baseline older than the transport negotiation has no such flag, and the new build's \
+             default is TCP). Within every repetition the two builds' rows of a case run back to back, and every \
+             second repetition in the opposite order, so neither always runs first. Cases: {} from tmpfs to \
+             `/dev/null` on loopback with 1, 4 and 8 streams, with `globus-url-copy -p N` against the Globus \
+             server as the anchor (same file); {} from disk to a new file on disk (page cache dropped before every \
+             row; \"until sync\" also compared), 1 and 4 streams; {} from tmpfs to `/dev/null` across the \
+             emulated 1 Gbit/s path at one-way delays of {}, 1 and 4 streams.\n\n\
+             **The rule** (issue 15): every median new ÷ old ≥ {NO_SLOWER}, or where it is below, the two ranges \
+             overlap and a rerun of that row says it was noise; and the new build still ≥ 1.3 × `globus-url-copy` \
+             memory to memory. The table \"new ÷ old\" below applies it row by row; \"paired\" is the median (and \
+             range) of the per-repetition ratios, each from two runs made back to back. {}\n\n{TIMING_NOTE}\n\n\
+             {CPU_NOTE}",
+            gb(plan.old_new_mem_size),
+            gb(plan.old_new_disk_size),
+            gb(plan.old_new_sweep_size),
+            plan.old_new_delays.iter().map(|d| format_delay(*d)).collect::<Vec<_>>().join(", "),
+            wan_note("")
+        ),
+        layout: Layout::UntilSync,
+        plot: PlotKind::Bars,
+        reps: plan.reps_old_new,
+        data: vec![
+            DataSpec::File { path: mem_file, size: plan.old_new_mem_size },
+            DataSpec::File { path: disk_file, size: plan.old_new_disk_size },
+            DataSpec::File { path: sweep_file, size: plan.old_new_sweep_size },
+        ],
+        stages,
+    }
+}
+
 /// The rows of a path measured with 1 and with 4 streams, in one group:
 /// Ferry, Globus and iperf3 for 1 stream, then for 4, the not-applicable
 /// rows (-udt) last; comparisons renamed to the suffixed ids ("-1", "-4").
@@ -1186,6 +1387,48 @@ mod tests {
         }
         assert_eq!(Plan::new(Mode::Full).sweep_delays.len(), 7);
         assert_eq!(all(&Plan::new(Mode::Quick), &dirs(), "x", &["loss".into()]).len(), 1);
+    }
+
+    #[test]
+    fn old_new_runs_both_builds_with_the_same_flags() {
+        assert!(all(&Plan::new(Mode::Full), &dirs(), "x", &[]).iter().all(|s| s.name != "old-new"), "named only");
+        for mode in [Mode::Quick, Mode::Full] {
+            let plan = Plan::new(mode);
+            let sc = all(&plan, &dirs(), "x", &["old-new".into()]);
+            assert_eq!(sc.len(), 1);
+            let s = &sc[0];
+            assert_eq!(s.reps, if mode == Mode::Full { 5 } else { 2 });
+            assert_eq!(s.stages.len(), 2 + plan.old_new_delays.len());
+            let mut globus_groups = 0;
+            for st in &s.stages {
+                for g in &st.groups {
+                    let transfer = |id: &str| {
+                        let v = g.variants.iter().find(|v| v.info.id == id).expect(id);
+                        match &v.action {
+                            Action::Transfer { client, server, flags, source, dest, .. } => {
+                                assert!(source.starts_with(&st.ferry_root));
+                                (v.info.role, *client, *server, flags.clone(), dest.clone(), v.cold)
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                    };
+                    let new = transfer("new");
+                    let old = transfer("old");
+                    assert_eq!((new.0, new.1, new.2), (Role::Ferry, ClientKind::Ferry, ServerKind::Ferry));
+                    assert_eq!((old.0, old.1, old.2), (Role::FerryOld, ClientKind::FerryOld, ServerKind::FerryOld));
+                    assert_eq!(new.3, old.3, "{}: same flags", g.id);
+                    assert_eq!(new.5, old.5, "{}: both cold or neither", g.id);
+                    assert_eq!(std::mem::discriminant(&new.4), std::mem::discriminant(&old.4));
+                    assert!(g.comparisons.contains(&Comparison::rate("new", "old")), "{}", g.id);
+                    if g.variants.iter().any(|v| v.info.id == "guc") {
+                        globus_groups += 1;
+                        assert!(g.comparisons.contains(&Comparison::rate("new", "guc")));
+                    }
+                }
+            }
+            // Memory to memory with 1, 4 and 8 streams has the Globus anchor.
+            assert_eq!(globus_groups, 3);
+        }
     }
 
     #[test]

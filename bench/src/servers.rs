@@ -33,6 +33,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
     Ferry,
+    /// `ferry serve` of the `--ferry-old` build.
+    FerryOld,
     Globus,
 }
 
@@ -156,7 +158,7 @@ impl Server {
                 }
                 Ok(proc::proc_cpu(pid)?.total())
             }
-            ServerKind::Ferry => {
+            ServerKind::Ferry | ServerKind::FerryOld => {
                 let mut last = proc::proc_cpu(pid)?.own;
                 loop {
                     sleep(Duration::from_millis(30));
