@@ -53,7 +53,7 @@ enum Chart {
 fn plot_set(s: &ScenarioData) -> Vec<(&'static str, String, Chart)> {
     let t = &s.info.title;
     let mut v = vec![("", format!("{t}: throughput (MB/s, median, whiskers min–max)"), Chart::Rate(Metric::Rate))];
-    if s.info.layout == Layout::UntilSync {
+    if matches!(s.info.layout, Layout::UntilSync | Layout::DataPath) {
         v.push(("-sync", format!("{t}: throughput until sync (MB/s)"), Chart::Rate(Metric::RateUntilSync)));
     }
     v.push(("-cpu", format!("{t}: CPU seconds per GB, client + server"), Chart::CpuPerGb));

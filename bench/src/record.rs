@@ -109,6 +109,9 @@ pub enum Layout {
     UntilSync,
     /// Many files: also set-up time (a one-file copy) and per-file time.
     SetupSplit,
+    /// Data-path variants: until sync, the server's peak resident memory,
+    /// and the wall time in round trips of the path.
+    DataPath,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

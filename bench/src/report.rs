@@ -82,6 +82,8 @@ pub struct RowStats {
     pub background: Option<Summary>,
     /// Seconds of the same command on a one-file set.
     pub setup_seconds: Option<Summary>,
+    /// The server's peak resident memory in MiB (rows with their own server).
+    pub server_peak_rss_mib: Option<Summary>,
     pub commands: Vec<String>,
 }
 
@@ -120,6 +122,9 @@ impl RowStats {
             })),
             background: Summary::of(ok.iter().filter_map(|r| r.background_cores)),
             setup_seconds: Summary::of(setup_ok.filter_map(|r| r.seconds)),
+            server_peak_rss_mib: Summary::of(ok.iter().filter_map(|r| {
+                r.extra.get(crate::runner::SERVER_PEAK_RSS).and_then(|v| v.as_f64()).map(|b| b / (1u64 << 20) as f64)
+            })),
             commands,
         }
     }
@@ -209,6 +214,7 @@ pub fn main_table(s: &ScenarioData) -> String {
         Layout::Throughput => {}
         Layout::UntilSync => header.extend(["until sync: MB/s", "until sync: s"]),
         Layout::SetupSplit => header.extend(["files/s", "set-up s (1 file)", "data s (total − set-up)", "ms per file"]),
+        Layout::DataPath => header.extend(["until sync: MB/s", "server peak RSS MiB", "round trips (s ÷ RTT)"]),
     }
     header.extend(["client CPU s/GB", "server CPU s/GB", "other load (cores)"]);
     let _ = writeln!(out, "| {} |", header.join(" | "));
@@ -232,6 +238,17 @@ pub fn main_table(s: &ScenarioData) -> String {
                 Layout::UntilSync => {
                     cols.push(fmt_summary(st.until_sync_rate));
                     cols.push(fmt_median(st.until_sync_seconds));
+                }
+                Layout::DataPath => {
+                    cols.push(fmt_summary(st.until_sync_rate));
+                    cols.push(fmt_median(st.server_peak_rss_mib));
+                    let rt = match (st.seconds, g.rtt_ms) {
+                        (Some(t), Some(rtt)) if rtt > 0.0 && !matches!(v.role, Role::Network | Role::Disk) => {
+                            fmt_num(t.median / (rtt / 1e3))
+                        }
+                        _ => "–".into(),
+                    };
+                    cols.push(rt);
                 }
                 Layout::SetupSplit if matches!(v.role, Role::Network | Role::Disk) => {
                     cols.extend(["–".to_string(), "–".into(), "–".into(), "–".into()]);

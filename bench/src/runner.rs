@@ -131,6 +131,9 @@ impl Env {
     }
 }
 
+/// The `extra` key of a run's server peak resident memory (bytes).
+pub const SERVER_PEAK_RSS: &str = "server_peak_rss";
+
 /// Wall-clock limit of one run: generous for the expected rate (a quarter
 /// of the link, or 100 MB/s locally; a sixteenth at 1 % loss) plus per-file
 /// round trips, so only a hang reaches it.
@@ -320,6 +323,62 @@ impl Runner<'_> {
                     data::remove_path(p)?;
                 }
                 verified
+            }
+            Action::OwnFerryServer(o) => {
+                r.bytes = o.bytes;
+                r.files = 1;
+                if let Some(p) = o.dest.path() {
+                    data::remove_path(p)?;
+                }
+                if v.cold {
+                    tools::drop_caches(&logs)?;
+                }
+                let srv =
+                    Server::start_ferry_with(&env.net, &s.ferry_bin, &env.ferry_root, &logs, &o.serve_flags, &o.env)?;
+                let result = (|| -> Result<()> {
+                    let mut cmd = tools::transfer_command(
+                        &env.net,
+                        &s.ferry_bin,
+                        ClientKind::Ferry,
+                        &o.flags,
+                        &srv,
+                        &o.source,
+                        &o.dest,
+                    )?;
+                    cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
+                    r.command = crate::servers::env_prefix(&o.env) + &command_line(&cmd);
+                    r.server_command = Some(srv.command.clone());
+                    let timed = tools::timed_client(
+                        cmd,
+                        "ferry cp",
+                        &env.net,
+                        &[&srv],
+                        &logs,
+                        timeout_for(&env.net, o.bytes, 1),
+                    )?;
+                    let wall = timed.finished.wall.as_secs_f64();
+                    r.seconds = Some(wall);
+                    r.wall_seconds = Some(wall);
+                    if v.sync_after {
+                        r.seconds_until_sync = Some(wall + tools::sync(&logs)?.as_secs_f64());
+                    }
+                    r.client_cpu_s = Some(timed.finished.cpu_seconds());
+                    r.server_cpu_s = timed.server_cpu;
+                    r.background_cores = Some(timed.background_cores());
+                    if let Some(peak) = srv.pid().and_then(proc::peak_rss) {
+                        r.extra.insert(SERVER_PEAK_RSS.into(), peak.into());
+                    }
+                    verify(ClientKind::Ferry, &o.dest, o.bytes, 1, &timed.finished.stdout)
+                })();
+                let log = srv.log_tail(300);
+                srv.stop();
+                if let Some(p) = o.dest.path() {
+                    data::remove_path(p)?;
+                }
+                result.map_err(|e| match e {
+                    BenchError::Interrupted => e,
+                    other => BenchError::output("ferry cp", format!("{other} [server log: {log}]")),
+                })
             }
             Action::Iperf { streams, bytes } => {
                 let (res, command) =
