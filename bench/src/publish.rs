@@ -53,7 +53,7 @@ enum Chart {
 fn plot_set(s: &ScenarioData) -> Vec<(&'static str, String, Chart)> {
     let t = &s.info.title;
     let mut v = vec![("", format!("{t}: throughput (MB/s, median, whiskers min–max)"), Chart::Rate(Metric::Rate))];
-    if s.info.layout == Layout::UntilSync {
+    if matches!(s.info.layout, Layout::UntilSync | Layout::DataPath) {
         v.push(("-sync", format!("{t}: throughput until sync (MB/s)"), Chart::Rate(Metric::RateUntilSync)));
     }
     v.push(("-cpu", format!("{t}: CPU seconds per GB, client + server"), Chart::CpuPerGb));
@@ -85,10 +85,11 @@ fn series(s: &ScenarioData, groups: &[&record::GroupInfo], chart: Chart) -> Vec<
     // from the subject to its anchors.
     let rank = |r: Role| match r {
         Role::Ferry => 0,
-        Role::Globus => 1,
-        Role::Cross => 2,
-        Role::Network => 3,
-        Role::Disk => 4,
+        Role::FerryOld => 1,
+        Role::Globus => 2,
+        Role::Cross => 3,
+        Role::Network => 4,
+        Role::Disk => 5,
     };
     out.sort_by_key(|x| rank(x.role));
     out
