@@ -411,9 +411,11 @@ pub fn client_feat(data: &[u8]) {
 /// Replies through the client's marker and reply-class parsers: no panic;
 /// `111`/`112` are markers and answer nothing; a parsed marker formats back
 /// to a reply that parses to the same marker; an accepted passive reply
-/// gives the control peer's address.
+/// gives the control peer's address; `SITE PARTIAL` answers and the retry
+/// and ABOR predicates agree with the reply codes they stand for.
 pub fn client_markers(data: &[u8]) {
-    use crate::client::parse::{passive_address, size};
+    use crate::client::expect::{ends_abort, worth_retrying};
+    use crate::client::parse::{partial_answer, passive_address, size, PartialAnswer};
     use crate::client::{classify, Expect, Marker, ReplyClass};
     use crate::markers::{range_marker, PerfMarker};
     use crate::reply::ReplyParser;
@@ -441,6 +443,21 @@ pub fn client_markers(data: &[u8]) {
         }
         if size(&r).is_some() {
             assert_eq!(r.code.get(), 213);
+        }
+        match partial_answer(&r) {
+            PartialAnswer::Held(p) => {
+                assert_eq!(r.code.get(), 213);
+                assert!(p.xxh128.chars().all(|c| !c.is_ascii_uppercase()), "{:?}", p.xxh128);
+            }
+            PartialAnswer::Busy => assert_eq!(r.code.get(), 450),
+            PartialAnswer::Nothing => assert_eq!(r.code.get(), 550),
+            PartialAnswer::Unknown => {}
+        }
+        if worth_retrying(&r) {
+            assert!(matches!(r.code.get(), 400..=499 | 554), "{r:?}");
+        }
+        if ends_abort(&r) {
+            assert!(r.code.get() != 426 && r.code.get() >= 200, "{r:?}");
         }
     }
 }

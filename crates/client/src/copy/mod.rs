@@ -471,7 +471,7 @@ impl Client {
 /// record so the next attempt sends everything.
 fn forget_refuted_record<T>(result: &Result<T, ClientError>, resume: &mut ResumeState) {
     if let Err(ClientError::Refused { reply, .. }) = result {
-        if reply.code.get() == 554 || reply.text().contains("missing") {
+        if ferry_proto::client::expect::refutes_restart(reply) {
             tracing::warn!("the destination does not hold what the restart record says; starting over");
             resume.clear();
         }
@@ -489,7 +489,7 @@ fn retryable(e: &ClientError) -> bool {
         | ClientError::Io(_)
         | ClientError::Data(_)
         | ClientError::Incomplete { .. } => true,
-        ClientError::Refused { reply, .. } => (400..500).contains(&reply.code.get()) || reply.code.get() == 554,
+        ClientError::Refused { reply, .. } => ferry_proto::client::expect::worth_retrying(reply),
         _ => false,
     }
 }

@@ -138,7 +138,7 @@ impl Client {
             // The destination is waiting for a connection that will not come.
             let _ = d.ctrl.send(&Command::Abor).await;
             while let Ok(r) = d.ctrl.reply().await {
-                if matches!(r.code.get(), 225 | 226) || (r.code.is_negative() && r.code.get() != 426) {
+                if ferry_proto::client::expect::ends_abort(&r) {
                     break;
                 }
             }

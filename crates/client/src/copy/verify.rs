@@ -1,50 +1,35 @@
 //! `--verify`: checksums of source and destination after a file, with an
 //! algorithm both ends have (CKSM on servers, computed here for local
-//! files).
+//! files). The choice of algorithm and the comparison are
+//! `ferry_proto::client::checksum`.
 
 use super::{local_err, Client};
 use crate::error::ClientError;
 use crate::location::Location;
+use ferry_proto::client::checksum;
 use std::fs::File;
 
 impl Client {
     /// Compares checksums of source and destination; returns the algorithm.
     pub(super) async fn verify(&mut self, src: &Location, dst: &Location) -> Result<String, ClientError> {
-        let requested = self.opts.verify.clone().unwrap_or_else(|| "auto".into()).to_ascii_uppercase();
+        let requested = self.opts.verify.clone().unwrap_or_else(|| "auto".into());
         let mut supported: Option<Vec<String>> = None;
         for loc in [src, dst] {
             if let Location::Remote(u) = loc {
                 let algs = self.session(u).await?.checksums();
                 supported = Some(match supported {
                     None => algs,
-                    Some(prev) => prev.into_iter().filter(|a| algs.contains(a)).collect(),
+                    Some(prev) => checksum::common(prev, &algs),
                 });
             }
         }
         // Local files can be summed with anything Ferry knows.
         let supported = supported
             .unwrap_or_else(|| ferry_proto::session::CHECKSUM_ALGORITHMS.iter().map(|s| s.to_string()).collect());
-        let alg = if requested == "AUTO" {
-            ["XXH128", "MD5", "ADLER32", "CRC32C", "SHA256", "SHA1", "SHA512"]
-                .into_iter()
-                .find(|a| supported.iter().any(|s| s == a))
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    ClientError::Usage("cannot verify: the servers have no checksum algorithm in common (CKSM)".into())
-                })?
-        } else if supported.contains(&requested) {
-            requested
-        } else {
-            return Err(ClientError::Usage(format!(
-                "cannot verify with {requested}: supported at both ends are {}",
-                supported.join(", ")
-            )));
-        };
+        let alg = checksum::choose(&requested, &supported).map_err(|e| ClientError::Usage(e.to_string()))?;
         let a = self.checksum_of(src, &alg).await?;
         let b = self.checksum_of(dst, &alg).await?;
-        // gfal2 compares ignoring case and leading zeros; so do we.
-        let norm = |s: &str| s.trim_start_matches('0').to_ascii_lowercase();
-        if norm(&a) != norm(&b) {
+        if !checksum::same_digest(&a, &b) {
             return Err(ClientError::ChecksumMismatch {
                 path: dst.to_string(),
                 algorithm: alg,

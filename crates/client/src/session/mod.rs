@@ -33,7 +33,7 @@ use crate::error::ClientError;
 use crate::location::RemoteUrl;
 use ferry_io::mode_e;
 use ferry_profile::{StreamHandle, StreamRegistry};
-use ferry_proto::client::parse::passive_address;
+use ferry_proto::client::parse::{partial_answer, passive_address, PartialAnswer};
 use ferry_proto::client::Expect;
 use ferry_proto::command::{Command, TransferMode};
 use ferry_proto::facts::FileFacts;
@@ -257,13 +257,13 @@ impl ServerSession {
         let deadline = tokio::time::Instant::now() + self.opts.timeout.min(Duration::from_secs(30));
         loop {
             let r = self.ctrl.command(&cmd).await?;
-            match r.code.get() {
-                213 => return Ok(PartialUpload::parse(&r.lines[0])),
-                450 if tokio::time::Instant::now() < deadline => {
+            match partial_answer(&r) {
+                PartialAnswer::Held(p) => return Ok(Some(p)),
+                PartialAnswer::Busy if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                550 => return Ok(Some(PartialUpload::default())),
-                _ => return Ok(None),
+                PartialAnswer::Nothing => return Ok(Some(PartialUpload::default())),
+                PartialAnswer::Busy | PartialAnswer::Unknown => return Ok(None),
             }
         }
     }

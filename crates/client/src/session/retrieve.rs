@@ -5,6 +5,7 @@ use super::{channel_changed, BatchFile, Channel, ServerSession};
 use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSink, ReceiveSpec, ReceiveState, TransferControl};
 use ferry_io::transport::DataConn;
+use ferry_proto::client::BatchWindow;
 use ferry_proto::command::Command;
 use ferry_proto::RangeSet;
 use std::sync::Arc;
@@ -147,16 +148,14 @@ impl ServerSession {
             Ok(x) => x,
             Err(e) => return (0, Err(e)),
         };
-        let mut done = 0;
+        let mut w = BatchWindow::new(items.len(), window);
         let result = async {
             // The set-up and the first window of RETRs go in one write.
-            let first: Vec<Command> = items.iter().take(window.max(1)).map(|f| Command::Retr(f.path.clone())).collect();
+            let first: Vec<Command> = w.to_send().map(|j| Command::Retr(items[j].path.clone())).collect();
             self.flush(&first).await?;
-            let mut sent = first.len();
             for (i, item) in items.iter().enumerate() {
-                while sent < items.len() && sent < i + window.max(1) {
-                    self.ctrl.send(&Command::Retr(items[sent].path.clone())).await?;
-                    sent += 1;
+                for j in w.to_send() {
+                    self.ctrl.send(&Command::Retr(items[j].path.clone())).await?;
                 }
                 let cmd = Command::Retr(item.path.clone());
                 self.preliminary(&cmd, &mut |_| {}).await?;
@@ -167,7 +166,7 @@ impl ServerSession {
                 if got != item.size {
                     return Err(ClientError::Incomplete { path: item.path.clone(), expected: item.size, got });
                 }
-                done += 1;
+                w.completed();
                 on_done(i);
             }
             Ok(())
@@ -177,6 +176,6 @@ impl ServerSession {
         if result.is_err() {
             self.reset_after_batch();
         }
-        (done, result)
+        (w.done(), result)
     }
 }

@@ -6,7 +6,7 @@ use crate::control::refused;
 use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSource, SendPlan, TransferControl};
 use ferry_io::stream::CopyError;
-use ferry_proto::client::Expect;
+use ferry_proto::client::{BatchWindow, Expect};
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::RangeSet;
 use std::net::SocketAddr;
@@ -86,22 +86,18 @@ impl ServerSession {
         on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
         self.ensure_connecting();
-        let mut done = 0;
+        let mut w = BatchWindow::new(items.len(), window);
         let result = async {
             // The set-up and the first window of ALLO+STORs go in one write.
-            let first: Vec<Command> = items
+            let first: Vec<Command> = items[w.to_send()]
                 .iter()
-                .take(window.max(1))
                 .flat_map(|f| [Command::Allo(Allo { size: f.size, record: None }), Command::Stor(f.path.clone())])
                 .collect();
             let addr = self.flush_connecting(&first).await?;
-            let mut sent = first.len() / 2;
             for (i, item) in items.iter().enumerate() {
-                while sent < items.len() && sent < i + window.max(1) {
-                    let it = &items[sent];
+                for it in &items[w.to_send()] {
                     self.ctrl.send(&Command::Allo(Allo { size: it.size, record: None })).await?;
                     self.ctrl.send(&Command::Stor(it.path.clone())).await?;
-                    sent += 1;
                 }
                 let allo = self.ctrl.reply().await?;
                 if !allo.code.is_positive_completion() {
@@ -110,7 +106,7 @@ impl ServerSession {
                 let cmd = Command::Stor(item.path.clone());
                 let plan = SendPlan::whole(item.size, self.opts.block_size);
                 self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |m| on_marker(i, m)).await?;
-                done += 1;
+                w.completed();
                 on_done(i);
             }
             Ok(())
@@ -119,6 +115,6 @@ impl ServerSession {
         if result.is_err() {
             self.reset_after_batch();
         }
-        (done, result)
+        (w.done(), result)
     }
 }

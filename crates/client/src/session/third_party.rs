@@ -8,9 +8,8 @@
 use super::{channel_changed, handle_marker, Channel, Marker, ServerSession};
 use crate::control::refused;
 use crate::error::ClientError;
-use ferry_proto::client::Expect;
+use ferry_proto::client::{classify, BatchWindow, Expect, ReplyClass};
 use ferry_proto::command::{Allo, Command};
-use ferry_proto::markers::{parse_range_marker, PerfMarker};
 use ferry_proto::{RangeSet, Reply};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -89,7 +88,7 @@ pub async fn third_party_e(
         tokio::select! {
             r = src.ctrl.reply_untimed(), if src_final.is_none() => {
                 let r = r?;
-                if !r.code.is_preliminary() && !matches!(r.code.get(), 111 | 112) {
+                if classify(&r).is_final() {
                     if r.code.is_negative() && dst_final.is_none() {
                         // The destination waits for data that will not come.
                         dst.ctrl.send(&Command::Abor).await?;
@@ -143,11 +142,10 @@ pub async fn third_party_many(
     if items.is_empty() {
         return (0, Ok(()));
     }
-    let mut done = 0;
+    let mut w = BatchWindow::new(items.len(), window);
     let result = async {
         // The set-ups and the first window go in one write to each server.
-        let window = window.max(1);
-        let first = &items[..window.min(items.len())];
+        let first = &items[w.to_send()];
         dst.prepare_destination();
         let stors: Vec<Command> = first
             .iter()
@@ -157,15 +155,12 @@ pub async fn third_party_many(
         src.prepare_source(addr);
         let retrs: Vec<Command> = first.iter().map(|(sp, _, _)| Command::Retr(sp.clone())).collect();
         src.flush(&retrs).await?;
-        let mut sent = first.len();
         let mut moved = 0u64;
         for (i, (src_path, dst_path, size)) in items.iter().enumerate() {
-            while sent < items.len() && sent < i + window {
-                let (sp, dp, sz) = &items[sent];
+            for (sp, dp, sz) in &items[w.to_send()] {
                 dst.ctrl.send(&Command::Allo(Allo { size: *sz, record: None })).await?;
                 dst.ctrl.send(&Command::Stor(dp.clone())).await?;
                 src.ctrl.send(&Command::Retr(sp.clone())).await?;
-                sent += 1;
             }
             let allo = Command::Allo(Allo { size: *size, record: None });
             let r = dst.ctrl.reply().await?;
@@ -179,7 +174,7 @@ pub async fn third_party_many(
                 tokio::select! {
                     r = src.ctrl.reply_untimed(), if src_final.is_none() => {
                         let r = r?;
-                        if !r.code.is_preliminary() && !matches!(r.code.get(), 111 | 112) {
+                        if classify(&r).is_final() {
                             if r.code.is_negative() {
                                 return Err(refused(&retr, r));
                             }
@@ -188,16 +183,17 @@ pub async fn third_party_many(
                     }
                     r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
                         let r = r?;
-                        if let Some(p) = PerfMarker::parse(&r) {
-                            on_perf(moved + p.bytes.min(*size));
-                            continue;
-                        }
-                        if let Some(ranges) = parse_range_marker(&r) {
-                            on_restart(i, ranges);
-                            continue;
-                        }
-                        if r.code.is_preliminary() || matches!(r.code.get(), 111 | 112) {
-                            continue;
+                        match classify(&r) {
+                            ReplyClass::Marker(Some(Marker::Perf(bytes))) => {
+                                on_perf(moved + bytes.min(*size));
+                                continue;
+                            }
+                            ReplyClass::Marker(Some(Marker::Restart(ranges))) => {
+                                on_restart(i, ranges);
+                                continue;
+                            }
+                            class if !class.is_final() => continue,
+                            _ => {}
                         }
                         if r.code.is_negative() {
                             return Err(refused(&stor, r));
@@ -208,7 +204,7 @@ pub async fn third_party_many(
             }
             moved += size;
             on_perf(moved);
-            done += 1;
+            w.completed();
             on_done(i);
         }
         Ok(())
@@ -218,5 +214,5 @@ pub async fn third_party_many(
         src.reset_after_batch();
         dst.reset_after_batch();
     }
-    (done, result)
+    (w.done(), result)
 }

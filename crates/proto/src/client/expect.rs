@@ -95,6 +95,31 @@ impl Expect {
     }
 }
 
+/// Whether a failed command is worth another attempt after reconnecting:
+/// a transient negative reply (4yz, RFC 959 §4.2.1: "the error condition
+/// is temporary"), or a `554` refusing our restart ranges (RFC 3659 §5.4,
+/// "invalid REST parameter"), since the next attempt starts over — not a
+/// missing file or a refused login.
+pub fn worth_retrying(r: &Reply) -> bool {
+    (400..500).contains(&r.code.get()) || r.code.get() == 554
+}
+
+/// Whether the destination says the client's restart record is wrong: a
+/// `554` for the REST ranges, or a refusal that names ranges missing at
+/// the end (Ferry's check before it commits an upload). The record is
+/// then forgotten and the next attempt sends everything.
+pub fn refutes_restart(r: &Reply) -> bool {
+    r.code.get() == 554 || r.text().contains("missing")
+}
+
+/// Whether `r` is the last reply an ABOR brings. RFC 959 §4.1.3: a
+/// transfer in progress is answered `426` and then the ABOR `226`; with
+/// none in progress the ABOR alone gets `225`/`226`. Any other refusal
+/// ends it too.
+pub fn ends_abort(r: &Reply) -> bool {
+    matches!(r.code.get(), 225 | 226) || (r.code.is_negative() && r.code.get() != 426)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,5 +143,15 @@ mod tests {
         assert!(Expect::Restart.accepts(&r(350, "x")) && !Expect::Restart.accepts(&r(200, "x")));
         assert!(Expect::Passive.accepts(&r(229, "x")) && !Expect::Passive.accepts(&r(200, "x")));
         assert!(Expect::Any.accepts(&r(502, "x")));
+    }
+
+    #[test]
+    fn retries_restart_refutations_and_abort_ends() {
+        assert!(worth_retrying(&r(451, "local error")) && worth_retrying(&r(554, "bad REST")));
+        assert!(!worth_retrying(&r(550, "no such file")) && !worth_retrying(&r(530, "login")));
+        assert!(refutes_restart(&r(554, "x")) && refutes_restart(&r(451, "ranges missing: 0-5")));
+        assert!(!refutes_restart(&r(451, "disk full")));
+        assert!(!ends_abort(&r(426, "aborted")) && ends_abort(&r(226, "ABOR ok")) && ends_abort(&r(225, "x")));
+        assert!(ends_abort(&r(500, "what?")) && !ends_abort(&r(150, "x")));
     }
 }

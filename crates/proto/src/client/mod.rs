@@ -7,6 +7,8 @@
 //! * [`pipeline`] — the commands in flight and which reply answers which.
 //! * [`login`] — the login batch (USER, PASS, PBSZ/PROT, FEAT, OPTS UTF8,
 //!   MLST) and the checks of its replies.
+//! * [`batch`] — which files of a pipelined batch to send when.
+//! * [`checksum`] — choosing a `--verify` algorithm, comparing digests.
 //! * [`features`] — FEAT.
 //! * [`listing`] — MLSx and `ls -l` lines.
 //! * [`parse`] — passive addresses, sizes, checksums, `SITE PARTIAL`.
@@ -16,6 +18,8 @@
 //! client and server cores of `rustls` and `quinn-proto` live in one crate:
 //! each side's tests can run against the other in memory (`tests/pair`).
 
+pub mod batch;
+pub mod checksum;
 pub mod expect;
 pub mod features;
 pub mod listing;
@@ -24,9 +28,10 @@ pub mod parse;
 pub mod pipeline;
 pub mod session;
 
+pub use batch::BatchWindow;
 pub use expect::{classify, Expect, Marker, ReplyClass};
 pub use features::Features;
 pub use login::{LoginError, LoginOutcome, LoginSequence};
-pub use parse::PartialUpload;
+pub use parse::{PartialAnswer, PartialUpload};
 pub use pipeline::{Pipeline, PipelineEvent, Tag};
 pub use session::{ClientEvent, ClientSession};

@@ -59,6 +59,32 @@ impl PartialUpload {
     }
 }
 
+/// The answer to `SITE PARTIAL <path>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartialAnswer {
+    /// `213`: what the server holds.
+    Held(PartialUpload),
+    /// `550`: nothing held: the upload starts over.
+    Nothing,
+    /// `450`: an upload to that name is still live (the killed copy's
+    /// session not yet noticed by the server): ask again shortly.
+    Busy,
+    /// Anything else, or a `213` that does not parse: the server cannot
+    /// say, and the client's own restart record is all there is.
+    Unknown,
+}
+
+pub fn partial_answer(r: &Reply) -> PartialAnswer {
+    match r.code.get() {
+        213 => {
+            r.lines.first().and_then(|l| PartialUpload::parse(l)).map_or(PartialAnswer::Unknown, PartialAnswer::Held)
+        }
+        450 => PartialAnswer::Busy,
+        550 => PartialAnswer::Nothing,
+        _ => PartialAnswer::Unknown,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +99,13 @@ mod tests {
         assert!(p.size.is_none() && p.ranges.is_empty());
         assert_eq!(PartialUpload::parse("Ranges=0-4; /x"), None, "no hash: nothing to check against");
         assert_eq!(PartialUpload::parse("Ranges=x;XXH128=0; /x"), None);
+        let held = Reply::new(ReplyCode::FILE_STATUS, format!("Ranges=0-4;XXH128={hash}; /x"));
+        assert!(matches!(partial_answer(&held), PartialAnswer::Held(p) if p.ranges.covered() == 4));
+        let code = |c| Reply::new(ReplyCode::new(c).unwrap(), "x");
+        assert_eq!(partial_answer(&code(450)), PartialAnswer::Busy);
+        assert_eq!(partial_answer(&code(550)), PartialAnswer::Nothing);
+        assert_eq!(partial_answer(&code(213)), PartialAnswer::Unknown, "a 213 that does not parse");
+        assert_eq!(partial_answer(&code(500)), PartialAnswer::Unknown);
     }
 
     #[test]

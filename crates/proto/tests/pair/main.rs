@@ -315,3 +315,49 @@ fn third_party_mode_e_between_two_servers() {
     assert!(dst.server.fs.files["/dst.bin"] == data);
     assert_eq!(dst.restart_record(), RangeSet::from_range(0..data.len() as u64));
 }
+
+/// 100 MODE E downloads through the client's sliding window
+/// ([`BatchWindow`], what `ferry-client`'s `retrieve_many` runs): the
+/// set-up and the first 16 RETRs in one write, then one RETR for each file
+/// completed, never more than 16 in flight, every file intact on the
+/// cached connections.
+#[test]
+fn a_hundred_downloads_through_a_sliding_window() {
+    use ferry_proto::client::BatchWindow;
+    let mut fs = Fs::default();
+    let files: Vec<(String, Vec<u8>)> =
+        (0..100).map(|i| (format!("/win/{i:03}"), pattern(500 + i * 53, i as u8))).collect();
+    for (path, data) in &files {
+        fs.files.insert(path.clone(), data.clone());
+    }
+    let mut p = logged_in(fs);
+    p.data.down = vec![Pipe::default(); 2];
+    p.send(Command::Type(TransferType::Image), Expect::Positive);
+    p.send(Command::Mode(TransferMode::ExtendedBlock), Expect::Positive);
+    p.send(Command::Opts(Opts::Retr(vec![("Parallelism".into(), "2,2,2".into())])), Expect::Positive);
+    p.send(Command::Port("127.0.0.1:50600".parse().unwrap()), Expect::Positive);
+    let mut w = BatchWindow::new(files.len(), 16);
+    let mut tags = std::collections::VecDeque::new();
+    for j in w.to_send() {
+        tags.push_back(p.send(Command::Retr(files[j].0.clone()), Expect::Completion));
+    }
+    assert_eq!(p.client.in_flight(), 4 + 16, "set-up and the first window, unsent yet");
+    let writes_before = p.client_writes;
+    p.step();
+    assert_eq!(p.client_writes - writes_before, 1, "one write for the set-up and the window");
+    while let Some(i) = w.current() {
+        let tag = tags.pop_front().expect("a RETR per file in flight");
+        let (r, ok, _) = p.wait(tag, 1000);
+        assert!(ok, "{}: {r:?}", files[i].0);
+        let (got, tracker) = decode_mode_e(&mut p.data.down, files[i].1.len());
+        assert!(tracker.is_complete());
+        assert_eq!(got, files[i].1, "{}", files[i].0);
+        w.completed();
+        for j in w.to_send() {
+            tags.push_back(p.send(Command::Retr(files[j].0.clone()), Expect::Completion));
+        }
+        assert!(w.in_flight() <= 16 && p.client.in_flight() <= 16);
+    }
+    assert!(w.is_finished() && tags.is_empty());
+    assert_eq!(p.client.in_flight(), 0);
+}
