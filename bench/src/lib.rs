@@ -20,3 +20,4 @@ pub mod servers;
 pub mod stats;
 mod sys;
 pub mod tools;
+pub mod tune_report;

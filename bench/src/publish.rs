@@ -48,6 +48,8 @@ fn write(path: &Path, text: &str) -> Result<()> {
 enum Chart {
     Rate(Metric),
     CpuPerGb,
+    /// The tune scenario's grid points and tune's trials.
+    TuneGrid,
 }
 
 fn plot_set(s: &ScenarioData) -> Vec<(&'static str, String, Chart)> {
@@ -57,6 +59,9 @@ fn plot_set(s: &ScenarioData) -> Vec<(&'static str, String, Chart)> {
         v.push(("-sync", format!("{t}: throughput until sync (MB/s)"), Chart::Rate(Metric::RateUntilSync)));
     }
     v.push(("-cpu", format!("{t}: CPU seconds per GB, client + server"), Chart::CpuPerGb));
+    if s.info.layout == Layout::Tune && crate::tune_report::grid_chart(s).is_some() {
+        v.push(("-grid", "Every grid point and tune's trials (MB/s)".to_string(), Chart::TuneGrid));
+    }
     v
 }
 
@@ -71,7 +76,7 @@ fn series(s: &ScenarioData, groups: &[&record::GroupInfo], chart: Chart) -> Vec<
             let st = row_stats(s, &g.id, &v.id);
             let value: Option<Summary> = match chart {
                 Chart::Rate(m) => st.metric(m),
-                Chart::CpuPerGb => st.total_cpu_per_gb,
+                Chart::CpuPerGb | Chart::TuneGrid => st.total_cpu_per_gb,
             };
             let Some(value) = value else { continue };
             let name = if v.series.is_empty() { v.label.clone() } else { v.series.clone() };
@@ -96,10 +101,14 @@ fn series(s: &ScenarioData, groups: &[&record::GroupInfo], chart: Chart) -> Vec<
 }
 
 fn draw(s: &ScenarioData, path: &Path, caption: &str, chart: Chart) -> Result<()> {
+    if chart == Chart::TuneGrid {
+        let (cats, series) = crate::tune_report::grid_chart(s).unwrap_or_default();
+        return plot::bars(path, caption, "MB/s", &cats, &series);
+    }
     let mut groups: Vec<&record::GroupInfo> = s.groups.iter().collect();
     let y = match chart {
         Chart::Rate(_) => "MB/s",
-        Chart::CpuPerGb => "CPU s per GB",
+        Chart::CpuPerGb | Chart::TuneGrid => "CPU s per GB",
     };
     if s.info.plot == PlotKind::VsDelay && matches!(chart, Chart::Rate(_)) {
         groups.sort_by(|a, b| a.x.unwrap_or(0.0).total_cmp(&b.x.unwrap_or(0.0)));

@@ -112,6 +112,9 @@ pub enum Layout {
     /// Data-path variants: until sync, the server's peak resident memory,
     /// and the wall time in round trips of the path.
     DataPath,
+    /// `ferry tune` against the grid: the search's figures from the rows'
+    /// JSON (`extra.json`), beside the head-to-head copies.
+    Tune,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -211,7 +211,7 @@ pub fn main_table(s: &ScenarioData) -> String {
     let layout = s.info.layout;
     let mut header = vec!["path / case", "row", "role", "runs ok", "MB/s median (min–max)", "seconds"];
     match layout {
-        Layout::Throughput => {}
+        Layout::Throughput | Layout::Tune => {}
         Layout::UntilSync => header.extend(["until sync: MB/s", "until sync: s"]),
         Layout::SetupSplit => header.extend(["files/s", "set-up s (1 file)", "data s (total − set-up)", "ms per file"]),
         Layout::DataPath => header.extend(["until sync: MB/s", "server peak RSS MiB", "round trips (s ÷ RTT)"]),
@@ -234,7 +234,7 @@ pub fn main_table(s: &ScenarioData) -> String {
                 fmt_median(st.seconds),
             ];
             match layout {
-                Layout::Throughput => {}
+                Layout::Throughput | Layout::Tune => {}
                 Layout::UntilSync => {
                     cols.push(fmt_summary(st.until_sync_rate));
                     cols.push(fmt_median(st.until_sync_seconds));
@@ -762,6 +762,9 @@ pub fn scenario_page(s: &ScenarioData, plots: &[(String, String)]) -> String {
                 writeln!(out, "## New build ÷ Globus (the rule: at least {GLOBUS_FACTOR}× memory to memory)\n\n{g}");
         }
     }
+    if i.layout == Layout::Tune {
+        let _ = writeln!(out, "## Tune's pick against the grid's best\n\n{}", crate::tune_report::section(s));
+    }
     let cmp = comparison_table(s);
     if !cmp.is_empty() {
         let _ = writeln!(out, "## Ferry against the anchors\n\n{cmp}");
@@ -811,6 +814,9 @@ pub fn index_page(meta: Option<&Meta>, scenarios: &[ScenarioData]) -> String {
     }
     out.push('\n');
     for s in scenarios {
+        if let Some(t) = crate::tune_report::summary(s) {
+            let _ = writeln!(out, "### {}. {}\n\n{t}\n", s.info.number, s.info.title);
+        }
         let builds = old_new_rows(s);
         if !builds.is_empty() {
             let _ = writeln!(out, "### {}. {}\n", s.info.number, s.info.title);

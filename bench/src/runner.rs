@@ -17,7 +17,7 @@ use crate::error::{interrupt, BenchError, Result};
 use crate::net::Net;
 use crate::proc::{self, command_line};
 use crate::record::{GroupInfo, Line, Outcome, Phase, Recorder, RunRecord, ScenarioInfo};
-use crate::scenarios::{Action, DataSpec, Dirs, Group, Mode, Scenario, Stage, Variant};
+use crate::scenarios::{Action, DataSpec, Dirs, Group, Mode, Scenario, Stage, TuneRun, TuneStep, Variant};
 use crate::servers::{Server, ServerKind};
 use crate::tools::{self, ClientKind, Dest};
 
@@ -59,6 +59,9 @@ struct Env {
     net: Net,
     ferry_root: PathBuf,
     rtt_ms: Option<f64>,
+    /// The JSON of the tune scenario's `ferry tune` runs ("tune", "grid"),
+    /// which later rows read their flags from.
+    tuned: std::collections::HashMap<&'static str, serde_json::Value>,
 }
 
 impl Env {
@@ -68,8 +71,15 @@ impl Env {
             Some(p) => Net::wan(p.clone())?,
         };
         let rtt_ms = net.connect_rtt_ms()?;
-        let mut env =
-            Env { ferry: None, ferry_old: None, globus: None, net, ferry_root: stage.ferry_root.clone(), rtt_ms };
+        let mut env = Env {
+            ferry: None,
+            ferry_old: None,
+            globus: None,
+            net,
+            ferry_root: stage.ferry_root.clone(),
+            rtt_ms,
+            tuned: Default::default(),
+        };
         env.ensure_server(ServerKind::Ferry, s)?;
         env.ensure_server(ServerKind::Globus, s)?;
         let needs_old = stage
@@ -216,6 +226,9 @@ impl Runner<'_> {
                                 r.command = v.info.label.clone();
                                 self.recorder.write(&Line::Run(r))?;
                             }
+                            continue;
+                        }
+                        if rep > 1 && matches!(&v.action, Action::Tune(t) if t.step.once()) {
                             continue;
                         }
                         if matches!(&v.action, Action::Transfer { setup_source: Some(_), .. }) {
@@ -380,6 +393,7 @@ impl Runner<'_> {
                     other => BenchError::output("ferry cp", format!("{other} [server log: {log}]")),
                 })
             }
+            Action::Tune(t) => tune_step(env, s, t, r),
             Action::Iperf { streams, bytes } => {
                 let (res, command) =
                     tools::iperf3(&env.net, *streams, *bytes, &logs, timeout_for(&env.net, *bytes, 1))?;
@@ -464,6 +478,106 @@ impl Runner<'_> {
         }
     }
 }
+
+/// One step of the tune scenario against a `ferry serve --memory-paths`
+/// started for it: probe, tune and grid record their JSON in `extra.json`
+/// (the report reads everything from there); the copies are timed like
+/// any transfer.
+fn tune_step(env: &mut Env, s: &Settings, t: &TuneRun, r: &mut RunRecord) -> Result<()> {
+    let logs = s.dirs.logs();
+    let serve = vec!["--memory-paths".to_string(), "--memory-zero-size".into(), t.bytes.to_string()];
+    let srv = Server::start_ferry_with(&env.net, &s.ferry_bin, &env.ferry_root, &logs, &serve, &[])?;
+    let result = (|| -> Result<()> {
+        let base = format!("ftp://{}:{}", srv.ip, srv.port);
+        let zero = format!("{base}/dev/zero");
+        let mut cmd = env.net.command(ferry_wan::Side::Client, &s.ferry_bin.to_string_lossy());
+        // Trials and copies must not read or write anyone's client config.
+        cmd.env("FERRY_CONFIG", "/dev/null");
+        let (bytes, secs) = (t.bytes.to_string(), t.trial_seconds.to_string());
+        let flags_of = |key: &str| -> Result<Vec<String>> {
+            let j = env.tuned.get(key).ok_or_else(|| {
+                BenchError::Precondition(format!("no result of the {key} step to take settings from (it failed)"))
+            })?;
+            Ok(j["flags"].as_str().unwrap_or_default().split_whitespace().map(String::from).collect())
+        };
+        let timeout = match t.step {
+            TuneStep::Probe => {
+                cmd.args(["probe", &format!("{base}/"), "--json", "--bytes", &bytes]);
+                Duration::from_secs(180)
+            }
+            TuneStep::Tune => {
+                cmd.args(["tune", &zero, "--bytes", &bytes, "--seconds", &secs, "--json"]);
+                Duration::from_secs(1800)
+            }
+            TuneStep::Grid { repeats } => {
+                let tune = env.tuned.get("tune").ok_or_else(|| {
+                    BenchError::Precondition("no result of the tune step to take its space from (it failed)".into())
+                })?;
+                let space = &tune["space"];
+                let list = |k: &str| -> Vec<String> {
+                    space[k]
+                        .as_array()
+                        .map(|a| a.iter().map(|v| if v.is_null() { "auto".into() } else { v.to_string() }).collect())
+                        .unwrap_or_default()
+                };
+                let (streams, bufs) = (list("streams"), list("tcp_buffers"));
+                if streams.is_empty() || bufs.is_empty() {
+                    return Err(BenchError::output(
+                        "ferry tune --json",
+                        "no space (streams, tcp_buffers) in its output",
+                    ));
+                }
+                let points = (streams.len() * bufs.len()) as u64 * u64::from(repeats);
+                cmd.args(["tune", &zero, "--exhaustive", "--repeats", &repeats.to_string()]);
+                cmd.args(["--streams", &streams.join(","), "--tcp-bs", &bufs.join(",")]);
+                cmd.args(["--bytes", &bytes, "--seconds", &secs, "--json"]);
+                Duration::from_secs(120 + points * (u64::from(t.trial_seconds) + 5))
+            }
+            TuneStep::Copy { grid } => {
+                let flags = flags_of(if grid { "grid" } else { "tune" })?;
+                cmd.args(["cp", "--json", "--no-resume", "--retries", "0"]).args(&flags).arg(&zero).arg("/dev/null");
+                timeout_for(&env.net, t.bytes, 1)
+            }
+        };
+        r.command = format!("FERRY_CONFIG=/dev/null {}", command_line(&cmd));
+        r.server_command = Some(srv.command.clone());
+        let timed = tools::timed_client(cmd, "ferry", &env.net, &[&srv], &logs, timeout)?;
+        let wall = timed.finished.wall.as_secs_f64();
+        r.wall_seconds = Some(wall);
+        r.client_cpu_s = Some(timed.finished.cpu_seconds());
+        r.server_cpu_s = timed.server_cpu;
+        r.background_cores = Some(timed.background_cores());
+        if let TuneStep::Copy { .. } = t.step {
+            r.bytes = t.bytes;
+            r.files = 1;
+            r.seconds = Some(wall);
+            return verify(ClientKind::Ferry, &Dest::DevNull, t.bytes, 1, &timed.finished.stdout);
+        }
+        // Probe, tune, grid: their output is the result.
+        let json: serde_json::Value = serde_json::from_str(&timed.finished.stdout)
+            .map_err(|e| BenchError::output("ferry --json", format!("not JSON: {e}")))?;
+        match t.step {
+            TuneStep::Tune => {
+                env.tuned.insert("tune", json.clone());
+            }
+            TuneStep::Grid { .. } => {
+                env.tuned.insert("grid", json.clone());
+            }
+            _ => {}
+        }
+        r.extra.insert(TUNE_JSON.into(), json);
+        Ok(())
+    })();
+    let log = srv.log_tail(300);
+    srv.stop();
+    result.map_err(|e| match e {
+        BenchError::Interrupted => e,
+        other => BenchError::output("tune step", format!("{other} [server log: {log}]")),
+    })
+}
+
+/// The `extra` key holding a tune-scenario row's JSON output.
+pub const TUNE_JSON: &str = "json";
 
 /// Whether a group holds rows of the old build (`--ferry-old`) beside the
 /// new one's.

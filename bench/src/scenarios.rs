@@ -63,6 +63,10 @@ pub struct Plan {
     pub dp_mem_size: u64,
     pub dp_disk_size: u64,
     pub dp_long_sizes: Vec<u64>,
+    /// The tune scenario: bytes per trial, passes over the grid, head-to-head copies.
+    pub tune_bytes: u64,
+    pub tune_grid_repeats: u32,
+    pub tune_h2h: u32,
 }
 
 /// The papers' one-way delays.
@@ -103,6 +107,9 @@ impl Plan {
                 dp_mem_size: 4 * GIB,
                 dp_disk_size: 2 * GIB,
                 dp_long_sizes: vec![MIB, 256 * MIB, GIB],
+                tune_bytes: 512 * MIB,
+                tune_grid_repeats: 2,
+                tune_h2h: 3,
             },
             Mode::Quick => Plan {
                 mode,
@@ -127,6 +134,9 @@ impl Plan {
                 dp_mem_size: GIB,
                 dp_disk_size: 512 * MIB,
                 dp_long_sizes: vec![MIB, 256 * MIB],
+                tune_bytes: 64 * MIB,
+                tune_grid_repeats: 1,
+                tune_h2h: 2,
             },
         }
     }
@@ -213,6 +223,41 @@ pub enum Action {
     /// its own flags and environment (a server setting under test), stopped
     /// after it; records the server's peak resident memory too.
     OwnFerryServer(Box<OwnServer>),
+    /// A step of the tune-against-grid check, against a `ferry serve
+    /// --memory-paths` started for the step.
+    Tune(TuneRun),
+}
+
+/// Which `ferry` command a tune-scenario row runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TuneStep {
+    /// `ferry probe URL --json --bytes B`: the path in numbers.
+    Probe,
+    /// `ferry tune URL/dev/zero --bytes B --seconds T --json`: the sweep.
+    Tune,
+    /// The same with `--exhaustive --repeats R` over exactly tune's space
+    /// (its streams and TCP buffers, read from the tune row's output).
+    Grid { repeats: u32 },
+    /// `ferry cp` of `/dev/zero` with tune's pick (`grid: false`) or the
+    /// grid's best, head to head.
+    Copy { grid: bool },
+}
+
+impl TuneStep {
+    /// Probe, tune and grid run in the first repetition only; the copies in
+    /// every one.
+    pub fn once(self) -> bool {
+        !matches!(self, TuneStep::Copy { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TuneRun {
+    pub step: TuneStep,
+    /// The server's virtual /dev/zero: every trial downloads all of it.
+    pub bytes: u64,
+    /// Limit of one trial.
+    pub trial_seconds: u32,
 }
 
 /// What [`Action::OwnFerryServer`] runs.
@@ -300,7 +345,7 @@ pub const NAMES: [&str; 8] = ["mem", "disk", "delay", "climate", "vis", "zipf", 
 /// Scenarios that run only when named (`--scenario NAME`): they answer one
 /// question each rather than place Ferry among its anchors. `old-new`
 /// needs `--ferry-old PATH`.
-pub const EXTRA: [&str; 2] = ["old-new", "data-path"];
+pub const EXTRA: [&str; 3] = ["old-new", "data-path", "tune"];
 
 /// Every scenario name, the suite's and the extra ones.
 pub fn every_name() -> Vec<&'static str> {
@@ -310,7 +355,7 @@ pub fn every_name() -> Vec<&'static str> {
 /// The scenarios of the plan, in issue order: the suite when `only` is
 /// empty, otherwise the named ones (extra scenarios only when named).
 pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<Scenario> {
-    let builders: [(&str, &dyn Fn() -> Scenario); 10] = [
+    let builders: [(&str, &dyn Fn() -> Scenario); 11] = [
         ("mem", &|| mem(plan, dirs, udt_reason)),
         ("disk", &|| disk(plan, dirs)),
         ("delay", &|| delay(plan, dirs, udt_reason)),
@@ -321,6 +366,7 @@ pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<S
         ("loss", &|| loss(plan, dirs, udt_reason)),
         ("old-new", &|| old_new(plan, dirs)),
         ("data-path", &|| data_path(plan, dirs)),
+        ("tune", &|| tune(plan, dirs)),
     ];
     builders
         .iter()
@@ -1580,6 +1626,78 @@ pub fn data_path(plan: &Plan, dirs: &Dirs) -> Scenario {
         reps: plan.reps_local,
         data,
         stages,
+    }
+}
+
+// ---- 10. ferry tune against an exhaustive grid (was bench/tune-vs-grid.sh) --
+
+/// Does `ferry tune` find settings as good as an exhaustive grid of the
+/// same space? On the 30 ms path: `ferry probe`, `ferry tune`, `ferry tune
+/// --exhaustive` over tune's own streams and TCP buffers, then `ferry cp`
+/// with tune's pick and with the grid's best, alternating, once per
+/// repetition.
+pub fn tune(plan: &Plan, dirs: &Dirs) -> Scenario {
+    let delay = Duration::from_millis(30);
+    let b = plan.tune_bytes;
+    let row = |id: &str, label: &str, role: Role, step: TuneStep| Variant {
+        info: info(id, label, role, ""),
+        action: Action::Tune(TuneRun { step, bytes: b, trial_seconds: 30 }),
+        cold: false,
+        sync_after: false,
+    };
+    let steps = Group {
+        id: "search".into(),
+        label: "the search (first repetition)".into(),
+        x: None,
+        variants: vec![
+            row("probe", "ferry probe --json", Role::Network, TuneStep::Probe),
+            row("tune", "ferry tune --json", Role::Ferry, TuneStep::Tune),
+            row(
+                "grid",
+                &format!("ferry tune --exhaustive --repeats {}", plan.tune_grid_repeats),
+                Role::Ferry,
+                TuneStep::Grid { repeats: plan.tune_grid_repeats },
+            ),
+        ],
+        comparisons: vec![],
+    };
+    let h2h = Group {
+        id: "h2h".into(),
+        label: "head to head".into(),
+        x: None,
+        variants: vec![
+            row("cp-tune", "ferry cp with tune's pick", Role::Ferry, TuneStep::Copy { grid: false }),
+            row("cp-grid", "ferry cp with the grid's best", Role::Ferry, TuneStep::Copy { grid: true }),
+        ],
+        comparisons: vec![],
+    };
+    Scenario {
+        name: "tune",
+        number: "10",
+        title: format!("`ferry tune` against an exhaustive grid: {} one way, 1 Gbit/s", format_delay(delay)),
+        description: format!(
+            "Does `ferry tune` find settings as good as an exhaustive grid of the same space (formerly \
+             `bench/tune-vs-grid.sh`; its last figures stay in `bench/results/tune-vs-grid-30ms.md`)? Against a \
+             `ferry serve --memory-paths --memory-zero-size {}` started for each step in the server namespace, \
+             from the client namespace (`FERRY_CONFIG=/dev/null`, so no client configuration is read or \
+             written): `ferry probe` (the path in numbers), `ferry tune URL/dev/zero --json` (the one-knob-at-a-time \
+             sweep), `ferry tune --exhaustive --repeats {}` over exactly the streams and TCP buffers tune used, then \
+             `ferry cp` with tune's pick and with the grid's best, alternating, once per repetition ({} \
+             repetitions). Every trial downloads the whole virtual /dev/zero to /dev/null; in a download the \
+             server picks the MODE E block size and a discarding receiver stages nothing, so the knobs in effect \
+             (and swept, by both) are parallel streams and TCP buffer (docs/tune.md). Tune's and the grid's rates \
+             are their own (from the transfer command to its end); the head-to-head rows are the harness's wall \
+             clock of `ferry cp` (with connection and login). {}",
+            gb(b),
+            plan.tune_grid_repeats,
+            plan.tune_h2h,
+            wan_note("")
+        ),
+        layout: Layout::Tune,
+        plot: PlotKind::Bars,
+        reps: plan.tune_h2h,
+        data: vec![],
+        stages: vec![Stage { wan: Some(WanPath::gbit(delay)), ferry_root: dirs.shm_data(), groups: vec![steps, h2h] }],
     }
 }
 
