@@ -18,5 +18,6 @@ pub mod runner;
 pub mod scenarios;
 pub mod servers;
 pub mod stats;
+pub mod stripe;
 mod sys;
 pub mod tools;

@@ -279,6 +279,12 @@ impl Topology {
         netns::exec_in(&self.host_ns(i), program)
     }
 
+    /// `program` run inside the router's namespace (it reaches every host,
+    /// each through that host's link only).
+    pub fn router_command(&self, program: &str) -> Command {
+        netns::exec_in(&self.config.router_ns(), program)
+    }
+
     /// Runs `f` on a thread inside host `i`'s namespace.
     pub fn run_in<T, F>(&self, i: usize, f: F) -> Result<T, WanError>
     where
