@@ -306,6 +306,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let (root, listen, data_timeout) = (config.root.clone(), config.listen, config.data_timeout());
         let mut node = ferry_server::stripe::node::DataNodeConfig::new(root, listen, secret, data_timeout);
         node.passive_ports = config.passive_ports.map(|r| (r.low, r.high));
+        // PROT P data connections with the front end's certificate.
+        node.tls = ferry_server::tls::ServerTls::from_config(&config)?.map(|t| t.data);
         rt.block_on(ferry_server::stripe::node::serve_until_signal(node))?;
         return Ok(ExitCode::SUCCESS);
     }

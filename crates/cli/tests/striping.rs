@@ -71,6 +71,11 @@ impl Striped {
 
     /// With `node_args` given to every data node.
     fn start_with(nodes: usize, node_args: &[&str]) -> Self {
+        Self::start_full(nodes, node_args, &[])
+    }
+
+    /// With `node_args` given to every data node, `front_args` to the front end.
+    fn start_full(nodes: usize, node_args: &[&str], front_args: &[&str]) -> Self {
         let secret_dir = tempfile::tempdir().unwrap();
         let secret = secret_dir.path().join("node.secret");
         std::fs::write(&secret, "a-secret-long-enough-for-the-nodes\n").unwrap();
@@ -81,11 +86,9 @@ impl Striped {
             .map(|_| DataNode::start_with(root.path(), &secret, &format!("127.0.0.1:{}", free_port()), node_args))
             .collect();
         let list = nodes.iter().map(|n| n.addr.to_string()).collect::<Vec<_>>().join(",");
-        let front = FerryServer::start_in(
-            root,
-            &[],
-            &["--anonymous", "write", "--stripe-nodes", &list, "--node-secret", secret.to_str().unwrap()],
-        );
+        let mut args = vec!["--anonymous", "write", "--stripe-nodes", &list, "--node-secret", secret.to_str().unwrap()];
+        args.extend_from_slice(front_args);
+        let front = FerryServer::start_in(root, &[], &args);
         Self { nodes, front, _secret_dir: secret_dir, secret }
     }
 
@@ -303,6 +306,40 @@ fn data_nodes_open_their_data_ports_in_the_passive_port_range() {
     let (ok, out, err) = ferry(&["cp", "--stripe", &s.url("/ranged.bin"), back.to_str().unwrap()]);
     assert!(ok, "{out}{err}");
     same(&src, &back);
+}
+
+#[test]
+fn ferry_cp_stripe_over_ftps_runs_tls_on_every_stripe_connection() {
+    let pki = TestPki::new();
+    let tls = pki.serve_flags();
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let s = Striped::start_full(2, &tls, &tls);
+    let url = |p: &str| format!("ftps://localhost:{}{p}", s.front.addr.port());
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, 3_000_000, 31);
+    let ca = pki.file("ca.pem");
+    let cp = |from: &str, to: &str| {
+        let (ok, out, err) = ferry(&["cp", "--stripe", "-p", "2", "--ca", &ca, from, to]);
+        (ok, format!("{out}{err}"))
+    };
+    let (ok, text) = cp(src.to_str().unwrap(), &url("/secret.bin"));
+    assert!(ok && text.contains("over 2 stripe(s)"), "{text}");
+    same(&src, &s.front.path("secret.bin"));
+    let back = local.path().join("back.bin");
+    let (ok, text) = cp(&url("/secret.bin"), back.to_str().unwrap());
+    assert!(ok && text.contains("over 2 stripe(s)"), "{text}");
+    same(&src, &back);
+    // The client logged in over TLS and so runs every data connection as a
+    // TLS client (PROT P): a node answering in clear would fail the
+    // handshake. And the nodes were asked for PROT P: without the
+    // certificate they refuse, below.
+
+    // Nodes without the certificate refuse PROT P with a reply that says why.
+    let bare = Striped::start_full(2, &[], &tls);
+    let url = format!("ftps://localhost:{}/x.bin", bare.front.addr.port());
+    let (ok, text) = cp(src.to_str().unwrap(), &url);
+    assert!(!ok && text.contains("no certificate"), "{text}");
 }
 
 #[test]
@@ -560,6 +597,7 @@ fn a_data_node_confines_paths_under_its_root_whatever_the_front_end_asks() {
             len: 9,
             window_offset: 0,
             done: None,
+            private: false,
             path,
         };
         (&c).write_all(format!("{req}\n").as_bytes()).unwrap();

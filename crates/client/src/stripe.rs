@@ -23,7 +23,7 @@ use crate::location::{Location, RemoteUrl};
 use crate::session::{ChannelOptions, ServerSession};
 use ferry_io::mode_e::{self, BlockSink, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::transport::{self, DataConn};
-use ferry_proto::command::{Allo, Command, Opts, RestArg, TransferMode, TransferType};
+use ferry_proto::command::{Allo, Command, Opts, ProtectionLevel, RestArg, TransferMode, TransferType};
 use ferry_proto::markers::{parse_range_marker, PerfMarker};
 use ferry_proto::stripe::{parse_spas_reply, StripeLayout, StripeProgress};
 use ferry_proto::{RangeSet, Reply};
@@ -329,8 +329,19 @@ async fn upload(src: &Path, dst: &RemoteUrl, opts: &StripeOptions) -> Result<Str
         let (file, ctl) = (file.clone(), ctl.clone());
         senders.spawn_blocking(move || mode_e::send(streams, &*file, &plan, &ctl).map(drop));
     }
-    let failure = first_failure(senders).await;
-    let r = follow(&mut s, &mut report).await?;
+    // The replies are read while the stripes send: a server that fails the
+    // transfer (a node that cannot take it) stops the senders at once,
+    // rather than after they time out.
+    let abort = ctl.abort.clone();
+    let replies = async {
+        let r = follow(&mut s, &mut report).await;
+        if !matches!(&r, Ok(r) if r.code.is_positive_completion()) {
+            abort.abort();
+        }
+        r
+    };
+    let (r, failure) = tokio::join!(replies, first_failure(senders));
+    let r = r?;
     report.bytes = progress.load(std::sync::atomic::Ordering::Relaxed);
     if !r.code.is_positive_completion() {
         return Err(refused(&Command::Stor(dst.path.clone()), r));
@@ -346,6 +357,14 @@ async fn third_party(src: &RemoteUrl, dst: &RemoteUrl, opts: &StripeOptions) -> 
     let mut report = StripeReport::default();
     let mut a = open(src, opts).await?;
     let mut b = open(dst, opts).await?;
+    // The data connections run between the two servers, which would both
+    // be TLS servers under PROT P (RFC 4217 §7): clear, as single copies.
+    for s in [&mut a, &mut b] {
+        if s.ctrl.data_private() {
+            s.ctrl.expect(&Command::Prot(ProtectionLevel::Clear)).await?;
+            s.ctrl.set_data_protection(ProtectionLevel::Clear);
+        }
+    }
     let size = a.ctrl.size(&src.path).await?;
     a.ctrl.expect(&opts_retr(opts)).await?;
     let r = b.ctrl.command(&Command::Spas).await?;

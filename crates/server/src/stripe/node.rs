@@ -16,6 +16,7 @@ use super::read_line;
 use ferry_io::mode_e::{self, BlockSink, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::root::Root;
 use ferry_io::stream::AbortSignal;
+use ferry_io::tls::DataProtection;
 use ferry_io::transport::{self, ChannelOptions, ConnectionObserver, DataConn, DataListener, PortAllocator, Transport};
 use ferry_proto::node::{NodeEvent, NodeHandshake, NodeRequest, RecvTarget, MAX_LINE};
 use ferry_proto::{RangeSet, VirtualPath};
@@ -54,6 +55,10 @@ pub struct DataNodeConfig {
     /// Told about every data connection opened (the profiler's hook, as
     /// [`ChannelOptions::observer`]).
     pub observer: Option<ConnectionObserver>,
+    /// The TLS server configuration for PROT P data connections: the
+    /// front end's certificate (`--tls-cert`/`--tls-key`, the same files),
+    /// so a client checks every stripe against the name it connected to.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl std::fmt::Debug for DataNodeConfig {
@@ -64,13 +69,14 @@ impl std::fmt::Debug for DataNodeConfig {
             .field("data_timeout", &self.data_timeout)
             .field("passive_ports", &self.passive_ports)
             .field("observed", &self.observer.is_some())
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl DataNodeConfig {
     pub fn new(root: PathBuf, listen: SocketAddr, secret: Vec<u8>, data_timeout: Duration) -> Self {
-        Self { root, listen, secret, data_timeout, passive_ports: None, observer: None }
+        Self { root, listen, secret, data_timeout, passive_ports: None, observer: None, tls: None }
     }
 }
 
@@ -83,13 +89,24 @@ struct Shared {
     transport: Arc<dyn Transport>,
     ports: PortAllocator,
     observer: Option<ConnectionObserver>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Shared {
     /// How a data connection of a task is opened; `buffer` is the front
-    /// end's session buffer size (SBUF), passed in the request.
-    fn channel(&self, buffer: Option<u32>) -> ChannelOptions {
-        ChannelOptions { buffer, observer: self.observer.clone(), ..ChannelOptions::new(self.timeout) }
+    /// end's session buffer size (SBUF), passed in the request; `private`
+    /// its PROT P.
+    fn channel(&self, buffer: Option<u32>, private: bool) -> Result<ChannelOptions, String> {
+        let protection = match (private, &self.tls) {
+            (false, _) => DataProtection::Clear,
+            (true, Some(config)) => DataProtection::Server(config.clone()),
+            (true, None) => {
+                return Err("PROT P: this data node has no certificate (start it with --tls-cert and --tls-key, \
+                            the front end's)"
+                    .into())
+            }
+        };
+        Ok(ChannelOptions { buffer, protection, observer: self.observer.clone(), ..ChannelOptions::new(self.timeout) })
     }
 }
 
@@ -119,6 +136,7 @@ impl DataNode {
                 transport: transport::tcp::transport(),
                 ports: PortAllocator::new(config.passive_ports),
                 observer: config.observer,
+                tls: config.tls,
             }),
         })
     }
@@ -224,7 +242,8 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
         tasks.retain(|_, a| !a.is_aborted() && Arc::strong_count(a) > 1);
         match req {
             NodeRequest::Listen { id, ip, buffer } => {
-                let ev = match shared.ports.bind(&*shared.transport, ip, &shared.channel(buffer)) {
+                let opts = ChannelOptions { buffer, ..ChannelOptions::new(shared.timeout) };
+                let ev = match shared.ports.bind(&*shared.transport, ip, &opts) {
                     Ok(l) => match l.local_addr() {
                         Ok(addr) => {
                             listeners.insert(id, l);
@@ -236,21 +255,35 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
                 };
                 let _ = tx.send(ev).await;
             }
-            NodeRequest::Recv { id, listener, base, limit, peer: from, target, path } => {
+            NodeRequest::Recv { id, listener, base, limit, peer: from, target, private, path } => {
                 let Some(l) = listeners.get(&listener).cloned() else {
                     let _ = tx.send(NodeEvent::Failed { id, text: format!("no listener {listener}") }).await;
                     continue;
                 };
-                let job = Job::Recv(Recv { id, listener: l, base, limit, from, target, path });
+                let job = Job::Recv(Recv { id, listener: l, base, limit, from, target, private, path });
                 start(job, &mut tasks, &shared, &tx);
             }
-            NodeRequest::Send { id, to, streams, buffer, stripe, count, layout, len, window_offset, done, path } => {
+            NodeRequest::Send {
+                id,
+                to,
+                streams,
+                buffer,
+                stripe,
+                count,
+                layout,
+                len,
+                window_offset,
+                done,
+                private,
+                path,
+            } => {
                 let job = Job::Send(Send {
                     id,
                     to,
                     streams,
                     buffer,
                     plan: (stripe as usize, count as usize, layout, len, window_offset, done.unwrap_or_default()),
+                    private,
                     path,
                 });
                 start(job, &mut tasks, &shared, &tx);
@@ -343,6 +376,7 @@ struct Recv {
     limit: Option<u64>,
     from: Option<IpAddr>,
     target: RecvTarget,
+    private: bool,
     path: String,
 }
 
@@ -367,7 +401,7 @@ impl Recv {
         let (listener, from, acc_abort) = (self.listener.clone(), self.from, abort.clone());
         // The buffer was set on the listener (before listen, for the
         // window scale); accepted sockets inherit it.
-        let opts = shared.channel(None);
+        let opts = shared.channel(None, self.private)?;
         let acceptor = tokio::spawn(async move {
             loop {
                 // Connections from other than `from` are dropped unopened
@@ -423,6 +457,7 @@ struct Send {
     buffer: Option<u32>,
     /// stripe, count, layout, len, window offset, done (REST).
     plan: (usize, usize, ferry_proto::stripe::StripeLayout, u64, u64, RangeSet),
+    private: bool,
     path: String,
 }
 
@@ -448,7 +483,7 @@ impl Send {
         };
         let plan = SendPlan { ranges, header_base: offset, block_size: block };
         let mut streams: Vec<DataConn> = Vec::new();
-        let opts = shared.channel(self.buffer);
+        let opts = shared.channel(self.buffer, self.private)?;
         for _ in 0..self.streams.max(1) {
             let conn = shared.transport.connect(self.to, None, &opts).await.map_err(|e| e.to_string())?;
             abort.register(&*conn).map_err(|e| e.to_string())?;
