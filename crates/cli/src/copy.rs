@@ -176,12 +176,20 @@ pub struct ChannelFlags {
     /// docs/transports.md). TCP when not given, or when a server refuses.
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
+    /// The congestion controller of QUIC data channels: cubic (default),
+    /// newreno or bbr (docs/transports.md).
+    #[arg(long, value_name = "NAME")]
+    pub congestion: Option<ferry_io::transport::quic::Congestion>,
 }
 
 impl ChannelFlags {
     /// Copy options with these channel settings and everything else at
     /// its default.
     pub fn options(&self, timeout: Duration) -> CopyOptions {
+        // A process-wide choice, made here at the edge.
+        if let Some(c) = self.congestion {
+            ferry_io::transport::quic::set_congestion(c);
+        }
         CopyOptions {
             timeout,
             mode: match self.mode {

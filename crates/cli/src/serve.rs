@@ -92,9 +92,14 @@ pub struct ServeArgs {
     #[arg(long)]
     direct_io: bool,
     /// The data channels' transport until a client selects another (TPRT,
-    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp.
+    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp, quic
+    /// (quic needs --tls-cert).
     #[arg(long, value_name = "NAME")]
     data_transport: Option<String>,
+    /// The congestion controller of QUIC data channels: cubic (default),
+    /// newreno or bbr.
+    #[arg(long, value_name = "NAME")]
+    congestion: Option<ferry_io::transport::quic::Congestion>,
     /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -258,6 +263,10 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(t) = &args.data_transport {
         c.data_transport = t.clone();
+    }
+    // A process-wide choice, made here at the edge.
+    if let Some(cc) = args.congestion {
+        ferry_io::transport::quic::set_congestion(cc);
     }
     // The buffered path, for measurements (docs/data-path.md): chosen
     // here, passed down explicitly.
