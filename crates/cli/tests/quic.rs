@@ -296,3 +296,36 @@ fn junk_and_initial_floods_neither_stop_nor_grow_the_server() {
         "server memory grew from {rss_before} kB to {rss_after} kB after {sent} datagrams"
     );
 }
+
+/// Third-party copies between two TLS servers send `PROT C` to both
+/// (docs/tls.md: both would be TLS servers), and QUIC is used only under
+/// `PROT P`: asked for QUIC, the servers move the data over TCP, and the
+/// copy completes. QUIC between two servers (with certificate checks both
+/// ways) is not there yet (docs/transports.md).
+#[test]
+fn third_party_copies_asked_for_quic_move_over_tcp_for_now() {
+    let pki = TestPki::new();
+    let a = tls_server(&pki, &["--require-tls"]);
+    let b = tls_server(&pki, &["--require-tls"]);
+    random_file(&a.path("x.bin"), (3 << 20) + 5, 11);
+    let ca = pki.file("ca.pem");
+    let (ok, _, err) = ferry(&[
+        "cp",
+        "-q",
+        "--transport",
+        "quic",
+        "--ca",
+        &ca,
+        "--mode",
+        "extended",
+        "-p",
+        "2",
+        "--verify",
+        &ftps_url(&a, ALICE, "/x.bin"),
+        &ftps_url(&b, ALICE, "/y.bin"),
+    ]);
+    assert!(ok, "{err}\nA:\n{}\nB:\n{}", a.log_text(), b.log_text());
+    assert_eq!(sha256_file(&b.path("y.bin")), sha256_file(&a.path("x.bin")));
+    assert_eq!(transports_of(&a, "/x.bin"), vec!["tcp"]);
+    assert_eq!(transports_of(&b, "/y.bin"), vec!["tcp"]);
+}

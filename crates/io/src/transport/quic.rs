@@ -523,7 +523,7 @@ impl Transport for Quic {
             udp_socket(at, opts.buffer)?,
             quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?,
         )?;
-        Ok(Arc::new(QuicListener { endpoint, conns: Mutex::default() }))
+        Ok(Arc::new(QuicListener { endpoint, conns: Mutex::default(), changed: tokio::sync::Notify::new() }))
     }
 
     fn connect<'a>(
@@ -554,6 +554,9 @@ pub struct QuicListener {
     /// The connections accepted from the expected peer; their next streams
     /// are this listener's next data connections.
     conns: Mutex<Vec<quinn::Connection>>,
+    /// Wakes accepts waiting on an older list of `conns` (a server may
+    /// accept a set's streams from several tasks at once).
+    changed: tokio::sync::Notify,
 }
 
 impl fmt::Debug for QuicListener {
@@ -621,6 +624,7 @@ impl QuicListener {
             Ok(Ok(conn)) => {
                 tracing::debug!(%from, "QUIC data connection accepted");
                 self.conns.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+                self.changed.notify_waiters();
             }
             Ok(Err(e)) => tracing::warn!(%from, error = %e, "QUIC handshake failed"),
             Err(_) => tracing::warn!(%from, "QUIC handshake timed out"),
@@ -648,8 +652,10 @@ impl DataListener for QuicListener {
                 .incoming_buffer_size_total(1 << 20);
             self.endpoint.set_server_config(Some(config));
             loop {
+                let changed = self.changed.notified();
                 let conns = self.live();
                 tokio::select! {
+                    _ = changed => continue,
                     incoming = self.endpoint.accept() => match incoming {
                         Some(i) => self.admit(i, opts, peer).await,
                         None => return Err(io::Error::new(io::ErrorKind::ConnectionAborted, "the QUIC endpoint closed")),
