@@ -146,6 +146,7 @@ impl Plan {
         self.reps_local = reps.max(1);
         self.reps_wan = reps.max(1);
         self.reps_old_new = reps.max(1);
+        self.tune_h2h = reps.max(1);
         self
     }
 }
