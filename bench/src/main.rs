@@ -32,6 +32,10 @@ struct Args {
     /// Where runs.jsonl, the Markdown pages and the plots go (default: bench/results/full or bench/results/quick).
     #[arg(long)]
     results: Option<PathBuf>,
+    /// Run only these cases (group ids as in runs.jsonl, e.g. disk-p4, d30000us-p1; repeat or
+    /// comma-separate): a rerun of a row. Writes to `<default results>-rerun` unless --results is given.
+    #[arg(long = "group", value_delimiter = ',')]
+    groups: Vec<String>,
     /// Only regenerate the pages and plots from the results directory's runs.jsonl.
     #[arg(long)]
     report_only: bool,
@@ -87,7 +91,15 @@ fn run(args: Args) -> Result<ExitCode> {
     if only.iter().any(|s| s == "old-new") && args.ferry_old.is_none() && !args.report_only && !args.list {
         bail!("the old-new scenario needs --ferry-old PATH: a ferry binary built from the baseline commit");
     }
-    let results = args.results.clone().unwrap_or_else(|| default_results(mode, &only));
+    let results = args.results.clone().unwrap_or_else(|| {
+        let d = default_results(mode, &only);
+        // A rerun of some cases must not replace the full run's records.
+        if args.groups.is_empty() || args.report_only {
+            d
+        } else {
+            PathBuf::from(format!("{}-rerun", d.display()))
+        }
+    });
     let dirs = Dirs { shm: args.shm_dir.clone(), disk: args.work_dir.clone() };
     let mut plan = Plan::new(mode);
     if let Some(r) = args.reps {
@@ -157,7 +169,11 @@ fn run(args: Args) -> Result<ExitCode> {
     if let Some(old) = &ferry_old {
         preflight_ferry(old)?;
     }
-    let probe_plan = scenarios::all(&plan, &dirs, "", &only);
+    let mut probe_plan = scenarios::all(&plan, &dirs, "", &only);
+    let unknown = scenarios::keep_groups(&mut probe_plan, &args.groups);
+    if !unknown.is_empty() {
+        bail!("no case (group) named {} in the scenarios chosen", unknown.join(", "));
+    }
     check_space(&probe_plan, &dirs)?;
     std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
     runner::make_dirs(&dirs)?;
@@ -167,7 +183,8 @@ fn run(args: Args) -> Result<ExitCode> {
         eprintln!("ferry-bench: probing whether globus-url-copy honours -udt for ftp:// URLs");
         let udt_reason = probe_udt(&dirs)?;
         eprintln!("ferry-bench: -udt: {udt_reason}");
-        let scenarios = scenarios::all(&plan, &dirs, &udt_reason, &only);
+        let mut scenarios = scenarios::all(&plan, &dirs, &udt_reason, &only);
+        scenarios::keep_groups(&mut scenarios, &args.groups);
         let names: Vec<&str> = scenarios.iter().map(|s| s.name).collect();
         let repo = std::env::current_dir()?;
         let meta = Meta {

@@ -662,6 +662,8 @@ fn progress(sc: &Scenario, g: &Group, v: &Variant, rep: u32, r: &RunRecord) {
     let phase = if r.phase == Phase::Setup { " (set-up)" } else { "" };
     let result = match r.outcome {
         Outcome::Ok if r.phase == Phase::Setup => format!("{:>20.3} s", r.seconds.unwrap_or(0.0)),
+        // A search step of the tune scenario: no bytes of its own, its wall time.
+        Outcome::Ok if r.seconds.is_none() => format!("{:>20.1} s (wall)", r.wall_seconds.unwrap_or(0.0)),
         Outcome::Ok => format!(
             "{:>8.1} MB/s {:>7.2} s{}  cpu c/s {:.2}/{}",
             r.rate().unwrap_or(0.0),

@@ -146,6 +146,7 @@ impl Plan {
         self.reps_local = reps.max(1);
         self.reps_wan = reps.max(1);
         self.reps_old_new = reps.max(1);
+        self.tune_h2h = reps.max(1);
         self
     }
 }
@@ -1701,6 +1702,46 @@ pub fn tune(plan: &Plan, dirs: &Dirs) -> Scenario {
     }
 }
 
+/// The files a row reads.
+fn reads(v: &Variant) -> Vec<PathBuf> {
+    match &v.action {
+        Action::Transfer { source, setup_source, .. } => {
+            std::iter::once(source.clone()).chain(setup_source.clone()).collect()
+        }
+        Action::OwnFerryServer(o) => vec![o.source.clone()],
+        Action::Fio { job: FioJob::Read { file }, .. } => vec![file.clone()],
+        Action::Fio { job: FioJob::Copy { from, .. }, .. } => vec![from.clone()],
+        Action::Cp { src, .. } => vec![src.clone()],
+        _ => vec![],
+    }
+}
+
+/// Keeps only the groups named in `groups` (all when empty), dropping
+/// paths left with none, so one case can be measured again (issue 15's
+/// "a rerun of that row"). Returns the group ids that matched nothing.
+pub fn keep_groups(scenarios: &mut Vec<Scenario>, groups: &[String]) -> Vec<String> {
+    if groups.is_empty() {
+        return Vec::new();
+    }
+    let unknown = groups
+        .iter()
+        .filter(|id| !scenarios.iter().flat_map(|s| &s.stages).flat_map(|st| &st.groups).any(|g| &g.id == *id))
+        .cloned()
+        .collect();
+    for s in scenarios.iter_mut() {
+        for st in &mut s.stages {
+            st.groups.retain(|g| groups.contains(&g.id));
+        }
+        s.stages.retain(|st| !st.groups.is_empty());
+        // Make only the data the remaining rows read.
+        let used: Vec<PathBuf> =
+            s.stages.iter().flat_map(|st| &st.groups).flat_map(|g| &g.variants).flat_map(reads).collect();
+        s.data.retain(|d| used.iter().any(|p| p.starts_with(d.path())));
+    }
+    scenarios.retain(|s| !s.stages.is_empty());
+    unknown
+}
+
 /// The rows of a path measured with 1 and with 4 streams, in one group:
 /// Ferry, Globus and iperf3 for 1 stream, then for 4, the not-applicable
 /// rows (-udt) last; comparisons renamed to the suffixed ids ("-1", "-4").
@@ -1849,6 +1890,24 @@ mod tests {
             // Memory to memory with 1, 4 and 8 streams has the Globus anchor.
             assert_eq!(globus_groups, 3);
         }
+    }
+
+    #[test]
+    fn a_group_can_be_run_alone() {
+        let plan = Plan::new(Mode::Full);
+        let mut sc = all(&plan, &dirs(), "x", &["old-new".into()]);
+        let unknown = keep_groups(&mut sc, &["disk-p4".into(), "d30000us-p1".into(), "nope".into()]);
+        assert_eq!(unknown, ["nope"]);
+        let groups: Vec<&str> = sc[0].stages.iter().flat_map(|st| &st.groups).map(|g| g.id.as_str()).collect();
+        assert_eq!(groups, ["disk-p4", "d30000us-p1"]);
+        assert_eq!(sc[0].stages.len(), 2);
+        assert!(sc[0].stages[1].wan.is_some());
+        // Only the disk file and the sweep's file are made, not the memory one.
+        assert_eq!(sc[0].data.len(), 2);
+        assert!(sc[0].data.iter().all(|d| !d.path().to_string_lossy().contains("oldnew-mem")));
+        let mut sc = all(&plan, &dirs(), "x", &["old-new".into()]);
+        assert!(keep_groups(&mut sc, &[]).is_empty());
+        assert_eq!(sc[0].stages.len(), 2 + plan.old_new_delays.len());
     }
 
     #[test]
