@@ -3,7 +3,7 @@
 use crate::error::ClientError;
 use ferry_io::tls::{DataProtection, DataStream};
 use ferry_proto::client::listing::{minimal_facts, mlst_facts};
-use ferry_proto::client::login::{auth_tls_accepted, LoginError, LoginSequence};
+use ferry_proto::client::login::{auth_tls_accepted, greeting, Greeting, LoginError, LoginSequence};
 use ferry_proto::client::parse::passive_address;
 use ferry_proto::command::ProtectionLevel;
 use ferry_proto::command::{Command, EpsvArg, TransferType};
@@ -201,10 +201,10 @@ impl ControlChannel {
         }
         loop {
             let r = self.reply().await?;
-            match r.code.get() {
-                120 => continue, // "ready in nnn minutes"
-                220 => return Ok(()),
-                _ => return Err(ClientError::Refused { command: "connect".into(), reply: r }),
+            match greeting(&r) {
+                Greeting::Wait => continue,
+                Greeting::Ready => return Ok(()),
+                Greeting::Refused => return Err(ClientError::Refused { command: "connect".into(), reply: r }),
             }
         }
     }

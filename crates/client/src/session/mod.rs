@@ -13,7 +13,7 @@
 //!
 //! * `login` — connecting (TLS for `ftps://`), the login batch, sizing
 //!   the stream count from the measured RTT, `TPRT`.
-//! * this module — the session's state, and [`flush`](ServerSession::flush):
+//! * this module — the session's state, and `flush`:
 //!   the queued set-up and the transfer commands in one write.
 //! * `setup` — MODE, TYPE, SBUF, OPTS RETR, PASV/PORT, REST, PROT: queued
 //!   only when the server's state must change.

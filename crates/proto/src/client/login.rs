@@ -26,6 +26,25 @@ use crate::facts::FileFacts;
 use crate::reply::Reply;
 use thiserror::Error;
 
+/// What a server's greeting says (RFC 959 §5.4: "120 -> 220, 220, 421").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Greeting {
+    /// `120`: ready in a while; the `220` follows.
+    Wait,
+    /// `220`: ready for a new user.
+    Ready,
+    /// Anything else (`421`): the connection is refused.
+    Refused,
+}
+
+pub fn greeting(r: &Reply) -> Greeting {
+    match r.code.get() {
+        120 => Greeting::Wait,
+        220 => Greeting::Ready,
+        _ => Greeting::Refused,
+    }
+}
+
 /// Whether the reply to `AUTH TLS` lets the handshake begin.
 pub fn auth_tls_accepted(r: &Reply) -> bool {
     r.code.get() == 234
@@ -108,10 +127,10 @@ impl LoginSequence {
     pub fn on_reply(&mut self, r: &Reply) -> Result<Option<LoginOutcome>, LoginError> {
         let code = r.code.get();
         self.stage = match self.stage {
-            Stage::Greeting => match code {
-                120 => Stage::Greeting,
-                220 => Stage::User,
-                _ => return Err(LoginError::Greeting(r.clone())),
+            Stage::Greeting => match greeting(r) {
+                Greeting::Wait => Stage::Greeting,
+                Greeting::Ready => Stage::User,
+                Greeting::Refused => return Err(LoginError::Greeting(r.clone())),
             },
             Stage::User => match code {
                 230 | 232 => Stage::Pass { needed: false },

@@ -7,6 +7,7 @@
 
 mod harness;
 
+use ferry_proto::client::expect::{ends_abort, refutes_restart, worth_retrying};
 use ferry_proto::client::{ClientEvent, Expect, Marker};
 use ferry_proto::command::{Allo, Command, Opts, RestArg, TransferMode, TransferType};
 use ferry_proto::session::{AnonymousAccess, SessionConfig};
@@ -243,6 +244,8 @@ fn a_killed_upload_resumes_from_restart_markers() {
     let stor = p.send(Command::Stor("/other".into()), Expect::Completion);
     let (r, ok, _) = p.wait(stor, 100);
     assert!(!ok && r.code.get() == 554, "{r:?}");
+    // The client's policy: forget the record, and try again from scratch.
+    assert!(refutes_restart(&r) && worth_retrying(&r));
 }
 
 /// An upload whose data stops coming is aborted with ABOR: 426 for the
@@ -258,8 +261,10 @@ fn abor_during_a_stalled_upload() {
     let abor = p.send(Command::Abor, Expect::Completion);
     let (r, ok, _) = p.wait(stor, 100);
     assert!(!ok && r.code.get() == 426, "{r:?}");
+    assert!(!ends_abort(&r), "the client's ABOR drain reads on past the 426");
     let (r, ok, _) = p.wait(abor, 100);
     assert!(ok && r.code.get() == 226, "{r:?}");
+    assert!(ends_abort(&r));
     assert!(!p.server.fs.files.contains_key("/stalled"));
 }
 
