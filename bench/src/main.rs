@@ -412,3 +412,23 @@ fn probe_udt(dirs: &Dirs) -> Result<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_directory_by_selection() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(default_results(Mode::Full, &[]), PathBuf::from("bench/results/full"));
+        assert_eq!(default_results(Mode::Quick, &s(&["mem", "disk"])), PathBuf::from("bench/results/quick"));
+        assert_eq!(default_results(Mode::Full, &s(&["old-new"])), PathBuf::from("bench/results/old-new"));
+        assert_eq!(default_results(Mode::Quick, &s(&["old-new"])), PathBuf::from("bench/results/old-new-quick"));
+        assert_eq!(
+            default_results(Mode::Full, &s(&["data-path", "tune"])),
+            PathBuf::from("bench/results/data-path+tune")
+        );
+        // Mixed with the suite: the suite's directory.
+        assert_eq!(default_results(Mode::Full, &s(&["mem", "tune"])), PathBuf::from("bench/results/full"));
+    }
+}

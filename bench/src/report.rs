@@ -518,6 +518,9 @@ fn no_slower_text(r: &OldNewRow) -> String {
     match r.rule.map(|x| x.verdict) {
         None => "no result (see failed runs)".into(),
         Some(NoSlower::Holds) => format!("≥ {NO_SLOWER}"),
+        Some(NoSlower::Rerun) if r.rule.is_some_and(|x| !x.overlap) => {
+            format!("**below {NO_SLOWER}**; one repetition, no range to judge: rerun this row")
+        }
         Some(NoSlower::Rerun) => format!("**below {NO_SLOWER}**; ranges overlap: rerun this row"),
         Some(NoSlower::Slower) => format!("**below {NO_SLOWER}, ranges apart: slower**"),
     }
@@ -626,7 +629,10 @@ pub fn old_new_summary(s: &ScenarioData, rows: &[OldNewRow]) -> Vec<String> {
                 .filter(|r| r.rule.map(|x| x.verdict) == Some(NoSlower::Rerun))
                 .map(|r| format!("{} ({})", r.group, measure_name(r.metric)))
                 .collect();
-            parts.push(format!("{rerun} below with overlapping ranges, to rerun: {}", which.join(", ")));
+            parts.push(format!(
+                "{rerun} below with overlapping ranges (or one repetition), to rerun: {}",
+                which.join(", ")
+            ));
         }
         if slower > 0 {
             let which: Vec<String> = rows
@@ -1036,14 +1042,20 @@ mod tests {
         let rows = old_new_rows(&s);
         assert_eq!(rows[0].rule.unwrap().verdict, NoSlower::Rerun);
         assert!(old_new_table(&rows).contains("**below 0.97**; ranges overlap: rerun this row"));
-        let s = old_new_data(1, &[1.2], &[1.0]);
+        let s = old_new_data(5, &[1.2, 1.21, 1.19, 1.22, 1.2], &[1.0, 1.01, 0.99, 1.02, 1.0]);
         let rows = old_new_rows(&s);
         assert_eq!(rows[0].rule.unwrap().verdict, NoSlower::Slower);
         let summary = old_new_summary(&s, &rows).join("\n");
-        assert!(summary.contains("Smoke run: 1 repetition per row"), "{summary}");
         assert!(summary.contains("**1 slower, ranges apart: memory, 1 stream (transfer)**"), "{summary}");
         let index = index_page(None, std::slice::from_ref(&s));
         assert!(index.contains("### 8. Memory to memory") && index.contains("1 slower"), "{index}");
+        // One repetition: a smoke run, and below is "rerun", not "slower".
+        let s = old_new_data(1, &[1.2], &[1.0]);
+        let rows = old_new_rows(&s);
+        assert_eq!(rows[0].rule.unwrap().verdict, NoSlower::Rerun);
+        assert!(old_new_table(&rows).contains("one repetition, no range to judge"));
+        let summary = old_new_summary(&s, &rows).join("\n");
+        assert!(summary.contains("Smoke run: 1 repetition per row"), "{summary}");
     }
 
     #[test]

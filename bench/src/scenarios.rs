@@ -102,7 +102,7 @@ impl Plan {
                 old_new_mem_size: 4 * GIB,
                 old_new_disk_size: 4 * GIB,
                 old_new_delays: [0, 1_000, 10_000, 30_000, 80_000].into_iter().map(Duration::from_micros).collect(),
-                old_new_sweep_size: 512 * MIB,
+                old_new_sweep_size: GIB,
                 reps_old_new: 5,
                 dp_mem_size: 4 * GIB,
                 dp_disk_size: 2 * GIB,

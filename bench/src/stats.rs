@@ -75,7 +75,8 @@ pub const NO_SLOWER: f64 = 0.97;
 pub enum NoSlower {
     /// The median ratio is at or above the threshold.
     Holds,
-    /// Below the threshold, but the min–max ranges overlap: it may be
+    /// Below the threshold, but the min–max ranges overlap (or one side
+    /// has a single repetition, so there is no range to judge): it may be
     /// noise, and only a rerun of the row can say.
     Rerun,
     /// Below the threshold and the ranges do not overlap: slower.
@@ -101,7 +102,7 @@ pub fn old_new(new: &Summary, old: &Summary, threshold: f64) -> Option<OldNew> {
     let overlap = new.overlaps(old);
     let verdict = if ratio >= threshold {
         NoSlower::Holds
-    } else if overlap {
+    } else if overlap || new.n < 2 || old.n < 2 {
         NoSlower::Rerun
     } else {
         NoSlower::Slower
@@ -151,6 +152,9 @@ mod tests {
         // Below, ranges apart: slower.
         let r = old_new(&Summary::of([90.0, 95.0, 97.9]).unwrap(), &old, NO_SLOWER).unwrap();
         assert_eq!((r.verdict, r.overlap), (NoSlower::Slower, false));
+        // One repetition has no range: below is not "slower" yet.
+        let r = old_new(&Summary::of([90.0]).unwrap(), &Summary::of([100.0]).unwrap(), NO_SLOWER).unwrap();
+        assert_eq!((r.verdict, r.overlap), (NoSlower::Rerun, false));
         // A zero baseline gives no ratio.
         assert!(old_new(&old, &Summary::of([0.0]).unwrap(), NO_SLOWER).is_none());
     }
