@@ -363,6 +363,12 @@ fn write_results(s: &Setup, samples: &[Sample]) -> Result<()> {
         s.reps,
         load_average()
     );
+    let _ = writeln!(
+        md,
+        "Throughput is the file's size over the wall-clock time of the whole client command (login, \
+         SPAS/SPOR, the transfer, the final replies), so it includes the set-up round trips and slow start.\n"
+    );
+    let _ = writeln!(md, "ferry binary: `{}`.\n", s.ferry.display());
     let _ = writeln!(md, "Raw samples: `stripe.json`. Plot: `stripe.svg`. Command: `command.txt`.");
     std::fs::write(s.out.join("stripe.md"), md)?;
     std::fs::write(s.out.join("stripe.json"), serde_json::to_string_pretty(samples)?)?;

@@ -35,7 +35,11 @@ enum Cmd {
     /// Measure RTT and iperf3 throughput through a fresh link and compare them
     /// with the configuration (exit status 1 on a mismatch).
     Selftest(SelftestArgs),
-    /// Remove a link whose ferry-wan process died without cleaning up.
+    /// Several hosts NAME-h0.. around a router NAME-r, each host behind its
+    /// own link (delay, rate, loss, queue, the same for every host); held
+    /// until SIGINT/SIGTERM or until COMMAND exits.
+    Topology(TopologyArgs),
+    /// Remove a link (or topology) whose ferry-wan process died without cleaning up.
     Down {
         #[arg(long)]
         name: String,
@@ -166,6 +170,37 @@ struct UpArgs {
 }
 
 #[derive(Args, Debug)]
+struct TopologyArgs {
+    /// Base name (1-12 letters, digits, '_'): namespaces NAME-r, NAME-h0, ...
+    #[arg(long)]
+    name: String,
+    /// Number of hosts.
+    #[arg(long, default_value_t = 2)]
+    hosts: usize,
+    /// One-way delay of each host's link.
+    #[arg(long, value_parser = parse_delay, default_value = "0ms")]
+    delay: Duration,
+    /// Rate of each host's link, each direction (e.g. 100mbit).
+    #[arg(long)]
+    rate: Option<Rate>,
+    /// Random loss on each link, each direction.
+    #[arg(long, value_parser = parse_loss, default_value = "0")]
+    loss: f64,
+    /// Bottleneck queue of each link, bytes.
+    #[arg(long, value_parser = parse_bytes)]
+    queue: Option<u64>,
+    #[arg(long, default_value_t = 9000)]
+    mtu: u32,
+    /// Keep the hosts' default TCP buffer limits.
+    #[arg(long)]
+    untuned: bool,
+    /// Run this command (root namespace, FERRY_WAN_HOSTS="NS=IP ...") while
+    /// the topology is up, then tear down and exit with its status.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
 struct SelftestArgs {
     /// Base name [default: ferry-wan-selftest-PID].
     #[arg(long)]
@@ -185,6 +220,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Up(args) => up(args),
         Cmd::Selftest(args) => selftest(args),
+        Cmd::Topology(args) => topology(args),
         Cmd::Down { name, force } => down(&name, force),
     };
     match result {
@@ -199,6 +235,60 @@ fn main() -> ExitCode {
 /// Signals that end the link. SIGHUP too: a closed terminal should not leave
 /// namespaces behind.
 const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+
+fn topology(args: TopologyArgs) -> Result<ExitCode> {
+    let path = PathConfig { delay: args.delay, rate: args.rate, loss: args.loss, queue: args.queue };
+    let config = ferry_wan::TopologyConfig {
+        mtu: args.mtu,
+        tuned: !args.untuned,
+        ..ferry_wan::TopologyConfig::uniform(args.name.clone(), args.hosts, path.clone())
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&stop))?;
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    let t = ferry_wan::Topology::up(config.clone()).context("bringing the topology up")?;
+    let hosts: Vec<String> = (0..t.hosts()).map(|i| format!("{}={}", t.host_ns(i), t.host_ip(i))).collect();
+    println!("ferry-wan: topology {:?} up: router {} and hosts {}", config.name, config.router_ns(), hosts.join(" "));
+    println!("  every host link: {path}");
+    let mut child = if args.command.is_empty() {
+        println!("  Ctrl-C or SIGTERM tears it down");
+        None
+    } else {
+        let mut c = Command::new(&args.command[0]);
+        c.args(&args.command[1..]).env("FERRY_WAN_HOSTS", hosts.join(" "));
+        Some(c.spawn().with_context(|| format!("starting {:?}", args.command[0]))?)
+    };
+    let mut exit = ExitCode::SUCCESS;
+    let mut failure = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            if let Some(c) = child.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            exit = ExitCode::FAILURE;
+            break;
+        }
+        if let Some(c) = child.as_mut() {
+            if let Some(status) = c.try_wait()? {
+                exit = if status.success() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+                break;
+            }
+        }
+        if let Err(e) = t.check() {
+            failure = Some(e);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t.down()?;
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(exit),
+    }
+}
 
 fn up(args: UpArgs) -> Result<ExitCode> {
     let config = args.link.config(args.name.clone(), Duration::ZERO, None);
