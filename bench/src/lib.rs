@@ -18,5 +18,7 @@ pub mod runner;
 pub mod scenarios;
 pub mod servers;
 pub mod stats;
+pub mod stripe;
 mod sys;
 pub mod tools;
+pub mod tune_report;

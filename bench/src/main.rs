@@ -12,7 +12,7 @@ use clap::Parser;
 use ferry_bench::error::{interrupt, BenchError};
 use ferry_bench::record::{Meta, Recorder};
 use ferry_bench::runner::{self, Runner, Settings};
-use ferry_bench::scenarios::{self, DataSpec, Dirs, Mode, Plan, NAMES};
+use ferry_bench::scenarios::{self, DataSpec, Dirs, Mode, Plan};
 use ferry_bench::servers::Server;
 use ferry_bench::{machine, net::Net, proc, publish};
 
@@ -22,7 +22,8 @@ struct Args {
     /// Fewer repetitions, smaller files, delays 0/10/80 ms only; every scenario still runs.
     #[arg(long)]
     quick: bool,
-    /// Run only these scenarios (repeat or comma-separate): mem, disk, delay, climate, vis, zipf, small, loss.
+    /// Run only these scenarios (repeat or comma-separate): mem, disk, delay, climate, vis, zipf, small, loss;
+    /// and, only when named, old-new (needs --ferry-old).
     #[arg(long = "scenario", value_delimiter = ',')]
     scenarios: Vec<String>,
     /// Repetitions of every row (default: 3 on loopback and 2 on emulated paths; 2 with --quick).
@@ -37,6 +38,10 @@ struct Args {
     /// The `ferry` binary to measure (default: the one next to this program).
     #[arg(long)]
     ferry: Option<PathBuf>,
+    /// A baseline `ferry` binary built from an older commit: runs the old-new scenario (the default
+    /// scenario when this is given), which compares it with --ferry row by row.
+    #[arg(long)]
+    ferry_old: Option<PathBuf>,
     /// Scratch space on disk (sources, destinations; up to about 10 GB in a full run).
     #[arg(long, default_value = "/var/tmp/ferry-bench")]
     work_dir: PathBuf,
@@ -70,19 +75,31 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<ExitCode> {
     let mode = if args.quick { Mode::Quick } else { Mode::Full };
-    let results = args.results.clone().unwrap_or_else(|| PathBuf::from("bench/results").join(mode.name()));
-    for s in &args.scenarios {
-        if !NAMES.contains(&s.as_str()) {
-            bail!("unknown scenario {s:?}; the scenarios are: {}", NAMES.join(", "));
+    let mut only: Vec<String> = args.scenarios.clone();
+    if only.is_empty() && args.ferry_old.is_some() {
+        only.push("old-new".into());
+    }
+    for s in &only {
+        if !scenarios::every_name().contains(&s.as_str()) {
+            bail!("unknown scenario {s:?}; the scenarios are: {}", scenarios::every_name().join(", "));
         }
     }
+    if only.iter().any(|s| s == "old-new") && args.ferry_old.is_none() && !args.report_only && !args.list {
+        bail!("the old-new scenario needs --ferry-old PATH: a ferry binary built from the baseline commit");
+    }
+    let results = args.results.clone().unwrap_or_else(|| default_results(mode, &only));
     let dirs = Dirs { shm: args.shm_dir.clone(), disk: args.work_dir.clone() };
     let mut plan = Plan::new(mode);
     if let Some(r) = args.reps {
         plan = plan.with_reps(r);
     }
     if args.list {
-        for s in scenarios::all(&plan, &dirs, "(checked at run time)", &[]) {
+        let listed: Vec<String> = if only.is_empty() {
+            scenarios::every_name().iter().map(|s| s.to_string()).collect()
+        } else {
+            only.clone()
+        };
+        for s in scenarios::all(&plan, &dirs, "(checked at run time)", &listed) {
             let stages = s.stages.len();
             let rows: usize = s.stages.iter().flat_map(|st| st.groups.iter()).map(|g| g.variants.len()).sum();
             let bytes: u64 = s.data.iter().map(DataSpec::bytes).sum();
@@ -131,7 +148,15 @@ fn run(args: Args) -> Result<ExitCode> {
         eprintln!("ferry-bench: stopped {s}");
     }
     remove_stale_links();
-    let only: Vec<String> = args.scenarios.clone();
+    let ferry_old = match &args.ferry_old {
+        Some(p) => Some(p.canonicalize().with_context(|| {
+            format!("the baseline ferry binary {} (--ferry-old; see bench/README.md)", p.display())
+        })?),
+        None => None,
+    };
+    if let Some(old) = &ferry_old {
+        preflight_ferry(old)?;
+    }
     let probe_plan = scenarios::all(&plan, &dirs, "", &only);
     check_space(&probe_plan, &dirs)?;
     std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
@@ -156,8 +181,14 @@ fn run(args: Args) -> Result<ExitCode> {
             ),
         };
         let mut recorder = Recorder::open(&results.join(publish::RUNS_FILE), &names, meta)?;
-        let settings =
-            Settings { ferry_bin: ferry_bin.clone(), dirs: dirs.clone(), keep_data: args.keep_data, command, mode };
+        let settings = Settings {
+            ferry_bin: ferry_bin.clone(),
+            ferry_old: ferry_old.clone(),
+            dirs: dirs.clone(),
+            keep_data: args.keep_data,
+            command,
+            mode,
+        };
         let mut failed_scenarios = Vec::new();
         for sc in &scenarios {
             let t = Instant::now();
@@ -227,13 +258,7 @@ fn preflight(ferry_bin: &Path, dirs: &Dirs) -> Result<()> {
     if !missing.is_empty() {
         bail!("missing tools: {}. bench/deps.sh installs them all.", missing.join(", "));
     }
-    let ferry = Command::new(ferry_bin)
-        .arg("--version")
-        .output()
-        .with_context(|| format!("running {} --version", ferry_bin.display()))?;
-    if !ferry.status.success() {
-        bail!("{} --version failed: {}", ferry_bin.display(), String::from_utf8_lossy(&ferry.stderr));
-    }
+    preflight_ferry(ferry_bin)?;
     for (kind, name) in [("passwd", "nobody"), ("group", "nogroup")] {
         let ok = Command::new("getent").args([kind, name]).output().map(|o| o.status.success()).unwrap_or(false);
         if !ok {
@@ -244,6 +269,31 @@ fn preflight(ferry_bin: &Path, dirs: &Dirs) -> Result<()> {
         runner::check_writable(d).with_context(|| format!("scratch directory {}", d.display()))?;
     }
     Ok(())
+}
+
+/// The binary runs (`--version`).
+fn preflight_ferry(ferry_bin: &Path) -> Result<()> {
+    let ferry = Command::new(ferry_bin)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {} --version", ferry_bin.display()))?;
+    if !ferry.status.success() {
+        bail!("{} --version failed: {}", ferry_bin.display(), String::from_utf8_lossy(&ferry.stderr));
+    }
+    Ok(())
+}
+
+/// Where results go without `--results`: the suite's pages by mode
+/// (`bench/results/full`, `bench/results/quick`); a run of extra scenarios
+/// only (e.g. old-new) gets a directory named after them, so it neither
+/// replaces nor mixes with the suite's pages.
+fn default_results(mode: Mode, only: &[String]) -> PathBuf {
+    let base = PathBuf::from("bench/results");
+    if !only.is_empty() && only.iter().all(|s| scenarios::EXTRA.contains(&s.as_str())) {
+        let name = only.join("+");
+        return base.join(if mode == Mode::Quick { format!("{name}-quick") } else { name });
+    }
+    base.join(mode.name())
 }
 
 /// Free bytes of the file system holding `p`.

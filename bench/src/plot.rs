@@ -36,6 +36,7 @@ const LEGEND_WIDTH: u32 = 330;
 fn colour(role: Role, i: usize) -> RGBColor {
     let shades: &[RGBColor] = match role {
         Role::Ferry => &[RGBColor(31, 87, 180), RGBColor(70, 140, 230), RGBColor(15, 50, 110), RGBColor(120, 180, 250)],
+        Role::FerryOld => &[RGBColor(140, 170, 200), RGBColor(100, 120, 150), RGBColor(190, 210, 230)],
         Role::Globus => &[
             RGBColor(230, 120, 20),
             RGBColor(200, 50, 40),

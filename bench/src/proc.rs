@@ -303,6 +303,20 @@ pub fn proc_cpu(pid: i32) -> Result<ProcCpu> {
 }
 
 /// Direct children of `pid` (all its threads').
+/// The peak resident set of a process (`VmHWM` in `/proc/PID/status`), in
+/// bytes.
+pub fn peak_rss(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_vm_hwm(&status)
+}
+
+/// `VmHWM:   123456 kB` → bytes.
+pub fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().next()?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return out };
@@ -339,6 +353,12 @@ pub fn listens_on(table: &str, port: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vm_hwm() {
+        assert_eq!(parse_vm_hwm("Name:\tferry\nVmPeak:\t 9 kB\nVmHWM:\t   2048 kB\n"), Some(2 << 20));
+        assert_eq!(parse_vm_hwm("Name:\tferry\n"), None);
+    }
 
     #[test]
     fn stat_with_spaces_in_name() {

@@ -48,15 +48,20 @@ fn write(path: &Path, text: &str) -> Result<()> {
 enum Chart {
     Rate(Metric),
     CpuPerGb,
+    /// The tune scenario's grid points and tune's trials.
+    TuneGrid,
 }
 
 fn plot_set(s: &ScenarioData) -> Vec<(&'static str, String, Chart)> {
     let t = &s.info.title;
     let mut v = vec![("", format!("{t}: throughput (MB/s, median, whiskers min–max)"), Chart::Rate(Metric::Rate))];
-    if s.info.layout == Layout::UntilSync {
+    if matches!(s.info.layout, Layout::UntilSync | Layout::DataPath) {
         v.push(("-sync", format!("{t}: throughput until sync (MB/s)"), Chart::Rate(Metric::RateUntilSync)));
     }
     v.push(("-cpu", format!("{t}: CPU seconds per GB, client + server"), Chart::CpuPerGb));
+    if s.info.layout == Layout::Tune && crate::tune_report::grid_chart(s).is_some() {
+        v.push(("-grid", "Every grid point and tune's trials (MB/s)".to_string(), Chart::TuneGrid));
+    }
     v
 }
 
@@ -71,7 +76,7 @@ fn series(s: &ScenarioData, groups: &[&record::GroupInfo], chart: Chart) -> Vec<
             let st = row_stats(s, &g.id, &v.id);
             let value: Option<Summary> = match chart {
                 Chart::Rate(m) => st.metric(m),
-                Chart::CpuPerGb => st.total_cpu_per_gb,
+                Chart::CpuPerGb | Chart::TuneGrid => st.total_cpu_per_gb,
             };
             let Some(value) = value else { continue };
             let name = if v.series.is_empty() { v.label.clone() } else { v.series.clone() };
@@ -85,20 +90,25 @@ fn series(s: &ScenarioData, groups: &[&record::GroupInfo], chart: Chart) -> Vec<
     // from the subject to its anchors.
     let rank = |r: Role| match r {
         Role::Ferry => 0,
-        Role::Globus => 1,
-        Role::Cross => 2,
-        Role::Network => 3,
-        Role::Disk => 4,
+        Role::FerryOld => 1,
+        Role::Globus => 2,
+        Role::Cross => 3,
+        Role::Network => 4,
+        Role::Disk => 5,
     };
     out.sort_by_key(|x| rank(x.role));
     out
 }
 
 fn draw(s: &ScenarioData, path: &Path, caption: &str, chart: Chart) -> Result<()> {
+    if chart == Chart::TuneGrid {
+        let (cats, series) = crate::tune_report::grid_chart(s).unwrap_or_default();
+        return plot::bars(path, caption, "MB/s", &cats, &series);
+    }
     let mut groups: Vec<&record::GroupInfo> = s.groups.iter().collect();
     let y = match chart {
         Chart::Rate(_) => "MB/s",
-        Chart::CpuPerGb => "CPU s per GB",
+        Chart::CpuPerGb | Chart::TuneGrid => "CPU s per GB",
     };
     if s.info.plot == PlotKind::VsDelay && matches!(chart, Chart::Rate(_)) {
         groups.sort_by(|a, b| a.x.unwrap_or(0.0).total_cmp(&b.x.unwrap_or(0.0)));

@@ -21,6 +21,9 @@ use crate::error::{BenchError, Result};
 pub enum Role {
     /// Ferry's client against Ferry's server.
     Ferry,
+    /// The same, built from an older commit (`--ferry-old`): the baseline
+    /// a change must not be slower than.
+    FerryOld,
     /// globus-url-copy against globus-gridftp-server.
     Globus,
     /// One side Ferry, the other Globus: isolates client or server.
@@ -35,6 +38,7 @@ impl Role {
     pub fn name(self) -> &'static str {
         match self {
             Role::Ferry => "Ferry",
+            Role::FerryOld => "Ferry (old)",
             Role::Globus => "Globus",
             Role::Cross => "cross",
             Role::Network => "iperf3",
@@ -105,6 +109,12 @@ pub enum Layout {
     UntilSync,
     /// Many files: also set-up time (a one-file copy) and per-file time.
     SetupSplit,
+    /// Data-path variants: until sync, the server's peak resident memory,
+    /// and the wall time in round trips of the path.
+    DataPath,
+    /// `ferry tune` against the grid: the search's figures from the rows'
+    /// JSON (`extra.json`), beside the head-to-head copies.
+    Tune,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

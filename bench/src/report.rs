@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use crate::record::{
     Comparison, GroupInfo, Layout, Line, Meta, Metric, Outcome, Phase, Role, RunRecord, ScenarioInfo, VariantInfo,
 };
-use crate::stats::{standing, Standing, Summary, LEVEL_BAND};
+use crate::stats::{old_new, standing, NoSlower, Standing, Summary, LEVEL_BAND, NO_SLOWER};
 
 /// One scenario's lines, gathered.
 #[derive(Debug, Clone)]
@@ -82,6 +82,8 @@ pub struct RowStats {
     pub background: Option<Summary>,
     /// Seconds of the same command on a one-file set.
     pub setup_seconds: Option<Summary>,
+    /// The server's peak resident memory in MiB (rows with their own server).
+    pub server_peak_rss_mib: Option<Summary>,
     pub commands: Vec<String>,
 }
 
@@ -120,6 +122,9 @@ impl RowStats {
             })),
             background: Summary::of(ok.iter().filter_map(|r| r.background_cores)),
             setup_seconds: Summary::of(setup_ok.filter_map(|r| r.seconds)),
+            server_peak_rss_mib: Summary::of(ok.iter().filter_map(|r| {
+                r.extra.get(crate::runner::SERVER_PEAK_RSS).and_then(|v| v.as_f64()).map(|b| b / (1u64 << 20) as f64)
+            })),
             commands,
         }
     }
@@ -206,9 +211,10 @@ pub fn main_table(s: &ScenarioData) -> String {
     let layout = s.info.layout;
     let mut header = vec!["path / case", "row", "role", "runs ok", "MB/s median (min–max)", "seconds"];
     match layout {
-        Layout::Throughput => {}
+        Layout::Throughput | Layout::Tune => {}
         Layout::UntilSync => header.extend(["until sync: MB/s", "until sync: s"]),
         Layout::SetupSplit => header.extend(["files/s", "set-up s (1 file)", "data s (total − set-up)", "ms per file"]),
+        Layout::DataPath => header.extend(["until sync: MB/s", "server peak RSS MiB", "round trips (s ÷ RTT)"]),
     }
     header.extend(["client CPU s/GB", "server CPU s/GB", "other load (cores)"]);
     let _ = writeln!(out, "| {} |", header.join(" | "));
@@ -228,10 +234,21 @@ pub fn main_table(s: &ScenarioData) -> String {
                 fmt_median(st.seconds),
             ];
             match layout {
-                Layout::Throughput => {}
+                Layout::Throughput | Layout::Tune => {}
                 Layout::UntilSync => {
                     cols.push(fmt_summary(st.until_sync_rate));
                     cols.push(fmt_median(st.until_sync_seconds));
+                }
+                Layout::DataPath => {
+                    cols.push(fmt_summary(st.until_sync_rate));
+                    cols.push(fmt_median(st.server_peak_rss_mib));
+                    let rt = match (st.seconds, g.rtt_ms) {
+                        (Some(t), Some(rtt)) if rtt > 0.0 && !matches!(v.role, Role::Network | Role::Disk) => {
+                            fmt_num(t.median / (rtt / 1e3))
+                        }
+                        _ => "–".into(),
+                    };
+                    cols.push(rt);
                 }
                 Layout::SetupSplit if matches!(v.role, Role::Network | Role::Disk) => {
                     cols.extend(["–".to_string(), "–".into(), "–".into(), "–".into()]);
@@ -292,6 +309,8 @@ pub struct Verdict {
     pub overlap: bool,
     /// Whom Ferry is compared with: Globus (the competitor) or a limit.
     pub anchor_role: Option<Role>,
+    /// Which build of Ferry the row is (Ferry or FerryOld; Cross for the mixed pairs).
+    pub ferry_role: Option<Role>,
     pub anchor_not_applicable: Option<String>,
 }
 
@@ -335,6 +354,7 @@ fn evaluate(s: &ScenarioData, g: &GroupInfo, c: &Comparison) -> Verdict {
         standing: ratio.map(standing),
         overlap: matches!((fv, av), (Some(f), Some(a)) if f.overlaps(&a)),
         anchor_role: variant(ag, &c.anchor).map(|v| v.role),
+        ferry_role: variant(g, &c.ferry).map(|v| v.role),
         anchor_not_applicable: a.not_applicable.clone(),
     }
 }
@@ -356,8 +376,19 @@ pub fn verdict_text(v: &Verdict) -> String {
     }
 }
 
+/// Whether a verdict compares two builds of Ferry (new ÷ old) rather than
+/// Ferry with an anchor.
+fn is_build_comparison(v: &Verdict) -> bool {
+    v.anchor_role == Some(Role::FerryOld)
+}
+
+/// Verdicts of Ferry against its anchors (not new ÷ old).
+fn anchor_verdicts(s: &ScenarioData) -> Vec<Verdict> {
+    verdicts(s).into_iter().filter(|v| !is_build_comparison(v)).collect()
+}
+
 pub fn comparison_table(s: &ScenarioData) -> String {
-    let vs = verdicts(s);
+    let vs = anchor_verdicts(s);
     if vs.is_empty() {
         return String::new();
     }
@@ -400,7 +431,7 @@ pub enum Against {
 
 /// One sentence per comparison where Ferry is behind, for summaries.
 pub fn behind_list(s: &ScenarioData, against: Against) -> Vec<String> {
-    verdicts(s)
+    anchor_verdicts(s)
         .iter()
         .filter(|v| v.standing == Some(Standing::Behind))
         .filter(|v| {
@@ -420,6 +451,208 @@ pub fn behind_list(s: &ScenarioData, against: Against) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Issue 15: the new build must stay at least this many times as fast as
+/// `globus-url-copy` memory to memory.
+pub const GLOBUS_FACTOR: f64 = 1.3;
+
+/// One row of the new ÷ old table.
+#[derive(Debug, Clone)]
+pub struct OldNewRow {
+    pub group: String,
+    pub label: String,
+    pub metric: Metric,
+    pub new: Option<Summary>,
+    pub old: Option<Summary>,
+    /// Ratio of medians, overlap, verdict (`None` without both figures).
+    pub rule: Option<crate::stats::OldNew>,
+    /// The per-repetition ratios, each of two runs made back to back.
+    pub paired: Option<Summary>,
+}
+
+/// Per-repetition new ÷ old of one group (repetitions where both ran).
+fn paired_ratios(s: &ScenarioData, group: &str, new: &str, old: &str, metric: Metric) -> Option<Summary> {
+    let value = |variant: &str, rep: u32| {
+        s.runs
+            .iter()
+            .find(|r| r.group == group && r.variant == variant && r.rep == rep && r.phase == Phase::Main && r.is_ok())
+            .and_then(|r| r.metric(metric))
+    };
+    let reps: Vec<u32> = s.runs.iter().filter(|r| r.group == group && r.variant == new).map(|r| r.rep).collect();
+    Summary::of(reps.into_iter().filter_map(|rep| match (value(new, rep), value(old, rep)) {
+        (Some(n), Some(o)) if o > 0.0 => Some(n / o),
+        _ => None,
+    }))
+}
+
+/// Every new ÷ old comparison of a scenario, evaluated.
+pub fn old_new_rows(s: &ScenarioData) -> Vec<OldNewRow> {
+    let mut out = Vec::new();
+    for g in &s.groups {
+        for c in &g.comparisons {
+            if variant(g, &c.anchor).map(|v| v.role) != Some(Role::FerryOld) {
+                continue;
+            }
+            let new = row_stats(s, &g.id, &c.ferry).metric(c.metric);
+            let old = row_stats(s, &g.id, &c.anchor).metric(c.metric);
+            let rule = match (&new, &old) {
+                (Some(n), Some(o)) => old_new(n, o, NO_SLOWER),
+                _ => None,
+            };
+            out.push(OldNewRow {
+                group: g.label.clone(),
+                label: variant(g, &c.ferry).map_or(c.ferry.clone(), |v| v.label.clone()),
+                metric: c.metric,
+                new,
+                old,
+                rule,
+                paired: paired_ratios(s, &g.id, &c.ferry, &c.anchor, c.metric),
+            });
+        }
+    }
+    out
+}
+
+fn no_slower_text(r: &OldNewRow) -> String {
+    match r.rule.map(|x| x.verdict) {
+        None => "no result (see failed runs)".into(),
+        Some(NoSlower::Holds) => format!("≥ {NO_SLOWER}"),
+        Some(NoSlower::Rerun) => format!("**below {NO_SLOWER}**; ranges overlap: rerun this row"),
+        Some(NoSlower::Slower) => format!("**below {NO_SLOWER}, ranges apart: slower**"),
+    }
+}
+
+fn measure_name(m: Metric) -> &'static str {
+    match m {
+        Metric::Rate => "transfer",
+        Metric::RateUntilSync => "until sync",
+    }
+}
+
+/// The new ÷ old table: one line per comparison.
+pub fn old_new_table(rows: &[OldNewRow]) -> String {
+    let mut out = String::from(
+        "| case | measure | new MB/s median (min–max) | old MB/s median (min–max) | new ÷ old (medians) | \
+         paired new ÷ old, per repetition: median (min–max) | ranges overlap | verdict |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let paired = r.paired.map_or("–".into(), |p| {
+            if p.n == 1 {
+                format!("{:.3}", p.median)
+            } else {
+                format!("{:.3} ({:.3}–{:.3})", p.median, p.min, p.max)
+            }
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(&r.group),
+            measure_name(r.metric),
+            fmt_summary(r.new),
+            fmt_summary(r.old),
+            r.rule.map_or("–".into(), |x| format!("{:.3}", x.ratio)),
+            paired,
+            match r.rule {
+                None => "–",
+                Some(x) if x.overlap => "yes",
+                Some(_) => "no",
+            },
+            no_slower_text(r),
+        );
+    }
+    out
+}
+
+/// Both builds ÷ `globus-url-copy` wherever a scenario comparing builds
+/// has a Globus anchor, with the factor the new build must keep.
+pub fn globus_factor_table(s: &ScenarioData) -> String {
+    let vs: Vec<Verdict> = anchor_verdicts(s).into_iter().filter(|v| v.anchor_role == Some(Role::Globus)).collect();
+    if vs.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "| case | row | MB/s | Globus row | Globus MB/s | ÷ Globus | at least 1.3× |\n|---|---|---|---|---|---|---|\n",
+    );
+    for v in &vs {
+        let ok = match v.ratio {
+            None => "–".to_string(),
+            Some(r) if r >= GLOBUS_FACTOR => "yes".into(),
+            Some(_) => "**no**".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {ok} |",
+            cell(&v.group),
+            cell(&v.ferry),
+            fmt_summary(v.ferry_value),
+            cell(&v.anchor),
+            fmt_summary(v.anchor_value),
+            v.ratio.map_or("–".into(), |r| format!("{r:.2}")),
+        );
+    }
+    out
+}
+
+/// The few sentences that say whether the new build is slower: for the
+/// scenario page and the index.
+pub fn old_new_summary(s: &ScenarioData, rows: &[OldNewRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.info.reps < 5 {
+        out.push(format!(
+            "**Smoke run: {} repetition{} per row.** The rule needs at least 5; these figures show the harness \
+             works, they decide nothing.",
+            s.info.reps,
+            if s.info.reps == 1 { "" } else { "s" }
+        ));
+    }
+    let count = |k: NoSlower| rows.iter().filter(|r| r.rule.map(|x| x.verdict) == Some(k)).count();
+    let missing = rows.iter().filter(|r| r.rule.is_none()).count();
+    let (holds, rerun, slower) = (count(NoSlower::Holds), count(NoSlower::Rerun), count(NoSlower::Slower));
+    let worst = rows
+        .iter()
+        .filter_map(|r| r.rule.map(|x| (x.ratio, r)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(x, r)| format!("; lowest {x:.3} ({}, {})", r.group, measure_name(r.metric)))
+        .unwrap_or_default();
+    out.push(if holds == rows.len() {
+        format!("**New ÷ old: every one of {} rows ≥ {NO_SLOWER}**{worst}.", rows.len())
+    } else {
+        let mut parts = vec![format!("{holds} of {} rows ≥ {NO_SLOWER}", rows.len())];
+        if rerun > 0 {
+            let which: Vec<String> = rows
+                .iter()
+                .filter(|r| r.rule.map(|x| x.verdict) == Some(NoSlower::Rerun))
+                .map(|r| format!("{} ({})", r.group, measure_name(r.metric)))
+                .collect();
+            parts.push(format!("{rerun} below with overlapping ranges, to rerun: {}", which.join(", ")));
+        }
+        if slower > 0 {
+            let which: Vec<String> = rows
+                .iter()
+                .filter(|r| r.rule.map(|x| x.verdict) == Some(NoSlower::Slower))
+                .map(|r| format!("{} ({})", r.group, measure_name(r.metric)))
+                .collect();
+            parts.push(format!("**{slower} slower, ranges apart: {}**", which.join(", ")));
+        }
+        if missing > 0 {
+            parts.push(format!("{missing} without a result"));
+        }
+        format!("**New ÷ old:** {}{worst}.", parts.join("; "))
+    });
+    let globus: Vec<f64> = anchor_verdicts(s)
+        .iter()
+        .filter(|v| v.anchor_role == Some(Role::Globus) && v.ferry_role == Some(Role::Ferry))
+        .filter_map(|v| v.ratio)
+        .collect();
+    if let Some(min) = globus.iter().copied().min_by(f64::total_cmp) {
+        out.push(format!(
+            "**New ÷ Globus memory to memory: at least {min:.2}×** ({} the {GLOBUS_FACTOR}× the rule asks for).",
+            if min >= GLOBUS_FACTOR { "above" } else { "**below**" }
+        ));
+    }
+    out
 }
 
 /// The exact commands of each row, for reproduction.
@@ -487,7 +720,11 @@ pub fn scenario_page(s: &ScenarioData, plots: &[(String, String)]) -> String {
         i.command
     );
     let _ = writeln!(out, "{}", paths_table(s));
-    if !verdicts(s).is_empty() {
+    let builds = old_new_rows(s);
+    if !builds.is_empty() {
+        let _ = writeln!(out, "{}\n", old_new_summary(s, &builds).join("\n\n"));
+    }
+    if !anchor_verdicts(s).is_empty() {
         let globus = behind_list(s, Against::Globus);
         if globus.is_empty() {
             let _ = writeln!(
@@ -517,6 +754,17 @@ pub fn scenario_page(s: &ScenarioData, plots: &[(String, String)]) -> String {
         "MB/s = 10^6 bytes per second over the row's seconds; CPU = user + system seconds per 10^9 bytes; \
          \"other load\" = cores busy with anything but the measured processes and the link emulator.\n"
     );
+    if !builds.is_empty() {
+        let _ = writeln!(out, "## New build ÷ old build\n\n{}", old_new_table(&builds));
+        let g = globus_factor_table(s);
+        if !g.is_empty() {
+            let _ =
+                writeln!(out, "## New build ÷ Globus (the rule: at least {GLOBUS_FACTOR}× memory to memory)\n\n{g}");
+        }
+    }
+    if i.layout == Layout::Tune {
+        let _ = writeln!(out, "## Tune's pick against the grid's best\n\n{}", crate::tune_report::section(s));
+    }
     let cmp = comparison_table(s);
     if !cmp.is_empty() {
         let _ = writeln!(out, "## Ferry against the anchors\n\n{cmp}");
@@ -565,6 +813,18 @@ pub fn index_page(meta: Option<&Meta>, scenarios: &[ScenarioData]) -> String {
         );
     }
     out.push('\n');
+    for s in scenarios {
+        if let Some(t) = crate::tune_report::summary(s) {
+            let _ = writeln!(out, "### {}. {}\n\n{t}\n", s.info.number, s.info.title);
+        }
+        let builds = old_new_rows(s);
+        if !builds.is_empty() {
+            let _ = writeln!(out, "### {}. {}\n", s.info.number, s.info.title);
+            for line in old_new_summary(s, &builds) {
+                let _ = writeln!(out, "{line}\n");
+            }
+        }
+    }
     for s in scenarios {
         let behind = behind_list(s, Against::Globus);
         if !behind.is_empty() {
@@ -701,6 +961,89 @@ mod tests {
         assert!(verdict_text(&verdicts(&s)[0]).starts_with("Ferry ahead: 100 % faster"));
         let s = data(vec![run("ferry", 1, 1.0, true), run("guc", 1, 1.01, true)]);
         assert!(verdict_text(&verdicts(&s)[0]).starts_with("level"));
+    }
+
+    fn old_new_data(reps: u32, new_secs: &[f64], old_secs: &[f64]) -> ScenarioData {
+        let mut i = info();
+        i.name = "old-new".into();
+        i.number = "8".into();
+        i.reps = reps;
+        let v = |id: &str, role: Role| VariantInfo {
+            id: id.into(),
+            label: format!("ferry cp -p 1 ({id})"),
+            role,
+            series: String::new(),
+            not_applicable: None,
+        };
+        let g = GroupInfo {
+            scenario: "old-new".into(),
+            id: "mem-p1".into(),
+            label: "memory, 1 stream".into(),
+            x: None,
+            path: "loopback".into(),
+            rtt_ms: None,
+            variants: vec![v("new", Role::Ferry), v("old", Role::FerryOld), v("guc", Role::Globus)],
+            comparisons: vec![
+                Comparison::rate("new", "old"),
+                Comparison::rate("new", "guc"),
+                Comparison::rate("old", "guc"),
+            ],
+        };
+        let mut lines = vec![Line::Scenario(i), Line::Group(g)];
+        for (variant, secs) in [("new", new_secs), ("old", old_secs), ("guc", &[2.0, 2.0, 2.0, 2.0, 2.0][..])] {
+            for (k, t) in secs.iter().enumerate() {
+                let mut r = run(variant, k as u32 + 1, *t, true);
+                r.scenario = "old-new".into();
+                r.group = "mem-p1".into();
+                lines.push(Line::Run(r));
+            }
+        }
+        collect(&lines).1.remove(0)
+    }
+
+    #[test]
+    fn new_against_old() {
+        // 1 GB each: new at 1000 MB/s in every repetition, old 960–1010.
+        let s = old_new_data(5, &[1.0; 5], &[1.0, 0.99, 1.02, 1.04, 1.0]);
+        let rows = old_new_rows(&s);
+        assert_eq!(rows.len(), 1, "only new ÷ old, not the Globus anchors");
+        let r = &rows[0];
+        let rule = r.rule.unwrap();
+        assert!((rule.ratio - 1.0).abs() < 1e-9);
+        assert!(rule.overlap);
+        assert_eq!(rule.verdict, NoSlower::Holds);
+        let p = r.paired.unwrap();
+        assert_eq!(p.n, 5);
+        assert!((p.median - 1.0).abs() < 1e-9 && (p.max - 1.04).abs() < 1e-9, "{p:?}");
+        let table = old_new_table(&rows);
+        assert!(
+            table.contains(
+                "| memory, 1 stream | transfer | 1000 | 1000 (962–1010) | 1.000 | 1.000 (0.990–1.040) | yes | ≥ 0.97 |"
+            ),
+            "{table}"
+        );
+        let page = scenario_page(&s, &[]);
+        assert!(page.contains("**New ÷ old: every one of 1 rows ≥ 0.97**"), "{page}");
+        assert!(page.contains("**New ÷ Globus memory to memory: at least 2.00×** (above"), "{page}");
+        assert!(!page.contains("Smoke run"));
+        // The anchors table keeps new ÷ Globus and old ÷ Globus, not new ÷ old.
+        let anchors = comparison_table(&s);
+        assert_eq!(anchors.lines().count(), 4, "{anchors}");
+        assert!(globus_factor_table(&s).contains("| yes |"));
+
+        // Below 0.97 with overlapping ranges: rerun; apart: slower.
+        let s = old_new_data(5, &[1.05, 1.06, 1.0, 1.07, 1.05], &[1.0; 5]);
+        let rows = old_new_rows(&s);
+        assert_eq!(rows[0].rule.unwrap().verdict, NoSlower::Rerun);
+        assert!(old_new_table(&rows).contains("**below 0.97**; ranges overlap: rerun this row"));
+        let s = old_new_data(1, &[1.2], &[1.0]);
+        let rows = old_new_rows(&s);
+        assert_eq!(rows[0].rule.unwrap().verdict, NoSlower::Slower);
+        let summary = old_new_summary(&s, &rows).join("\n");
+        assert!(summary.contains("Smoke run: 1 repetition per row"), "{summary}");
+        assert!(summary.contains("**1 slower, ranges apart: memory, 1 stream (transfer)**"), "{summary}");
+        let index = index_page(None, std::slice::from_ref(&s));
+        assert!(index.contains("### 8. Memory to memory") && index.contains("1 slower"), "{index}");
     }
 
     #[test]

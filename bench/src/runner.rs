@@ -17,13 +17,15 @@ use crate::error::{interrupt, BenchError, Result};
 use crate::net::Net;
 use crate::proc::{self, command_line};
 use crate::record::{GroupInfo, Line, Outcome, Phase, Recorder, RunRecord, ScenarioInfo};
-use crate::scenarios::{Action, DataSpec, Dirs, Group, Mode, Scenario, Stage, Variant};
+use crate::scenarios::{Action, DataSpec, Dirs, Group, Mode, Scenario, Stage, TuneRun, TuneStep, Variant};
 use crate::servers::{Server, ServerKind};
 use crate::tools::{self, ClientKind, Dest};
 
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub ferry_bin: PathBuf,
+    /// The baseline build (`--ferry-old`), for the old-new scenario.
+    pub ferry_old: Option<PathBuf>,
     pub dirs: Dirs,
     pub keep_data: bool,
     /// The invocation, as typed.
@@ -31,14 +33,35 @@ pub struct Settings {
     pub mode: Mode,
 }
 
+impl Settings {
+    /// The `--ferry-old` binary, which rows of the old build need.
+    pub fn old_bin(&self) -> Result<&Path> {
+        self.ferry_old.as_deref().ok_or_else(|| {
+            BenchError::Precondition("rows of the old build need --ferry-old PATH (the baseline's ferry binary)".into())
+        })
+    }
+
+    /// The `ferry` binary a client of `kind` runs.
+    fn client_bin(&self, kind: ClientKind) -> Result<&Path> {
+        match kind {
+            ClientKind::FerryOld => self.old_bin(),
+            _ => Ok(&self.ferry_bin),
+        }
+    }
+}
+
 /// The stage's path and servers. Fields drop in order: servers stop
 /// before the link under them is torn down.
 struct Env {
     ferry: Option<Server>,
+    ferry_old: Option<Server>,
     globus: Option<Server>,
     net: Net,
     ferry_root: PathBuf,
     rtt_ms: Option<f64>,
+    /// The JSON of the tune scenario's `ferry tune` runs ("tune", "grid"),
+    /// which later rows read their flags from.
+    tuned: std::collections::HashMap<&'static str, serde_json::Value>,
 }
 
 impl Env {
@@ -48,9 +71,25 @@ impl Env {
             Some(p) => Net::wan(p.clone())?,
         };
         let rtt_ms = net.connect_rtt_ms()?;
-        let mut env = Env { ferry: None, globus: None, net, ferry_root: stage.ferry_root.clone(), rtt_ms };
+        let mut env = Env {
+            ferry: None,
+            ferry_old: None,
+            globus: None,
+            net,
+            ferry_root: stage.ferry_root.clone(),
+            rtt_ms,
+            tuned: Default::default(),
+        };
         env.ensure_server(ServerKind::Ferry, s)?;
         env.ensure_server(ServerKind::Globus, s)?;
+        let needs_old = stage
+            .groups
+            .iter()
+            .flat_map(|g| &g.variants)
+            .any(|v| matches!(v.action, Action::Transfer { server: ServerKind::FerryOld, .. }));
+        if needs_old {
+            env.ensure_server(ServerKind::FerryOld, s)?;
+        }
         Ok(env)
     }
 
@@ -59,6 +98,7 @@ impl Env {
         let logs = s.dirs.logs();
         let slot = match kind {
             ServerKind::Ferry => &mut self.ferry,
+            ServerKind::FerryOld => &mut self.ferry_old,
             ServerKind::Globus => &mut self.globus,
         };
         if let Some(old) = slot.take_if(|srv| !srv.alive()) {
@@ -71,6 +111,11 @@ impl Env {
         if slot.is_none() {
             *slot = Some(match kind {
                 ServerKind::Ferry => Server::start_ferry(&self.net, &s.ferry_bin, &self.ferry_root, &logs)?,
+                ServerKind::FerryOld => {
+                    let mut srv = Server::start_ferry(&self.net, s.old_bin()?, &self.ferry_root, &logs)?;
+                    srv.kind = ServerKind::FerryOld;
+                    srv
+                }
                 ServerKind::Globus => Server::start_globus(&self.net, &logs)?,
             });
         }
@@ -80,12 +125,13 @@ impl Env {
     fn server(&self, kind: ServerKind) -> Option<&Server> {
         match kind {
             ServerKind::Ferry => self.ferry.as_ref(),
+            ServerKind::FerryOld => self.ferry_old.as_ref(),
             ServerKind::Globus => self.globus.as_ref(),
         }
     }
 
     fn down(mut self) -> Result<()> {
-        if let Some(f) = self.ferry.take() {
+        for f in [self.ferry.take(), self.ferry_old.take()].into_iter().flatten() {
             f.stop();
         }
         if let Some(g) = self.globus.take() {
@@ -94,6 +140,9 @@ impl Env {
         self.net.down()
     }
 }
+
+/// The `extra` key of a run's server peak resident memory (bytes).
+pub const SERVER_PEAK_RSS: &str = "server_peak_rss";
 
 /// Wall-clock limit of one run: generous for the expected rate (a quarter
 /// of the link, or 100 MB/s locally; a sixteenth at 1 % loss) plus per-file
@@ -167,7 +216,7 @@ impl Runner<'_> {
             }
             for rep in 1..=sc.reps {
                 for g in &stage.groups {
-                    for v in &g.variants {
+                    for v in run_order(&g.variants, rep, compares_builds(g)) {
                         interrupt::check()?;
                         if let Action::NotApplicable { reason } = &v.action {
                             if rep == 1 {
@@ -177,6 +226,9 @@ impl Runner<'_> {
                                 r.command = v.info.label.clone();
                                 self.recorder.write(&Line::Run(r))?;
                             }
+                            continue;
+                        }
+                        if rep > 1 && matches!(&v.action, Action::Tune(t) if t.step.once()) {
                             continue;
                         }
                         if matches!(&v.action, Action::Transfer { setup_source: Some(_), .. }) {
@@ -258,7 +310,8 @@ impl Runner<'_> {
                 }
                 env.ensure_server(*server, s)?;
                 let srv = env.server(*server).ok_or_else(|| BenchError::Precondition("server not running".into()))?;
-                let cmd = tools::transfer_command(&env.net, &s.ferry_bin, *client, flags, srv, &source, &dest)?;
+                let bin = s.client_bin(*client)?;
+                let cmd = tools::transfer_command(&env.net, bin, *client, flags, srv, &source, &dest)?;
                 r.command = command_line(&cmd);
                 r.server_command = Some(srv.command.clone());
                 let what = r.command.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
@@ -284,6 +337,63 @@ impl Runner<'_> {
                 }
                 verified
             }
+            Action::OwnFerryServer(o) => {
+                r.bytes = o.bytes;
+                r.files = 1;
+                if let Some(p) = o.dest.path() {
+                    data::remove_path(p)?;
+                }
+                if v.cold {
+                    tools::drop_caches(&logs)?;
+                }
+                let srv =
+                    Server::start_ferry_with(&env.net, &s.ferry_bin, &env.ferry_root, &logs, &o.serve_flags, &o.env)?;
+                let result = (|| -> Result<()> {
+                    let mut cmd = tools::transfer_command(
+                        &env.net,
+                        &s.ferry_bin,
+                        ClientKind::Ferry,
+                        &o.flags,
+                        &srv,
+                        &o.source,
+                        &o.dest,
+                    )?;
+                    cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
+                    r.command = crate::servers::env_prefix(&o.env) + &command_line(&cmd);
+                    r.server_command = Some(srv.command.clone());
+                    let timed = tools::timed_client(
+                        cmd,
+                        "ferry cp",
+                        &env.net,
+                        &[&srv],
+                        &logs,
+                        timeout_for(&env.net, o.bytes, 1),
+                    )?;
+                    let wall = timed.finished.wall.as_secs_f64();
+                    r.seconds = Some(wall);
+                    r.wall_seconds = Some(wall);
+                    if v.sync_after {
+                        r.seconds_until_sync = Some(wall + tools::sync(&logs)?.as_secs_f64());
+                    }
+                    r.client_cpu_s = Some(timed.finished.cpu_seconds());
+                    r.server_cpu_s = timed.server_cpu;
+                    r.background_cores = Some(timed.background_cores());
+                    if let Some(peak) = srv.pid().and_then(proc::peak_rss) {
+                        r.extra.insert(SERVER_PEAK_RSS.into(), peak.into());
+                    }
+                    verify(ClientKind::Ferry, &o.dest, o.bytes, 1, &timed.finished.stdout)
+                })();
+                let log = srv.log_tail(300);
+                srv.stop();
+                if let Some(p) = o.dest.path() {
+                    data::remove_path(p)?;
+                }
+                result.map_err(|e| match e {
+                    BenchError::Interrupted => e,
+                    other => BenchError::output("ferry cp", format!("{other} [server log: {log}]")),
+                })
+            }
+            Action::Tune(t) => tune_step(env, s, t, r),
             Action::Iperf { streams, bytes } => {
                 let (res, command) =
                     tools::iperf3(&env.net, *streams, *bytes, &logs, timeout_for(&env.net, *bytes, 1))?;
@@ -369,11 +479,129 @@ impl Runner<'_> {
     }
 }
 
+/// One step of the tune scenario against a `ferry serve --memory-paths`
+/// started for it: probe, tune and grid record their JSON in `extra.json`
+/// (the report reads everything from there); the copies are timed like
+/// any transfer.
+fn tune_step(env: &mut Env, s: &Settings, t: &TuneRun, r: &mut RunRecord) -> Result<()> {
+    let logs = s.dirs.logs();
+    let serve = vec!["--memory-paths".to_string(), "--memory-zero-size".into(), t.bytes.to_string()];
+    let srv = Server::start_ferry_with(&env.net, &s.ferry_bin, &env.ferry_root, &logs, &serve, &[])?;
+    let result = (|| -> Result<()> {
+        let base = format!("ftp://{}:{}", srv.ip, srv.port);
+        let zero = format!("{base}/dev/zero");
+        let mut cmd = env.net.command(ferry_wan::Side::Client, &s.ferry_bin.to_string_lossy());
+        // Trials and copies must not read or write anyone's client config.
+        cmd.env("FERRY_CONFIG", "/dev/null");
+        let (bytes, secs) = (t.bytes.to_string(), t.trial_seconds.to_string());
+        let flags_of = |key: &str| -> Result<Vec<String>> {
+            let j = env.tuned.get(key).ok_or_else(|| {
+                BenchError::Precondition(format!("no result of the {key} step to take settings from (it failed)"))
+            })?;
+            Ok(j["flags"].as_str().unwrap_or_default().split_whitespace().map(String::from).collect())
+        };
+        let timeout = match t.step {
+            TuneStep::Probe => {
+                cmd.args(["probe", &format!("{base}/"), "--json", "--bytes", &bytes]);
+                Duration::from_secs(180)
+            }
+            TuneStep::Tune => {
+                cmd.args(["tune", &zero, "--bytes", &bytes, "--seconds", &secs, "--json"]);
+                Duration::from_secs(1800)
+            }
+            TuneStep::Grid { repeats } => {
+                let tune = env.tuned.get("tune").ok_or_else(|| {
+                    BenchError::Precondition("no result of the tune step to take its space from (it failed)".into())
+                })?;
+                let space = &tune["space"];
+                let list = |k: &str| -> Vec<String> {
+                    space[k]
+                        .as_array()
+                        .map(|a| a.iter().map(|v| if v.is_null() { "auto".into() } else { v.to_string() }).collect())
+                        .unwrap_or_default()
+                };
+                let (streams, bufs) = (list("streams"), list("tcp_buffers"));
+                if streams.is_empty() || bufs.is_empty() {
+                    return Err(BenchError::output(
+                        "ferry tune --json",
+                        "no space (streams, tcp_buffers) in its output",
+                    ));
+                }
+                let points = (streams.len() * bufs.len()) as u64 * u64::from(repeats);
+                cmd.args(["tune", &zero, "--exhaustive", "--repeats", &repeats.to_string()]);
+                cmd.args(["--streams", &streams.join(","), "--tcp-bs", &bufs.join(",")]);
+                cmd.args(["--bytes", &bytes, "--seconds", &secs, "--json"]);
+                Duration::from_secs(120 + points * (u64::from(t.trial_seconds) + 5))
+            }
+            TuneStep::Copy { grid } => {
+                let flags = flags_of(if grid { "grid" } else { "tune" })?;
+                cmd.args(["cp", "--json", "--no-resume", "--retries", "0"]).args(&flags).arg(&zero).arg("/dev/null");
+                timeout_for(&env.net, t.bytes, 1)
+            }
+        };
+        r.command = format!("FERRY_CONFIG=/dev/null {}", command_line(&cmd));
+        r.server_command = Some(srv.command.clone());
+        let timed = tools::timed_client(cmd, "ferry", &env.net, &[&srv], &logs, timeout)?;
+        let wall = timed.finished.wall.as_secs_f64();
+        r.wall_seconds = Some(wall);
+        r.client_cpu_s = Some(timed.finished.cpu_seconds());
+        r.server_cpu_s = timed.server_cpu;
+        r.background_cores = Some(timed.background_cores());
+        if let TuneStep::Copy { .. } = t.step {
+            r.bytes = t.bytes;
+            r.files = 1;
+            r.seconds = Some(wall);
+            return verify(ClientKind::Ferry, &Dest::DevNull, t.bytes, 1, &timed.finished.stdout);
+        }
+        // Probe, tune, grid: their output is the result.
+        let json: serde_json::Value = serde_json::from_str(&timed.finished.stdout)
+            .map_err(|e| BenchError::output("ferry --json", format!("not JSON: {e}")))?;
+        match t.step {
+            TuneStep::Tune => {
+                env.tuned.insert("tune", json.clone());
+            }
+            TuneStep::Grid { .. } => {
+                env.tuned.insert("grid", json.clone());
+            }
+            _ => {}
+        }
+        r.extra.insert(TUNE_JSON.into(), json);
+        Ok(())
+    })();
+    let log = srv.log_tail(300);
+    srv.stop();
+    result.map_err(|e| match e {
+        BenchError::Interrupted => e,
+        other => BenchError::output("tune step", format!("{other} [server log: {log}]")),
+    })
+}
+
+/// The `extra` key holding a tune-scenario row's JSON output.
+pub const TUNE_JSON: &str = "json";
+
+/// Whether a group holds rows of the old build (`--ferry-old`) beside the
+/// new one's.
+fn compares_builds(g: &Group) -> bool {
+    g.variants.iter().any(|v| matches!(v.action, Action::Transfer { client: ClientKind::FerryOld, .. }))
+}
+
+/// The rows of a group in the order repetition `rep` runs them: as listed,
+/// or, when `alternate` (a group comparing two builds), reversed in every even repetition, so
+/// that neither of two builds compared row against row always runs first
+/// (right after the other's cache-warming or right after a pause).
+fn run_order(variants: &[Variant], rep: u32, alternate: bool) -> Vec<&Variant> {
+    if alternate && rep % 2 == 0 {
+        variants.iter().rev().collect()
+    } else {
+        variants.iter().collect()
+    }
+}
+
 /// Checks that the transfer delivered what it should have.
 fn verify(client: ClientKind, dest: &Dest, bytes: u64, files: u64, stdout: &str) -> Result<()> {
     match dest {
         Dest::DevNull => {
-            if client == ClientKind::Ferry {
+            if client.is_ferry() {
                 match tools::ferry_json_bytes(stdout) {
                     Some(b) if b == bytes => {}
                     other => {
@@ -485,5 +713,25 @@ mod tests {
     fn timeouts_are_generous_but_bounded() {
         let t = timeout_for(&Net::Loopback, 4 << 30, 1);
         assert!(t > Duration::from_secs(60) && t < Duration::from_secs(120), "{t:?}");
+    }
+
+    #[test]
+    fn builds_alternate_which_runs_first() {
+        let plan = crate::scenarios::Plan::new(Mode::Quick);
+        let dirs = Dirs { shm: "/dev/shm/fb".into(), disk: "/var/tmp/fb".into() };
+        let sc = crate::scenarios::all(&plan, &dirs, "x", &["old-new".into(), "mem".into()]);
+        let ids = |g: &Group, rep| {
+            run_order(&g.variants, rep, compares_builds(g)).iter().map(|v| v.info.id.clone()).collect::<Vec<_>>()
+        };
+        let mem = sc.iter().find(|s| s.name == "mem").unwrap();
+        let g = &mem.stages[0].groups[1];
+        assert!(!compares_builds(g));
+        assert_eq!(ids(g, 1), ids(g, 2));
+        let on = sc.iter().find(|s| s.name == "old-new").unwrap();
+        let g = &on.stages[0].groups[0];
+        assert!(compares_builds(g));
+        assert_eq!(ids(g, 1), ["new", "old", "guc"]);
+        assert_eq!(ids(g, 2), ["guc", "old", "new"]);
+        assert_eq!(ids(g, 3), ids(g, 1));
     }
 }

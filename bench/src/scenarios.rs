@@ -12,6 +12,7 @@ use crate::data::{zipf_sizes, Tree, GIB, KIB, MIB};
 use crate::net::{format_delay, WanPath};
 use crate::record::{Comparison, Layout, PlotKind, Role, VariantInfo};
 use crate::servers::ServerKind;
+use crate::stats::NO_SLOWER;
 use crate::tools::{ClientKind, Dest, FioJob};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,24 @@ pub struct Plan {
     pub zipf_files: usize,
     pub small_count: usize,
     pub loss_size: u64,
+    /// The old-new scenario (`--ferry-old`): memory-to-memory file size.
+    pub old_new_mem_size: u64,
+    pub old_new_disk_size: u64,
+    /// Its delay sweep: a subset of the papers' delays (the 10 µs and
+    /// 100 µs points run at the line rate like 0 and 1 ms and add nothing).
+    pub old_new_delays: Vec<Duration>,
+    pub old_new_sweep_size: u64,
+    /// Its repetitions: the acceptance asks for at least 5.
+    pub reps_old_new: u32,
+    /// The data-path scenario: memory-to-memory and disk-to-disk sizes,
+    /// and the files fetched across the 80 ms path.
+    pub dp_mem_size: u64,
+    pub dp_disk_size: u64,
+    pub dp_long_sizes: Vec<u64>,
+    /// The tune scenario: bytes per trial, passes over the grid, head-to-head copies.
+    pub tune_bytes: u64,
+    pub tune_grid_repeats: u32,
+    pub tune_h2h: u32,
 }
 
 /// The papers' one-way delays.
@@ -80,6 +99,17 @@ impl Plan {
                 zipf_files: 24,
                 small_count: 2000,
                 loss_size: 512 * MIB,
+                old_new_mem_size: 4 * GIB,
+                old_new_disk_size: 4 * GIB,
+                old_new_delays: [0, 1_000, 10_000, 30_000, 80_000].into_iter().map(Duration::from_micros).collect(),
+                old_new_sweep_size: 512 * MIB,
+                reps_old_new: 5,
+                dp_mem_size: 4 * GIB,
+                dp_disk_size: 2 * GIB,
+                dp_long_sizes: vec![MIB, 256 * MIB, GIB],
+                tune_bytes: 512 * MIB,
+                tune_grid_repeats: 2,
+                tune_h2h: 3,
             },
             Mode::Quick => Plan {
                 mode,
@@ -96,6 +126,17 @@ impl Plan {
                 zipf_files: 4,
                 small_count: 300,
                 loss_size: 64 * MIB,
+                old_new_mem_size: GIB,
+                old_new_disk_size: 256 * MIB,
+                old_new_delays: [0, 30_000].into_iter().map(Duration::from_micros).collect(),
+                old_new_sweep_size: 64 * MIB,
+                reps_old_new: 2,
+                dp_mem_size: GIB,
+                dp_disk_size: 512 * MIB,
+                dp_long_sizes: vec![MIB, 256 * MIB],
+                tune_bytes: 64 * MIB,
+                tune_grid_repeats: 1,
+                tune_h2h: 2,
             },
         }
     }
@@ -104,6 +145,7 @@ impl Plan {
     pub fn with_reps(mut self, reps: u32) -> Plan {
         self.reps_local = reps.max(1);
         self.reps_wan = reps.max(1);
+        self.reps_old_new = reps.max(1);
         self
     }
 }
@@ -177,6 +219,60 @@ pub enum Action {
     NotApplicable {
         reason: String,
     },
+    /// A `ferry cp` against a `ferry serve` started for this run alone with
+    /// its own flags and environment (a server setting under test), stopped
+    /// after it; records the server's peak resident memory too.
+    OwnFerryServer(Box<OwnServer>),
+    /// A step of the tune-against-grid check, against a `ferry serve
+    /// --memory-paths` started for the step.
+    Tune(TuneRun),
+}
+
+/// Which `ferry` command a tune-scenario row runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TuneStep {
+    /// `ferry probe URL --json --bytes B`: the path in numbers.
+    Probe,
+    /// `ferry tune URL/dev/zero --bytes B --seconds T --json`: the sweep.
+    Tune,
+    /// The same with `--exhaustive --repeats R` over exactly tune's space
+    /// (its streams and TCP buffers, read from the tune row's output).
+    Grid { repeats: u32 },
+    /// `ferry cp` of `/dev/zero` with tune's pick (`grid: false`) or the
+    /// grid's best, head to head.
+    Copy { grid: bool },
+}
+
+impl TuneStep {
+    /// Probe, tune and grid run in the first repetition only; the copies in
+    /// every one.
+    pub fn once(self) -> bool {
+        !matches!(self, TuneStep::Copy { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TuneRun {
+    pub step: TuneStep,
+    /// The server's virtual /dev/zero: every trial downloads all of it.
+    pub bytes: u64,
+    /// Limit of one trial.
+    pub trial_seconds: u32,
+}
+
+/// What [`Action::OwnFerryServer`] runs.
+#[derive(Debug, Clone)]
+pub struct OwnServer {
+    /// Extra `ferry serve` flags, e.g. `--staging 16M`.
+    pub serve_flags: Vec<String>,
+    /// Environment of both ends, e.g. `FERRY_DATA_PATH=buffered`.
+    pub env: Vec<(String, String)>,
+    /// `ferry cp` flags.
+    pub flags: Vec<String>,
+    /// Absolute, under the stage's `ferry_root`.
+    pub source: PathBuf,
+    pub dest: Dest,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -243,11 +339,23 @@ pub struct Scenario {
     pub stages: Vec<Stage>,
 }
 
+/// The suite: what runs when no scenario is named.
 pub const NAMES: [&str; 8] = ["mem", "disk", "delay", "climate", "vis", "zipf", "small", "loss"];
 
-/// All scenarios of the plan, in issue order (`only` filters by name).
+/// Scenarios that run only when named (`--scenario NAME`): they answer one
+/// question each rather than place Ferry among its anchors. `old-new`
+/// needs `--ferry-old PATH`.
+pub const EXTRA: [&str; 3] = ["old-new", "data-path", "tune"];
+
+/// Every scenario name, the suite's and the extra ones.
+pub fn every_name() -> Vec<&'static str> {
+    NAMES.iter().chain(EXTRA.iter()).copied().collect()
+}
+
+/// The scenarios of the plan, in issue order: the suite when `only` is
+/// empty, otherwise the named ones (extra scenarios only when named).
 pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<Scenario> {
-    let builders: [(&str, &dyn Fn() -> Scenario); 8] = [
+    let builders: [(&str, &dyn Fn() -> Scenario); 11] = [
         ("mem", &|| mem(plan, dirs, udt_reason)),
         ("disk", &|| disk(plan, dirs)),
         ("delay", &|| delay(plan, dirs, udt_reason)),
@@ -256,8 +364,15 @@ pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<S
         ("zipf", &|| zipf(plan, dirs)),
         ("small", &|| small(plan, dirs)),
         ("loss", &|| loss(plan, dirs, udt_reason)),
+        ("old-new", &|| old_new(plan, dirs)),
+        ("data-path", &|| data_path(plan, dirs)),
+        ("tune", &|| tune(plan, dirs)),
     ];
-    builders.iter().filter(|(n, _)| only.is_empty() || only.iter().any(|o| o == n)).map(|(_, b)| b()).collect()
+    builders
+        .iter()
+        .filter(|(n, _)| if only.is_empty() { NAMES.contains(n) } else { only.iter().any(|o| o == n) })
+        .map(|(_, b)| b())
+        .collect()
 }
 
 // ---- row builders ----------------------------------------------------------
@@ -1100,6 +1215,492 @@ pub fn loss(plan: &Plan, dirs: &Dirs, udt_reason: &str) -> Scenario {
     }
 }
 
+// ---- 8. the old build against the new one ----------------------------------
+
+/// A row of the new build and one of the old build, with the same flags,
+/// compared new ÷ old; `cold` rows drop the page cache first and time
+/// until `sync` too (disk to disk).
+fn build_pair(f: &str, x: &Xfer, out: &Path, cold: bool) -> (Vec<Variant>, Vec<Comparison>) {
+    let row = |id: &str, which: &str, role: Role, series: &str, client: ClientKind, server: ServerKind| {
+        let mut v = transfer(
+            info(id, &format!("ferry cp {f} ({which})"), role, series),
+            client,
+            server,
+            f,
+            x,
+            &format!("{id}.dat"),
+            out,
+        );
+        v.cold = cold;
+        v.sync_after = cold;
+        v
+    };
+    let v = vec![
+        row("new", "new", Role::Ferry, "Ferry (new)", ClientKind::Ferry, ServerKind::Ferry),
+        row("old", "old", Role::FerryOld, "Ferry (old)", ClientKind::FerryOld, ServerKind::FerryOld),
+    ];
+    let mut c = vec![Comparison::rate("new", "old")];
+    if cold {
+        c.push(Comparison::until_sync("new", "old"));
+    }
+    (v, c)
+}
+
+fn streams_label(n: u32) -> String {
+    format!("{n} stream{}", if n == 1 { "" } else { "s" })
+}
+
+/// Issue 15's "no slower" check: the build under test (`--ferry`) against
+/// a baseline built from an older commit (`--ferry-old`), with the same
+/// flags, interleaved within every repetition, memory to memory with 1, 4
+/// and 8 streams (with `globus-url-copy` as the anchor), disk to disk, and
+/// a delay sweep.
+pub fn old_new(plan: &Plan, dirs: &Dirs) -> Scenario {
+    let mem_file = memory_source(dirs, &format!("oldnew-mem-{}.bin", gb(plan.old_new_mem_size).replace(' ', "")));
+    let disk_file = dirs.disk_data().join(format!("oldnew-disk-{}.bin", gb(plan.old_new_disk_size).replace(' ', "")));
+    let sweep_file = memory_source(dirs, &format!("oldnew-sweep-{}.bin", gb(plan.old_new_sweep_size).replace(' ', "")));
+    let out = dirs.out();
+    let mut stages = Vec::new();
+
+    let xm = Xfer {
+        source: mem_file.clone(),
+        dest: MEMORY_SINK,
+        bytes: plan.old_new_mem_size,
+        files: 1,
+        setup_source: None,
+    };
+    let mut groups = Vec::new();
+    for n in [1u32, 4, 8] {
+        let p = format!("-p {n}");
+        let (mut v, mut c) = build_pair(&p, &xm, &out, false);
+        v.push(transfer(
+            info("guc", &format!("globus-url-copy {p}"), Role::Globus, "globus-url-copy"),
+            ClientKind::GlobusUrlCopy,
+            ServerKind::Globus,
+            &p,
+            &xm,
+            "",
+            &out,
+        ));
+        c.push(Comparison::rate("new", "guc"));
+        c.push(Comparison::rate("old", "guc"));
+        groups.push(Group {
+            id: format!("mem-p{n}"),
+            label: format!("memory, {}", streams_label(n)),
+            x: None,
+            variants: v,
+            comparisons: c,
+        });
+    }
+    stages.push(Stage { wan: None, ferry_root: dirs.shm_data(), groups });
+
+    let xd = Xfer {
+        source: disk_file.clone(),
+        dest: Dest::File(PathBuf::new()),
+        bytes: plan.old_new_disk_size,
+        files: 1,
+        setup_source: None,
+    };
+    let groups = [1u32, 4]
+        .into_iter()
+        .map(|n| {
+            let (variants, comparisons) = build_pair(&format!("-p {n}"), &xd, &out, true);
+            Group {
+                id: format!("disk-p{n}"),
+                label: format!("disk, {}", streams_label(n)),
+                x: None,
+                variants,
+                comparisons,
+            }
+        })
+        .collect();
+    stages.push(Stage { wan: None, ferry_root: dirs.disk_data(), groups });
+
+    let xs = Xfer {
+        source: sweep_file.clone(),
+        dest: MEMORY_SINK,
+        bytes: plan.old_new_sweep_size,
+        files: 1,
+        setup_source: None,
+    };
+    for &d in &plan.old_new_delays {
+        let groups = [1u32, 4]
+            .into_iter()
+            .map(|n| {
+                let (variants, comparisons) = build_pair(&format!("-p {n}"), &xs, &out, false);
+                Group {
+                    id: format!("d{}us-p{n}", d.as_micros()),
+                    label: format!("{}, {}", format_delay(d), streams_label(n)),
+                    x: Some(d.as_secs_f64() * 1e3),
+                    variants,
+                    comparisons,
+                }
+            })
+            .collect();
+        stages.push(Stage { wan: Some(WanPath::gbit(d)), ferry_root: dirs.shm_data(), groups });
+    }
+
+    Scenario {
+        name: "old-new",
+        number: "8",
+        title: "The new build against the old one".into(),
+        description: format!(
+            "Is the build under test (`--ferry`, \"new\") slower than a baseline built from an older commit \
+             (`--ferry-old`, \"old\")? Both builds run the same command with the same flags, `ferry cp --json \
+             --no-resume -p N URL DEST` against their own `ferry serve ROOT --listen IP:0 --anonymous read` (no \
+             `--transport`: a baseline older than the transport negotiation has no such flag, and the new build's \
+             default is TCP). Within every repetition the two builds' rows of a case run back to back, and every \
+             second repetition in the opposite order, so neither always runs first. Cases: {} from tmpfs to \
+             `/dev/null` on loopback with 1, 4 and 8 streams, with `globus-url-copy -p N` against the Globus \
+             server as the anchor (same file); {} from disk to a new file on disk (page cache dropped before every \
+             row; \"until sync\" also compared), 1 and 4 streams; {} from tmpfs to `/dev/null` across the \
+             emulated 1 Gbit/s path at one-way delays of {}, 1 and 4 streams.\n\n\
+             **The rule** (issue 15): every median new ÷ old ≥ {NO_SLOWER}, or where it is below, the two ranges \
+             overlap and a rerun of that row says it was noise; and the new build still ≥ 1.3 × `globus-url-copy` \
+             memory to memory. The table \"new ÷ old\" below applies it row by row; \"paired\" is the median (and \
+             range) of the per-repetition ratios, each from two runs made back to back. {}\n\n{TIMING_NOTE}\n\n\
+             {CPU_NOTE}",
+            gb(plan.old_new_mem_size),
+            gb(plan.old_new_disk_size),
+            gb(plan.old_new_sweep_size),
+            plan.old_new_delays.iter().map(|d| format_delay(*d)).collect::<Vec<_>>().join(", "),
+            wan_note("")
+        ),
+        layout: Layout::UntilSync,
+        plot: PlotKind::Bars,
+        reps: plan.reps_old_new,
+        data: vec![
+            DataSpec::File { path: mem_file, size: plan.old_new_mem_size },
+            DataSpec::File { path: disk_file, size: plan.old_new_disk_size },
+            DataSpec::File { path: sweep_file, size: plan.old_new_sweep_size },
+        ],
+        stages,
+    }
+}
+
+// ---- 9. data-path variants (was bench/data-path.py) ------------------------
+
+/// A Ferry row with its own server (`serve` flags, environment of both
+/// ends, `cp` flags, in the `OwnServer` fields).
+fn own_server(info: VariantInfo, o: OwnServer) -> Variant {
+    Variant { info, action: Action::OwnFerryServer(Box::new(o)), cold: false, sync_after: false }
+}
+
+/// The server and client settings of an [`OwnServer`] row.
+fn own(serve: &str, env: &[(&str, &str)], cp: &str, source: &Path, dest: Dest, bytes: u64) -> OwnServer {
+    OwnServer {
+        serve_flags: flags(serve),
+        env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        flags: flags(cp),
+        source: source.to_path_buf(),
+        dest,
+        bytes,
+    }
+}
+
+/// Ferry's data paths against their anchors: zero-copy, buffered and
+/// staged memory to memory; synchronous, staged and O_DIRECT disk to disk;
+/// the server's peak memory by staging size; and the fixed cost of a
+/// fresh download across an 80 ms path in round trips. Formerly
+/// `bench/data-path.py`, whose last figures stay in
+/// `bench/results/data-path/README.md`.
+pub fn data_path(plan: &Plan, dirs: &Dirs) -> Scenario {
+    let mem_file = memory_source(dirs, &format!("dp-mem-{}.bin", gb(plan.dp_mem_size).replace(' ', "")));
+    let disk_file = dirs.disk_data().join(format!("dp-disk-{}.bin", gb(plan.dp_disk_size).replace(' ', "")));
+    let out = dirs.out();
+    let mut stages = Vec::new();
+    let mut data = vec![
+        DataSpec::File { path: mem_file.clone(), size: plan.dp_mem_size },
+        DataSpec::File { path: disk_file.clone(), size: plan.dp_disk_size },
+    ];
+
+    // A. Memory to memory on loopback.
+    let n = plan.dp_mem_size;
+    let xm = Xfer { source: mem_file.clone(), dest: MEMORY_SINK, bytes: n, files: 1, setup_source: None };
+    let mut groups = Vec::new();
+    for p in [1u32, 4] {
+        let cp = format!("-p {p}");
+        let mut v: Vec<Variant> = [
+            ("zero-copy", "Ferry zero-copy", "", &[][..]),
+            ("buffered", "Ferry buffered", "", &[("FERRY_DATA_PATH", "buffered")][..]),
+            ("staged", "Ferry staged 16 MiB", "--staging 16M", &[][..]),
+        ]
+        .into_iter()
+        .map(|(id, label, serve, env)| {
+            own_server(
+                info(id, &format!("{label}, {cp}"), Role::Ferry, label),
+                own(serve, env, &cp, &mem_file, MEMORY_SINK, n),
+            )
+        })
+        .collect();
+        v.push(transfer(
+            info("guc", &format!("globus-url-copy {cp}"), Role::Globus, "globus-url-copy"),
+            ClientKind::GlobusUrlCopy,
+            ServerKind::Globus,
+            &cp,
+            &xm,
+            "",
+            &out,
+        ));
+        let mut ip = iperf("iperf3", p, n);
+        ip.info.series = "iperf3".into();
+        v.push(ip);
+        let c = ["zero-copy", "buffered", "staged"].into_iter().map(|f| Comparison::rate(f, "guc")).collect();
+        groups.push(Group {
+            id: format!("mem-p{p}"),
+            label: format!("memory, {}", streams_label(p)),
+            x: None,
+            variants: v,
+            comparisons: c,
+        });
+    }
+    stages.push(Stage { wan: None, ferry_root: dirs.shm_data(), groups });
+
+    // B. Disk to disk, caches dropped, until sync.
+    let n = plan.dp_disk_size;
+    let xd =
+        Xfer { source: disk_file.clone(), dest: Dest::File(PathBuf::new()), bytes: n, files: 1, setup_source: None };
+    let mut groups = Vec::new();
+    for p in [1u32, 4] {
+        let cp = format!("-p {p}");
+        let mut v: Vec<Variant> = [
+            ("sync", "Ferry synchronous (sendfile, page cache)", "", ""),
+            ("staged", "Ferry staged 16 MiB", "--staging 16M", "--staging 16M"),
+            ("direct", "Ferry staged 16 MiB + O_DIRECT", "--staging 16M --direct-io", "--staging 16M --direct-io"),
+        ]
+        .into_iter()
+        .map(|(id, label, serve, cp_extra)| {
+            let mut v = own_server(
+                info(id, &format!("{label}, {cp}"), Role::Ferry, label),
+                own(serve, &[], &format!("{cp} {cp_extra}"), &disk_file, Dest::File(out.join(format!("{id}.dat"))), n),
+            );
+            v.cold = true;
+            v.sync_after = true;
+            v
+        })
+        .collect();
+        let mut g = transfer(
+            info("guc", &format!("globus-url-copy {cp}"), Role::Globus, "globus-url-copy"),
+            ClientKind::GlobusUrlCopy,
+            ServerKind::Globus,
+            &cp,
+            &xd,
+            "guc.dat",
+            &out,
+        );
+        g.cold = true;
+        g.sync_after = true;
+        v.push(g);
+        let mut c: Vec<Comparison> =
+            ["sync", "staged", "direct"].into_iter().map(|f| Comparison::until_sync(f, "guc")).collect();
+        c.extend(
+            ["sync", "staged", "direct"].into_iter().map(|f| Comparison::until_sync(f, "fio-copy").in_group("disk")),
+        );
+        groups.push(Group {
+            id: format!("disk-p{p}"),
+            label: format!("disk, {}", streams_label(p)),
+            x: None,
+            variants: v,
+            comparisons: c,
+        });
+    }
+    let fio_row = |id: &str, label: &str, job: FioJob| Variant {
+        info: info(id, label, Role::Disk, ""),
+        action: Action::Fio { job, size: n },
+        cold: true,
+        sync_after: false,
+    };
+    groups.push(Group {
+        id: "disk".into(),
+        label: "disk limit".into(),
+        x: None,
+        variants: vec![
+            fio_row("fio-read", "fio read, O_DIRECT, 1 MiB, QD1", FioJob::Read { file: disk_file.clone() }),
+            fio_row(
+                "fio-write",
+                "fio write, O_DIRECT, 1 MiB, QD1, fsync",
+                FioJob::Write { file: out.join("fio-write.dat") },
+            ),
+            fio_row(
+                "fio-copy",
+                "fio read + write at once (a copy's load)",
+                FioJob::Copy { from: disk_file.clone(), to: out.join("fio-copy.dat") },
+            ),
+        ],
+        comparisons: vec![],
+    });
+    // C. The server's peak memory by staging size: the rate is capped so
+    // the readers, faster than the network, fill the ring to its
+    // high-water mark and the peak shows the bound.
+    let v = ["off", "2M", "16M", "64M"]
+        .into_iter()
+        .map(|ring| {
+            let mut v = own_server(
+                info(
+                    &format!("staging-{ring}"),
+                    &format!("staging {ring}, -p 4, disk to /dev/null, 200 MB/s cap"),
+                    Role::Ferry,
+                    "Ferry, staging by size",
+                ),
+                own(&format!("--staging {ring} --max-transfer-rate 200M"), &[], "-p 4", &disk_file, Dest::DevNull, n),
+            );
+            v.cold = true;
+            v
+        })
+        .collect();
+    groups.push(Group {
+        id: "staging".into(),
+        label: "peak memory by staging".into(),
+        x: None,
+        variants: v,
+        comparisons: vec![],
+    });
+    stages.push(Stage { wan: None, ferry_root: dirs.disk_data(), groups });
+
+    // D. A long path: the fixed cost of a fresh download in round trips.
+    let delay = Duration::from_millis(80);
+    let mut groups = Vec::new();
+    for &size in &plan.dp_long_sizes {
+        let name = gb(size).replace(' ', "");
+        let file = memory_source(dirs, &format!("dp-long-{name}.bin"));
+        data.push(DataSpec::File { path: file.clone(), size });
+        let x = Xfer { source: file, dest: MEMORY_SINK, bytes: size, files: 1, setup_source: None };
+        groups.push(Group {
+            id: format!("long-{name}"),
+            label: format!("80 ms, {}", gb(size)),
+            x: None,
+            variants: vec![
+                transfer(
+                    info("ferry", "ferry cp (automatic sizing)", Role::Ferry, "ferry cp"),
+                    ClientKind::Ferry,
+                    ServerKind::Ferry,
+                    "",
+                    &x,
+                    "",
+                    &out,
+                ),
+                transfer(
+                    info("guc", "globus-url-copy -p 4", Role::Globus, "globus-url-copy"),
+                    ClientKind::GlobusUrlCopy,
+                    ServerKind::Globus,
+                    "-p 4",
+                    &x,
+                    "",
+                    &out,
+                ),
+            ],
+            comparisons: vec![Comparison::rate("ferry", "guc")],
+        });
+    }
+    stages.push(Stage { wan: Some(WanPath::gbit(delay)), ferry_root: dirs.shm_data(), groups });
+
+    Scenario {
+        name: "data-path",
+        number: "9",
+        title: "Data-path variants".into(),
+        description: format!(
+            "Ferry's data paths beside their anchors (formerly `bench/data-path.py`; its last figures, made with \
+             the servers' virtual `/dev/zero`, stay in `bench/results/data-path/README.md`). Every Ferry row has a \
+             `ferry serve` of its own, started with the row's flags and environment and stopped after the run, so \
+             \"server peak RSS\" is that run's peak resident memory (`VmHWM`).\n\n\
+             * **Memory to memory**: {} from tmpfs to `/dev/null` on loopback, 1 and 4 streams: zero-copy (the \
+             default), buffered (`FERRY_DATA_PATH=buffered` on both ends) and staged (`ferry serve --staging \
+             16M`), against `globus-url-copy -p N` and iperf3.\n\
+             * **Disk to disk**: {} from the server's disk to a new file (same disk), page cache dropped before \
+             every row, timed until `sync` returns: synchronous (sendfile, page cache), staged 16 MiB and staged \
+             + O_DIRECT (`--staging 16M [--direct-io]` on both ends), against `globus-url-copy` and fio.\n\
+             * **Peak memory by staging size**: the disk file to `/dev/null` with 4 streams, the server at \
+             `--staging off|2M|16M|64M --max-transfer-rate 200M` (capped so the readers fill the ring to its \
+             high-water mark).\n\
+             * **A long path**: {} across the emulated 1 Gbit/s path with 80 ms one way, `ferry cp` with automatic \
+             sizing against `globus-url-copy -p 4`; \"round trips\" divides the client's wall time by the measured \
+             connect RTT (the fixed cost of a fresh download, for the smallest file).\n\n{}\n\n{TIMING_NOTE}\n\n\
+             {CPU_NOTE}",
+            gb(plan.dp_mem_size),
+            gb(plan.dp_disk_size),
+            plan.dp_long_sizes.iter().map(|s| gb(*s)).collect::<Vec<_>>().join(", "),
+            wan_note("")
+        ),
+        layout: Layout::DataPath,
+        plot: PlotKind::Bars,
+        reps: plan.reps_local,
+        data,
+        stages,
+    }
+}
+
+// ---- 10. ferry tune against an exhaustive grid (was bench/tune-vs-grid.sh) --
+
+/// Does `ferry tune` find settings as good as an exhaustive grid of the
+/// same space? On the 30 ms path: `ferry probe`, `ferry tune`, `ferry tune
+/// --exhaustive` over tune's own streams and TCP buffers, then `ferry cp`
+/// with tune's pick and with the grid's best, alternating, once per
+/// repetition.
+pub fn tune(plan: &Plan, dirs: &Dirs) -> Scenario {
+    let delay = Duration::from_millis(30);
+    let b = plan.tune_bytes;
+    let row = |id: &str, label: &str, role: Role, step: TuneStep| Variant {
+        info: info(id, label, role, ""),
+        action: Action::Tune(TuneRun { step, bytes: b, trial_seconds: 30 }),
+        cold: false,
+        sync_after: false,
+    };
+    let steps = Group {
+        id: "search".into(),
+        label: "the search (first repetition)".into(),
+        x: None,
+        variants: vec![
+            row("probe", "ferry probe --json", Role::Network, TuneStep::Probe),
+            row("tune", "ferry tune --json", Role::Ferry, TuneStep::Tune),
+            row(
+                "grid",
+                &format!("ferry tune --exhaustive --repeats {}", plan.tune_grid_repeats),
+                Role::Ferry,
+                TuneStep::Grid { repeats: plan.tune_grid_repeats },
+            ),
+        ],
+        comparisons: vec![],
+    };
+    let h2h = Group {
+        id: "h2h".into(),
+        label: "head to head".into(),
+        x: None,
+        variants: vec![
+            row("cp-tune", "ferry cp with tune's pick", Role::Ferry, TuneStep::Copy { grid: false }),
+            row("cp-grid", "ferry cp with the grid's best", Role::Ferry, TuneStep::Copy { grid: true }),
+        ],
+        comparisons: vec![],
+    };
+    Scenario {
+        name: "tune",
+        number: "10",
+        title: format!("`ferry tune` against an exhaustive grid: {} one way, 1 Gbit/s", format_delay(delay)),
+        description: format!(
+            "Does `ferry tune` find settings as good as an exhaustive grid of the same space (formerly \
+             `bench/tune-vs-grid.sh`; its last figures stay in `bench/results/tune-vs-grid-30ms.md`)? Against a \
+             `ferry serve --memory-paths --memory-zero-size {}` started for each step in the server namespace, \
+             from the client namespace (`FERRY_CONFIG=/dev/null`, so no client configuration is read or \
+             written): `ferry probe` (the path in numbers), `ferry tune URL/dev/zero --json` (the one-knob-at-a-time \
+             sweep), `ferry tune --exhaustive --repeats {}` over exactly the streams and TCP buffers tune used, then \
+             `ferry cp` with tune's pick and with the grid's best, alternating, once per repetition ({} \
+             repetitions). Every trial downloads the whole virtual /dev/zero to /dev/null; in a download the \
+             server picks the MODE E block size and a discarding receiver stages nothing, so the knobs in effect \
+             (and swept, by both) are parallel streams and TCP buffer (docs/tune.md). Tune's and the grid's rates \
+             are their own (from the transfer command to its end); the head-to-head rows are the harness's wall \
+             clock of `ferry cp` (with connection and login). {}",
+            gb(b),
+            plan.tune_grid_repeats,
+            plan.tune_h2h,
+            wan_note("")
+        ),
+        layout: Layout::Tune,
+        plot: PlotKind::Bars,
+        reps: plan.tune_h2h,
+        data: vec![],
+        stages: vec![Stage { wan: Some(WanPath::gbit(delay)), ferry_root: dirs.shm_data(), groups: vec![steps, h2h] }],
+    }
+}
+
 /// The rows of a path measured with 1 and with 4 streams, in one group:
 /// Ferry, Globus and iperf3 for 1 stream, then for 4, the not-applicable
 /// rows (-udt) last; comparisons renamed to the suffixed ids ("-1", "-4").
@@ -1135,8 +1736,10 @@ mod tests {
     fn every_scenario_is_present_in_both_modes_and_consistent() {
         for mode in [Mode::Quick, Mode::Full] {
             let plan = Plan::new(mode);
-            let all = all(&plan, &dirs(), "ignored", &[]);
-            assert_eq!(all.iter().map(|s| s.name).collect::<Vec<_>>(), NAMES);
+            assert_eq!(all(&plan, &dirs(), "ignored", &[]).iter().map(|s| s.name).collect::<Vec<_>>(), NAMES);
+            let names: Vec<String> = every_name().iter().map(|s| s.to_string()).collect();
+            let all = all(&plan, &dirs(), "ignored", &names);
+            assert_eq!(all.len(), NAMES.len() + EXTRA.len());
             for s in &all {
                 assert!(!s.stages.is_empty(), "{}", s.name);
                 for st in &s.stages {
@@ -1163,8 +1766,26 @@ mod tests {
                             // An anchors-only group (the disk's limits).
                             continue;
                         }
+                        for v in &g.variants {
+                            let source = match &v.action {
+                                Action::Transfer { source, .. } => source,
+                                Action::OwnFerryServer(o) => &o.source,
+                                _ => continue,
+                            };
+                            assert!(source.starts_with(&st.ferry_root), "{} outside the served root", source.display());
+                            assert!(
+                                s.data.iter().any(|d| source.starts_with(d.path())) || s.name == "small",
+                                "{}: {} is not among the data made",
+                                s.name,
+                                source.display()
+                            );
+                        }
                         let roles: Vec<Role> = g.variants.iter().map(|v| v.info.role).collect();
                         assert!(roles.contains(&Role::Ferry), "{}/{} has no Ferry row", s.name, g.id);
+                        if EXTRA.contains(&s.name) {
+                            // They answer one question each; not every group has every anchor.
+                            continue;
+                        }
                         assert!(roles.contains(&Role::Globus), "{}/{} has no Globus row", s.name, g.id);
                         assert!(roles.contains(&Role::Network), "{}/{} has no iperf3 row", s.name, g.id);
                         for v in &g.variants {
@@ -1186,6 +1807,48 @@ mod tests {
         }
         assert_eq!(Plan::new(Mode::Full).sweep_delays.len(), 7);
         assert_eq!(all(&Plan::new(Mode::Quick), &dirs(), "x", &["loss".into()]).len(), 1);
+    }
+
+    #[test]
+    fn old_new_runs_both_builds_with_the_same_flags() {
+        assert!(all(&Plan::new(Mode::Full), &dirs(), "x", &[]).iter().all(|s| s.name != "old-new"), "named only");
+        for mode in [Mode::Quick, Mode::Full] {
+            let plan = Plan::new(mode);
+            let sc = all(&plan, &dirs(), "x", &["old-new".into()]);
+            assert_eq!(sc.len(), 1);
+            let s = &sc[0];
+            assert_eq!(s.reps, if mode == Mode::Full { 5 } else { 2 });
+            assert_eq!(s.stages.len(), 2 + plan.old_new_delays.len());
+            let mut globus_groups = 0;
+            for st in &s.stages {
+                for g in &st.groups {
+                    let transfer = |id: &str| {
+                        let v = g.variants.iter().find(|v| v.info.id == id).expect(id);
+                        match &v.action {
+                            Action::Transfer { client, server, flags, source, dest, .. } => {
+                                assert!(source.starts_with(&st.ferry_root));
+                                (v.info.role, *client, *server, flags.clone(), dest.clone(), v.cold)
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                    };
+                    let new = transfer("new");
+                    let old = transfer("old");
+                    assert_eq!((new.0, new.1, new.2), (Role::Ferry, ClientKind::Ferry, ServerKind::Ferry));
+                    assert_eq!((old.0, old.1, old.2), (Role::FerryOld, ClientKind::FerryOld, ServerKind::FerryOld));
+                    assert_eq!(new.3, old.3, "{}: same flags", g.id);
+                    assert_eq!(new.5, old.5, "{}: both cold or neither", g.id);
+                    assert_eq!(std::mem::discriminant(&new.4), std::mem::discriminant(&old.4));
+                    assert!(g.comparisons.contains(&Comparison::rate("new", "old")), "{}", g.id);
+                    if g.variants.iter().any(|v| v.info.id == "guc") {
+                        globus_groups += 1;
+                        assert!(g.comparisons.contains(&Comparison::rate("new", "guc")));
+                    }
+                }
+            }
+            // Memory to memory with 1, 4 and 8 streams has the Globus anchor.
+            assert_eq!(globus_groups, 3);
+        }
     }
 
     #[test]

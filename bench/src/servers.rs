@@ -33,6 +33,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerKind {
     Ferry,
+    /// `ferry serve` of the `--ferry-old` build.
+    FerryOld,
     Globus,
 }
 
@@ -50,10 +52,25 @@ pub struct Server {
 
 impl Server {
     pub fn start_ferry(net: &Net, ferry: &Path, root: &Path, logs: &Path) -> Result<Server> {
+        Self::start_ferry_with(net, ferry, root, logs, &[], &[])
+    }
+
+    /// `ferry serve` with extra flags (e.g. `--staging 16M`) and
+    /// environment (e.g. `FERRY_DATA_PATH=buffered`), for rows that
+    /// measure a server setting.
+    pub fn start_ferry_with(
+        net: &Net,
+        ferry: &Path,
+        root: &Path,
+        logs: &Path,
+        flags: &[String],
+        env: &[(String, String)],
+    ) -> Result<Server> {
         let ip = net.server_ip();
         let mut cmd = net.command(Side::Server, &ferry.to_string_lossy());
-        cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0"), "--anonymous", "read"]);
-        let command = command_line(&cmd);
+        cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0"), "--anonymous", "read"]).args(flags);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        let command = env_prefix(env) + &command_line(&cmd);
         let p = Spawned::start(cmd, "ferry serve", logs)?;
         let deadline = Instant::now() + START_TIMEOUT;
         // The first stdout line names the port: "ferry: serving DIR on ftp://IP:PORT/".
@@ -156,7 +173,7 @@ impl Server {
                 }
                 Ok(proc::proc_cpu(pid)?.total())
             }
-            ServerKind::Ferry => {
+            ServerKind::Ferry | ServerKind::FerryOld => {
                 let mut last = proc::proc_cpu(pid)?.own;
                 loop {
                     sleep(Duration::from_millis(30));
@@ -252,6 +269,11 @@ pub mod registry {
 }
 
 /// The port in "ferry: serving DIR on ftp://IP:PORT/".
+/// `K=V K2=V2 ` before a command line, as a shell would take it.
+pub fn env_prefix(env: &[(String, String)]) -> String {
+    env.iter().map(|(k, v)| format!("{k}={v} ")).collect()
+}
+
 pub fn parse_serving_port(line: &str) -> Option<u16> {
     let url = line.strip_prefix("ferry: serving ")?.rsplit(" on ").next()?;
     let rest = url.strip_prefix("ftp://")?.trim_end_matches('/');

@@ -65,6 +65,50 @@ pub fn standing(ratio: f64) -> Standing {
     }
 }
 
+/// Issue 15's "no slower" threshold: every median new ÷ old at least this.
+pub const NO_SLOWER: f64 = 0.97;
+
+/// What one row of a new-against-old comparison says under the rule
+/// "median new ÷ old ≥ [`NO_SLOWER`], or where it is below, the two ranges
+/// overlap and a rerun of that row says it was noise".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoSlower {
+    /// The median ratio is at or above the threshold.
+    Holds,
+    /// Below the threshold, but the min–max ranges overlap: it may be
+    /// noise, and only a rerun of the row can say.
+    Rerun,
+    /// Below the threshold and the ranges do not overlap: slower.
+    Slower,
+}
+
+/// One row's new ÷ old: the ratio of the medians, whether the ranges
+/// overlap, and the rule's verdict.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OldNew {
+    pub ratio: f64,
+    pub overlap: bool,
+    pub verdict: NoSlower,
+}
+
+/// Applies the rule to two summaries of a higher-is-better figure
+/// (`None` when the old median is not positive).
+pub fn old_new(new: &Summary, old: &Summary, threshold: f64) -> Option<OldNew> {
+    if old.median <= 0.0 {
+        return None;
+    }
+    let ratio = new.median / old.median;
+    let overlap = new.overlaps(old);
+    let verdict = if ratio >= threshold {
+        NoSlower::Holds
+    } else if overlap {
+        NoSlower::Rerun
+    } else {
+        NoSlower::Slower
+    };
+    Some(OldNew { ratio, overlap, verdict })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +131,28 @@ mod tests {
         let c = Summary::of([111.0, 120.0]).unwrap();
         assert!(a.overlaps(&b));
         assert!(!a.overlaps(&c));
+    }
+
+    #[test]
+    fn old_new_rule() {
+        let old = Summary::of([100.0, 98.0, 102.0]).unwrap();
+        // At the threshold exactly: holds.
+        let r = old_new(&Summary::of([97.0]).unwrap(), &old, NO_SLOWER).unwrap();
+        assert!((r.ratio - 0.97).abs() < 1e-12);
+        assert_eq!(r.verdict, NoSlower::Holds);
+        assert!(!r.overlap);
+        // Faster, overlapping.
+        let r = old_new(&Summary::of([101.0, 103.0, 99.0]).unwrap(), &old, NO_SLOWER).unwrap();
+        assert_eq!((r.verdict, r.overlap), (NoSlower::Holds, true));
+        // Below, ranges overlap (new's max reaches old's min): rerun.
+        let r = old_new(&Summary::of([90.0, 95.0, 98.0]).unwrap(), &old, NO_SLOWER).unwrap();
+        assert!(r.ratio < NO_SLOWER);
+        assert_eq!((r.verdict, r.overlap), (NoSlower::Rerun, true));
+        // Below, ranges apart: slower.
+        let r = old_new(&Summary::of([90.0, 95.0, 97.9]).unwrap(), &old, NO_SLOWER).unwrap();
+        assert_eq!((r.verdict, r.overlap), (NoSlower::Slower, false));
+        // A zero baseline gives no ratio.
+        assert!(old_new(&old, &Summary::of([0.0]).unwrap(), NO_SLOWER).is_none());
     }
 
     #[test]

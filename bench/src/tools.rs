@@ -44,10 +44,20 @@ impl Dest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientKind {
     Ferry,
+    /// `ferry cp` of the `--ferry-old` build (same flags as the new one).
+    FerryOld,
     GlobusUrlCopy,
 }
 
-/// A transfer command, fully resolved against a server.
+impl ClientKind {
+    /// Either build of `ferry cp`.
+    pub fn is_ferry(self) -> bool {
+        matches!(self, ClientKind::Ferry | ClientKind::FerryOld)
+    }
+}
+
+/// A transfer command, fully resolved against a server. `ferry_bin` is
+/// the binary of the client's build (new or old).
 pub fn transfer_command(
     net: &Net,
     ferry_bin: &Path,
@@ -59,7 +69,7 @@ pub fn transfer_command(
 ) -> Result<Command> {
     let src = server.url(source)?;
     let cmd = match client {
-        ClientKind::Ferry => {
+        ClientKind::Ferry | ClientKind::FerryOld => {
             let mut c = net.command(Side::Client, &ferry_bin.to_string_lossy());
             // --no-resume: a run killed by its timeout must not make the
             // next one resume and move fewer bytes.

@@ -176,12 +176,20 @@ pub struct ChannelFlags {
     /// docs/transports.md). TCP when not given, or when a server refuses.
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
+    /// The congestion controller of QUIC data channels: cubic (default),
+    /// newreno or bbr (docs/transports.md).
+    #[arg(long, value_name = "NAME")]
+    pub congestion: Option<ferry_io::transport::quic::Congestion>,
 }
 
 impl ChannelFlags {
     /// Copy options with these channel settings and everything else at
     /// its default.
     pub fn options(&self, timeout: Duration) -> CopyOptions {
+        // A process-wide choice, made here at the edge.
+        if let Some(c) = self.congestion {
+            ferry_io::transport::quic::set_congestion(c);
+        }
         CopyOptions {
             timeout,
             mode: match self.mode {
@@ -738,6 +746,9 @@ fn cp_striped(args: &CpArgs) -> anyhow::Result<ExitCode> {
         },
         stripes: args.stripes,
         resume: !args.no_resume,
+        tcp_buffer: args.channel.tcp_bs,
+        tls: args.tls.options(),
+        streams: None,
     };
     let started = Instant::now();
     let report = runtime()?.block_on(ferry_client::stripe::copy(&src, &dst, &opts))?;

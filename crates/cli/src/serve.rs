@@ -92,9 +92,14 @@ pub struct ServeArgs {
     #[arg(long)]
     direct_io: bool,
     /// The data channels' transport until a client selects another (TPRT,
-    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp.
+    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp, quic
+    /// (quic needs --tls-cert).
     #[arg(long, value_name = "NAME")]
     data_transport: Option<String>,
+    /// The congestion controller of QUIC data channels: cubic (default),
+    /// newreno or bbr.
+    #[arg(long, value_name = "NAME")]
+    congestion: Option<ferry_io::transport::quic::Congestion>,
     /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -259,6 +264,10 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     if let Some(t) = &args.data_transport {
         c.data_transport = t.clone();
     }
+    // A process-wide choice, made here at the edge.
+    if let Some(cc) = args.congestion {
+        ferry_io::transport::quic::set_congestion(cc);
+    }
     // The buffered path, for measurements (docs/data-path.md): chosen
     // here, passed down explicitly.
     c.data_path = crate::copy::data_path_from_env();
@@ -304,7 +313,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // Striping (issue 20): a data node, not a server of sessions.
         let secret = ferry_server::stripe::load_secret(args.node_secret.as_deref().context("--node-secret")?)?;
         let (root, listen, data_timeout) = (config.root.clone(), config.listen, config.data_timeout());
-        let node = ferry_server::stripe::node::DataNodeConfig { root, listen, secret, data_timeout };
+        let mut node = ferry_server::stripe::node::DataNodeConfig::new(root, listen, secret, data_timeout);
+        node.passive_ports = config.passive_ports.map(|r| (r.low, r.high));
+        // PROT P data connections with the front end's certificate.
+        node.tls = ferry_server::tls::ServerTls::from_config(&config)?.map(|t| t.data);
         rt.block_on(ferry_server::stripe::node::serve_until_signal(node))?;
         return Ok(ExitCode::SUCCESS);
     }

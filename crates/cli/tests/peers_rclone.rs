@@ -14,9 +14,7 @@ use support::*;
 /// rclone with an empty config and the FTP backend pointed at `server`;
 /// `extra` adds backend flags (e.g. TLS).
 fn rclone(server: &FerryServer, config: &Path, extra: &[&str], args: &[&str]) -> Output {
-    let obscured = Command::new(require("rclone")).args(["obscure", ALICE.1]).output().unwrap();
-    assert!(obscured.status.success(), "rclone obscure: {}", String::from_utf8_lossy(&obscured.stderr));
-    let pass = String::from_utf8_lossy(&obscured.stdout).trim().to_string();
+    let pass = obscured_password();
     let out = Command::new("timeout")
         .arg("120")
         .arg(require("rclone"))
@@ -24,13 +22,24 @@ fn rclone(server: &FerryServer, config: &Path, extra: &[&str], args: &[&str]) ->
         .arg(config)
         .args(["--ftp-host", &server.addr.ip().to_string()])
         .args(["--ftp-port", &server.addr.port().to_string()])
-        .args(["--ftp-user", ALICE.0, "--ftp-pass", &pass])
+        .args(["--ftp-user", ALICE.0, "--ftp-pass", pass])
         .args(["--ftp-concurrency", "4", "--low-level-retries", "1", "--retries", "1"])
         .args(extra)
         .args(args)
         .output()
         .unwrap();
     out
+}
+
+/// Alice's password in rclone's obscured form, made once per test binary
+/// (each `rclone obscure` is a process start).
+fn obscured_password() -> &'static str {
+    static PASS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PASS.get_or_init(|| {
+        let obscured = Command::new(require("rclone")).args(["obscure", ALICE.1]).output().unwrap();
+        assert!(obscured.status.success(), "rclone obscure: {}", String::from_utf8_lossy(&obscured.stderr));
+        String::from_utf8_lossy(&obscured.stdout).trim().to_string()
+    })
 }
 
 fn ok(out: &Output, what: &str, server: &FerryServer) -> String {

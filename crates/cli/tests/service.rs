@@ -269,6 +269,32 @@ fn the_api_over_https_trusts_the_given_ca_and_never_speaks_in_clear() {
     assert_all_verified(&job, 1);
     assert_eq!(sha256_file(&src.path("x.bin")), sha256_file(&dst.path("y.bin")));
 
+    // Hostile clients: fifty connections that never start a handshake do not
+    // keep an honest client out, and a silent one is cut off after the
+    // handshake timeout (10 s) instead of holding its slot for ever.
+    let port: u16 = url.rsplit(':').next().unwrap().trim_end_matches('/').parse().unwrap();
+    let silent: Vec<std::net::TcpStream> =
+        (0..50).map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    let opened = Instant::now();
+    let (ok, _, err) = ferry(&[&["jobs"], &conn[..]].concat());
+    assert!(ok, "an honest client was kept out by fifty silent connections: {err}");
+    assert!(opened.elapsed() < Duration::from_secs(8), "the honest client waited {:?}", opened.elapsed());
+    let mut first = &silent[0];
+    first.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut byte = [0u8; 1];
+    let cut = match std::io::Read::read(&mut first, &mut byte) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    };
+    assert!(cut, "a silent connection was not closed");
+    let waited = opened.elapsed();
+    assert!(
+        waited >= Duration::from_secs(8) && waited < Duration::from_secs(25),
+        "a silent connection was closed after {waited:?}, not after the 10 s handshake timeout"
+    );
+    drop(silent);
+
     // The dashboard's sign-in page comes over HTTPS with its Secure cookie.
     let out = Command::new(require("curl"))
         .args(["-s", "-S", "-i", "--max-time", "30", "--cacert", &ca, &format!("{url}/")])

@@ -20,11 +20,16 @@ struct DataNode {
 
 impl DataNode {
     fn start(root: &Path, secret: &Path, listen: &str) -> Self {
+        Self::start_with(root, secret, listen, &[])
+    }
+
+    fn start_with(root: &Path, secret: &Path, listen: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(ferry_bin())
             .args(["serve"])
             .arg(root)
             .args(["--data-node", "--listen", listen, "--node-secret"])
             .arg(secret)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -61,20 +66,29 @@ struct Striped {
 
 impl Striped {
     fn start(nodes: usize) -> Self {
+        Self::start_with(nodes, &[])
+    }
+
+    /// With `node_args` given to every data node.
+    fn start_with(nodes: usize, node_args: &[&str]) -> Self {
+        Self::start_full(nodes, node_args, &[])
+    }
+
+    /// With `node_args` given to every data node, `front_args` to the front end.
+    fn start_full(nodes: usize, node_args: &[&str], front_args: &[&str]) -> Self {
         let secret_dir = tempfile::tempdir().unwrap();
         let secret = secret_dir.path().join("node.secret");
         std::fs::write(&secret, "a-secret-long-enough-for-the-nodes\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
         let root = tempfile::tempdir().unwrap();
-        let nodes: Vec<DataNode> =
-            (0..nodes).map(|_| DataNode::start(root.path(), &secret, &format!("127.0.0.1:{}", free_port()))).collect();
+        let nodes: Vec<DataNode> = (0..nodes)
+            .map(|_| DataNode::start_with(root.path(), &secret, &format!("127.0.0.1:{}", free_port()), node_args))
+            .collect();
         let list = nodes.iter().map(|n| n.addr.to_string()).collect::<Vec<_>>().join(",");
-        let front = FerryServer::start_in(
-            root,
-            &[],
-            &["--anonymous", "write", "--stripe-nodes", &list, "--node-secret", secret.to_str().unwrap()],
-        );
+        let mut args = vec!["--anonymous", "write", "--stripe-nodes", &list, "--node-secret", secret.to_str().unwrap()];
+        args.extend_from_slice(front_args);
+        let front = FerryServer::start_in(root, &[], &args);
         Self { nodes, front, _secret_dir: secret_dir, secret }
     }
 
@@ -233,6 +247,99 @@ fn reply(r: &mut BufReader<TcpStream>) -> String {
 fn say(w: &mut TcpStream, r: &mut BufReader<TcpStream>, line: &str) -> String {
     w.write_all(format!("{line}\r\n").as_bytes()).unwrap();
     reply(r)
+}
+
+/// The addresses of a `229` SPAS reply.
+fn spas_addrs(spas: &str) -> Vec<SocketAddr> {
+    spas.lines()
+        .filter(|l| l.starts_with(' '))
+        .map(|l| {
+            let n: Vec<u16> = l.trim().split(',').map(|x| x.parse().unwrap()).collect();
+            format!("{}.{}.{}.{}:{}", n[0], n[1], n[2], n[3], n[4] * 256 + n[5]).parse().unwrap()
+        })
+        .collect()
+}
+
+/// `count` consecutive ports, all free now (the start of the range),
+/// below the kernel's ephemeral range so no outgoing connection takes one.
+fn free_port_range(count: u16) -> u16 {
+    for _ in 0..200 {
+        let base = 20000 + (rand::random::<u16>() % 12000);
+        if (base..base + count).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no free port range of {count}");
+}
+
+#[test]
+fn data_nodes_open_their_data_ports_in_the_passive_port_range() {
+    let base = free_port_range(8);
+    let range = format!("{base}-{}", base + 7);
+    let s = Striped::start_with(2, &["--passive-ports", &range]);
+    let ctrl = TcpStream::connect(s.front.addr).unwrap();
+    ctrl.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut w = ctrl.try_clone().unwrap();
+    let mut r = BufReader::new(ctrl);
+    reply(&mut r);
+    say(&mut w, &mut r, "USER anonymous");
+    assert!(say(&mut w, &mut r, "PASS x").starts_with("230"));
+    say(&mut w, &mut r, "TYPE I");
+    say(&mut w, &mut r, "MODE E");
+    for _ in 0..3 {
+        let spas = say(&mut w, &mut r, "SPAS");
+        let addrs = spas_addrs(&spas);
+        assert_eq!(addrs.len(), 2, "{spas}");
+        for a in addrs {
+            assert!((base..=base + 7).contains(&a.port()), "{a} is outside {range}: {spas}");
+        }
+    }
+    say(&mut w, &mut r, "QUIT");
+    // And a striped copy runs through those ports both ways.
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, 2_000_000, 5);
+    let (ok, out, err) = ferry(&["cp", "--stripe", "--tcp-bs", "1M", src.to_str().unwrap(), &s.url("/ranged.bin")]);
+    assert!(ok, "{out}{err}");
+    same(&src, &s.front.path("ranged.bin"));
+    let back = local.path().join("back.bin");
+    let (ok, out, err) = ferry(&["cp", "--stripe", &s.url("/ranged.bin"), back.to_str().unwrap()]);
+    assert!(ok, "{out}{err}");
+    same(&src, &back);
+}
+
+#[test]
+fn ferry_cp_stripe_over_ftps_runs_tls_on_every_stripe_connection() {
+    let pki = TestPki::new();
+    let tls = pki.serve_flags();
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let s = Striped::start_full(2, &tls, &tls);
+    let url = |p: &str| format!("ftps://localhost:{}{p}", s.front.addr.port());
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, 3_000_000, 31);
+    let ca = pki.file("ca.pem");
+    let cp = |from: &str, to: &str| {
+        let (ok, out, err) = ferry(&["cp", "--stripe", "-p", "2", "--ca", &ca, from, to]);
+        (ok, format!("{out}{err}"))
+    };
+    let (ok, text) = cp(src.to_str().unwrap(), &url("/secret.bin"));
+    assert!(ok && text.contains("over 2 stripe(s)"), "{text}");
+    same(&src, &s.front.path("secret.bin"));
+    let back = local.path().join("back.bin");
+    let (ok, text) = cp(&url("/secret.bin"), back.to_str().unwrap());
+    assert!(ok && text.contains("over 2 stripe(s)"), "{text}");
+    same(&src, &back);
+    // The client logged in over TLS and so runs every data connection as a
+    // TLS client (PROT P): a node answering in clear would fail the
+    // handshake. And the nodes were asked for PROT P: without the
+    // certificate they refuse, below.
+
+    // Nodes without the certificate refuse PROT P with a reply that says why.
+    let bare = Striped::start_full(2, &[], &tls);
+    let url = format!("ftps://localhost:{}/x.bin", bare.front.addr.port());
+    let (ok, text) = cp(src.to_str().unwrap(), &url);
+    assert!(!ok && text.contains("no certificate"), "{text}");
 }
 
 #[test]
@@ -490,6 +597,7 @@ fn a_data_node_confines_paths_under_its_root_whatever_the_front_end_asks() {
             len: 9,
             window_offset: 0,
             done: None,
+            private: false,
             path,
         };
         (&c).write_all(format!("{req}\n").as_bytes()).unwrap();

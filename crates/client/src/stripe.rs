@@ -22,9 +22,8 @@ use crate::error::ClientError;
 use crate::location::{Location, RemoteUrl};
 use crate::session::{ChannelOptions, ServerSession};
 use ferry_io::mode_e::{self, BlockSink, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
-use ferry_io::socket::configure_data_socket;
-use ferry_io::tls::DataStream;
-use ferry_proto::command::{Allo, Command, Opts, RestArg, TransferMode, TransferType};
+use ferry_io::transport::{self, DataConn};
+use ferry_proto::command::{Allo, Command, Opts, ProtectionLevel, RestArg, TransferMode, TransferType};
 use ferry_proto::markers::{parse_range_marker, PerfMarker};
 use ferry_proto::stripe::{parse_spas_reply, StripeLayout, StripeProgress};
 use ferry_proto::{RangeSet, Reply};
@@ -46,6 +45,13 @@ pub struct StripeOptions {
     pub stripes: Option<usize>,
     /// Continue an interrupted copy (only the missing ranges).
     pub resume: bool,
+    /// Socket buffer size of every data connection (`--tcp-bs`); kernel
+    /// autotuning when `None`.
+    pub tcp_buffer: Option<u32>,
+    /// Certificates to trust for `ftps://` servers.
+    pub tls: crate::tls::TlsOptions,
+    /// `ferry profile`: data connections register here.
+    pub streams: Option<ferry_profile::StreamRegistry>,
 }
 
 impl Default for StripeOptions {
@@ -56,6 +62,9 @@ impl Default for StripeOptions {
             layout: StripeLayout::default(),
             stripes: None,
             resume: true,
+            tcp_buffer: None,
+            tls: crate::tls::TlsOptions::default(),
+            streams: None,
         }
     }
 }
@@ -89,7 +98,18 @@ pub async fn copy(src: &Location, dst: &Location, opts: &StripeOptions) -> Resul
 
 /// Logs in and sets binary MODE E.
 async fn open(url: &RemoteUrl, opts: &StripeOptions) -> Result<ServerSession, ClientError> {
-    let channel = ChannelOptions { timeout: opts.timeout, parallelism: Some(opts.parallelism), ..Default::default() };
+    let tls = match url.scheme {
+        crate::location::Scheme::Ftps => Some(opts.tls.client_config()?),
+        _ => None,
+    };
+    let channel = ChannelOptions {
+        timeout: opts.timeout,
+        parallelism: Some(opts.parallelism),
+        tcp_buffer: opts.tcp_buffer,
+        streams: opts.streams.clone(),
+        tls,
+        ..Default::default()
+    };
     let mut s = ServerSession::open(url, channel, None).await?;
     s.ctrl.expect(&Command::Type(TransferType::Image)).await?;
     s.ctrl.expect(&Command::Mode(TransferMode::ExtendedBlock)).await?;
@@ -134,6 +154,21 @@ async fn follow(s: &mut ServerSession, report: &mut StripeReport) -> Result<Repl
     }
 }
 
+/// Waits for every stripe's task (senders or receivers alike); the first
+/// failure, if any.
+async fn first_failure<E: std::fmt::Display + 'static>(mut set: tokio::task::JoinSet<Result<(), E>>) -> Option<String> {
+    let mut failure = None;
+    while let Some(r) = set.join_next().await {
+        let why = match r {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        failure = failure.or(Some(why));
+    }
+    failure
+}
+
 /// The file beside a download that records the ranges received.
 fn record_path(dst: &Path) -> PathBuf {
     let mut name = dst.file_name().unwrap_or_default().to_os_string();
@@ -157,10 +192,13 @@ async fn download(src: &RemoteUrl, dst: &Path, opts: &StripeOptions) -> Result<S
     let SocketAddr::V4(local) = s.ctrl.local_addr()? else {
         return Err(ClientError::Usage("striped transfers need IPv4 (SPOR has no IPv6 form)".into()));
     };
+    // Data connections as the session's: --tcp-bs, PROT, the profiler.
+    let data = s.data_options();
+    let tcp = transport::tcp::transport();
     let mut listeners = Vec::new();
     let mut addrs: Vec<SocketAddrV4> = Vec::new();
     for _ in 0..k {
-        let l = tokio::net::TcpListener::bind(SocketAddr::V4(SocketAddrV4::new(*local.ip(), 0))).await?;
+        let l = tcp.listen(SocketAddr::V4(SocketAddrV4::new(*local.ip(), 0)), &data)?;
         let SocketAddr::V4(a) = l.local_addr()? else { unreachable!("bound to IPv4") };
         addrs.push(a);
         listeners.push(l);
@@ -194,17 +232,12 @@ async fn download(src: &RemoteUrl, dst: &Path, opts: &StripeOptions) -> Result<S
         let state = Arc::new(ReceiveState::default());
         states.push(state.clone());
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        let (timeout, abort) = (opts.timeout, ctl.abort.clone());
+        let (data, abort) = (data.clone(), ctl.abort.clone());
         let acceptor = tokio::spawn(async move {
             // Data comes from the data nodes, not from the front end's
             // address: accepted from anyone, as a third-party destination
             // does; overlapping blocks still fail the transfer.
-            while let Ok((sock, _)) = l.accept().await {
-                let Ok(sock) = sock.into_std() else { continue };
-                if configure_data_socket(&sock, None, timeout).is_err() {
-                    continue;
-                }
-                let conn: ferry_io::transport::DataConn = Box::new(DataStream::Plain(sock));
+            while let Ok((conn, _)) = l.accept(&data, None).await {
                 if abort.register(&*conn).is_err() {
                     continue;
                 }
@@ -222,17 +255,10 @@ async fn download(src: &RemoteUrl, dst: &Path, opts: &StripeOptions) -> Result<S
     }
     let final_reply = follow(&mut s, &mut report).await;
     let ok = matches!(&final_reply, Ok(r) if r.code.is_positive_completion());
-    let mut failure = None;
     if !ok {
         ctl.abort.abort();
     }
-    while let Some(r) = receivers.join_next().await {
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failure = failure.or(Some(e.to_string())),
-            Err(e) => failure = failure.or(Some(e.to_string())),
-        }
-    }
+    let failure = first_failure(receivers).await;
     let mut got = done.clone();
     for st in &states {
         got.union(&st.received.lock().unwrap_or_else(|e| e.into_inner()));
@@ -283,17 +309,15 @@ async fn upload(src: &Path, dst: &RemoteUrl, opts: &StripeOptions) -> Result<Str
     let ctl = TransferControl::shared(progress.clone(), None);
     let file = Arc::new(file);
     let count = addrs.len();
+    let (data, tcp) = (s.data_options(), transport::tcp::transport());
     let mut senders = tokio::task::JoinSet::new();
     for (k, addr) in addrs.iter().enumerate() {
-        let mut streams = Vec::new();
+        let mut streams: Vec<DataConn> = Vec::new();
         for _ in 0..opts.parallelism.max(1) {
-            let sock = tokio::time::timeout(opts.timeout, tokio::net::TcpStream::connect(SocketAddr::V4(*addr)))
+            let conn = tcp
+                .connect(SocketAddr::V4(*addr), None, &data)
                 .await
-                .map_err(|_| ClientError::Data(format!("connecting to stripe {k} at {addr} timed out")))?
-                .map_err(|e| ClientError::Data(format!("cannot connect to stripe {k} at {addr}: {e}")))?
-                .into_std()?;
-            configure_data_socket(&sock, None, opts.timeout)?;
-            let conn: ferry_io::transport::DataConn = Box::new(s.ctrl.protect(sock)?);
+                .map_err(|e| ClientError::Data(format!("stripe {k} at {addr}: {e}")))?;
             ctl.abort.register(&*conn)?;
             streams.push(conn);
         }
@@ -305,15 +329,19 @@ async fn upload(src: &Path, dst: &RemoteUrl, opts: &StripeOptions) -> Result<Str
         let (file, ctl) = (file.clone(), ctl.clone());
         senders.spawn_blocking(move || mode_e::send(streams, &*file, &plan, &ctl).map(drop));
     }
-    let mut failure = None;
-    while let Some(r) = senders.join_next().await {
-        match r {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => failure = failure.or(Some(e.to_string())),
-            Err(e) => failure = failure.or(Some(e.to_string())),
+    // The replies are read while the stripes send: a server that fails the
+    // transfer (a node that cannot take it) stops the senders at once,
+    // rather than after they time out.
+    let abort = ctl.abort.clone();
+    let replies = async {
+        let r = follow(&mut s, &mut report).await;
+        if !matches!(&r, Ok(r) if r.code.is_positive_completion()) {
+            abort.abort();
         }
-    }
-    let r = follow(&mut s, &mut report).await?;
+        r
+    };
+    let (r, failure) = tokio::join!(replies, first_failure(senders));
+    let r = r?;
     report.bytes = progress.load(std::sync::atomic::Ordering::Relaxed);
     if !r.code.is_positive_completion() {
         return Err(refused(&Command::Stor(dst.path.clone()), r));
@@ -329,6 +357,14 @@ async fn third_party(src: &RemoteUrl, dst: &RemoteUrl, opts: &StripeOptions) -> 
     let mut report = StripeReport::default();
     let mut a = open(src, opts).await?;
     let mut b = open(dst, opts).await?;
+    // The data connections run between the two servers, which would both
+    // be TLS servers under PROT P (RFC 4217 §7): clear, as single copies.
+    for s in [&mut a, &mut b] {
+        if s.ctrl.data_private() {
+            s.ctrl.expect(&Command::Prot(ProtectionLevel::Clear)).await?;
+            s.ctrl.set_data_protection(ProtectionLevel::Clear);
+        }
+    }
     let size = a.ctrl.size(&src.path).await?;
     a.ctrl.expect(&opts_retr(opts)).await?;
     let r = b.ctrl.command(&Command::Spas).await?;

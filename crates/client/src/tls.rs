@@ -34,7 +34,7 @@ impl TlsOptions {
         let builder = rustls::ClientConfig::builder_with_provider(io_tls::provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| tls(e.into()))?
-            .with_root_certificates(roots);
+            .with_root_certificates(roots.clone());
         let config = match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => {
                 let chain = io_tls::load_certs(cert).map_err(tls)?;
@@ -44,6 +44,13 @@ impl TlsOptions {
             (None, None) => builder.with_no_client_auth(),
             _ => return Err(ClientError::Usage("--cert and --key must be given together".into())),
         };
-        Ok(Arc::new(config))
+        let config = Arc::new(config);
+        // A QUIC data connection the server opens to this client (PORT)
+        // is verified with the same roots (transport/quic.rs, "Roles").
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), io_tls::provider())
+            .build()
+            .map_err(|e| tls(io_tls::TlsSetupError::Verifier(e.to_string())))?;
+        ferry_io::transport::quic::register_client_trust(&config, verifier);
+        Ok(config)
     }
 }

@@ -6,6 +6,7 @@ pub mod checksum;
 pub mod endpoint;
 pub mod mode_e;
 pub mod partial;
+pub mod pipeline;
 pub mod rate;
 pub mod root;
 pub mod sizing;

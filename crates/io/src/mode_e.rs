@@ -13,15 +13,15 @@
 //! many EODs as it announced. Connections that ended with EOD (without the
 //! close bit) are handed back for the next transfer.
 
-use crate::rate::RateLimit;
-use crate::staging::{ReceiveStaging, SendStaging, StagingConfig};
-use crate::stream::{AbortSignal, CopyError};
+use crate::pipeline::Meter;
+use crate::staging::{ReceiveStaging, SendStaging};
+use crate::stream::CopyError;
 use crate::transport::{write_all_vectored, DataConn, Payload};
-use ferry_proto::mode_e::{BlockHeader, EndOfData, HEADER_LEN};
+use ferry_proto::mode_e::{BlockHeader, BlockLimits, BlockReader, ModeEError, ReceiveTracker, Want, HEADER_LEN};
 use ferry_proto::RangeSet;
 use std::io::{self, IoSlice, Read, Write};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -35,79 +35,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 
 pub use crate::endpoint::{BlockSink, BlockSource, MemorySink};
 
-/// How payload bytes cross between sockets and files. Chosen by the
-/// caller and passed in [`TransferControl`]; the library never reads it
-/// from the environment (`ferry` maps `FERRY_DATA_PATH` onto it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DataPath {
-    /// Kernel-side moves where the endpoint and the transport allow
-    /// (`sendfile`, discard with `MSG_TRUNC`), buffers otherwise.
-    #[default]
-    ZeroCopy,
-    /// Always through a user-space buffer (`pread` + `writev`, `read` +
-    /// `pwrite`): what most servers do; kept to measure against.
-    Buffered,
-}
-
-impl DataPath {
-    /// `buffered` or `zero-copy` (what `FERRY_DATA_PATH` holds); anything
-    /// else is the default, zero-copy.
-    pub fn from_name(name: Option<&str>) -> Self {
-        match name {
-            Some("buffered") => DataPath::Buffered,
-            _ => DataPath::ZeroCopy,
-        }
-    }
-}
-
-/// What every stream of one transfer shares.
-#[derive(Debug, Clone)]
-pub struct TransferControl {
-    pub progress: Arc<AtomicU64>,
-    pub abort: Arc<AbortSignal>,
-    pub rate: Option<Arc<RateLimit>>,
-    pub path: DataPath,
-    /// Staged mode (a ring of buffers with disk threads) when set;
-    /// synchronous mode otherwise.
-    pub staging: Option<StagingConfig>,
-}
-
-impl TransferControl {
-    pub fn new() -> Self {
-        Self::shared(Arc::new(AtomicU64::new(0)), None)
-    }
-
-    /// A control for one transfer that counts into `progress` (shared with
-    /// a progress display or a whole copy) under an optional rate limit.
-    pub fn shared(progress: Arc<AtomicU64>, rate: Option<Arc<RateLimit>>) -> Self {
-        Self { progress, abort: Arc::new(AbortSignal::new()), rate, path: DataPath::ZeroCopy, staging: None }
-    }
-}
-
-impl TransferControl {
-    /// Waits until `n` more bytes fit under the rate limit (if any): before
-    /// a block is sent, after it is received. The one place the MODE E
-    /// loops meet the limit.
-    #[inline]
-    pub fn pace(&self, n: usize) {
-        if let Some(rate) = &self.rate {
-            rate.acquire(n);
-        }
-    }
-
-    /// Counts `n` payload bytes moved: what progress bars, 112 markers and
-    /// the transfer log read. The one place the MODE E loops count.
-    #[inline]
-    pub fn moved(&self, n: u64) {
-        self.progress.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-impl Default for TransferControl {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub use crate::pipeline::{DataPath, TransferControl};
 
 /// What a sender sends: ranges of the source, in source offsets.
 #[derive(Debug, Clone)]
@@ -294,25 +222,24 @@ pub fn send_chunks(
     if streams.is_empty() {
         return Err(CopyError::Network(io::Error::new(io::ErrorKind::NotConnected, "no data connections")));
     }
-    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    let m = ctl.meter();
     let eodc = streams.len() as u64;
     let mut offset = 0u64;
     for chunk in chunks {
         let chunk = chunk?;
         for block in chunk.chunks(DEFAULT_BLOCK_SIZE) {
-            if ctl.abort.is_aborted() {
-                return Err(CopyError::Aborted);
-            }
+            m.before_send(block.len())?;
             let header = BlockHeader::data(offset, block.len() as u64).encode();
-            write_all_vectored(&mut streams[0], &mut [IoSlice::new(&header), IoSlice::new(block)]).map_err(net)?;
+            write_all_vectored(&mut streams[0], &mut [IoSlice::new(&header), IoSlice::new(block)])
+                .map_err(|e| m.net(e))?;
             offset += block.len() as u64;
-            ctl.moved(block.len() as u64);
+            m.moved(block.len() as u64);
         }
     }
     for (i, s) in streams.iter_mut().enumerate() {
         let end = if i == 0 { BlockHeader::eof(eodc) } else { BlockHeader::eod() };
-        s.write_all(&end.encode()).map_err(net)?;
-        s.flush().map_err(net)?;
+        s.write_all(&end.encode()).map_err(|e| m.net(e))?;
+        s.flush().map_err(|e| m.net(e))?;
     }
     Ok(streams)
 }
@@ -327,23 +254,20 @@ fn send_stream_staged(
     eodc: u64,
     ctl: &TransferControl,
 ) -> Result<(), CopyError> {
-    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    let m = ctl.meter();
     while let Some((block, buf)) = staging.next(&ctl.abort) {
         let len = (block.end - block.start) as usize;
-        ctl.pace(len);
+        m.pace(len);
         let header = BlockHeader::data(block.start - header_base, len as u64).encode();
         let r = write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]);
         staging.recycle(buf);
-        r.map_err(net)?;
-        ctl.moved(len as u64);
+        r.map_err(|e| m.net(e))?;
+        m.moved(len as u64);
     }
-    if ctl.abort.is_aborted() {
+    if m.check().is_err() {
         return Err(staging.take_error().unwrap_or(CopyError::Aborted));
     }
-    let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
-    sock.write_all(&end.encode()).map_err(net)?;
-    sock.flush().map_err(net)?;
-    Ok(())
+    send_end(sock, eof_sent, eodc, m)
 }
 
 /// Fills `buf` from `source` at `offset`: a block is sent whole or not at
@@ -383,35 +307,37 @@ fn send_stream(
     // TLS needs the bytes in user space: the buffered path, same framing.
     let zero_copy = ctl.path == DataPath::ZeroCopy && source.zero_copy() && sock.zero_copy();
     let mut buf = if zero_copy { Vec::new() } else { vec![0u8; plan.block_size.max(1)] };
-    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
+    let m = ctl.meter();
     loop {
-        if ctl.abort.is_aborted() {
-            return Err(CopyError::Aborted);
-        }
+        m.check()?;
         let next = first.take().or_else(|| cursor.lock().unwrap_or_else(|e| e.into_inner()).next());
         let Some(block) = next else { break };
         let len = (block.end - block.start) as usize;
+        let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
         if zero_copy {
-            ctl.pace(len);
+            m.pace(len);
             // TCP: the header with MSG_MORE, the payload with sendfile.
-            let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
             let payload = Payload::Source { source, offset: block.start, len };
-            let sent = sock.send_block(&header, payload).map_err(net)?;
+            let sent = sock.send_block(&header, payload).map_err(|e| m.net(e))?;
             if sent < len as u64 {
                 return Err(source_ended(block.start + sent));
             }
-            ctl.moved(len as u64);
-            continue;
+        } else {
+            read_block(source, &mut buf[..len], block.start)?;
+            m.pace(len);
+            write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]).map_err(|e| m.net(e))?;
         }
-        read_block(source, &mut buf[..len], block.start)?;
-        ctl.pace(len);
-        let header = BlockHeader::data(block.start - plan.header_base, len as u64).encode();
-        write_all_vectored(sock, &mut [IoSlice::new(&header), IoSlice::new(&buf[..len])]).map_err(net)?;
-        ctl.moved(len as u64);
+        m.moved(len as u64);
     }
+    send_end(sock, eof_sent, eodc, m)
+}
+
+/// Ends one stream's part of a transfer (GFD.20): EOD on every stream,
+/// EOF|EOD carrying EODC, the number of streams, on exactly one.
+fn send_end(sock: &mut DataConn, eof_sent: &AtomicBool, eodc: u64, m: Meter<'_>) -> Result<(), CopyError> {
     let end = if eof_sent.swap(true, Ordering::SeqCst) { BlockHeader::eod() } else { BlockHeader::eof(eodc) };
-    sock.write_all(&end.encode()).map_err(net)?;
-    sock.flush().map_err(net)?;
+    sock.write_all(&end.encode()).map_err(|e| m.net(e))?;
+    sock.flush().map_err(|e| m.net(e))?;
     Ok(())
 }
 
@@ -435,34 +361,23 @@ impl ReceiveSpec {
 /// State shared by the readers of one receiving transfer.
 #[derive(Debug, Default)]
 pub struct ReceiveState {
-    end: Mutex<EndOfData>,
+    /// The overlap check and the EOD/EOF count across connections: the
+    /// protocol core's (`ferry_proto::mode_e::ReceiveTracker`), the same
+    /// code the fuzzer and the in-memory `Pair` tests run.
+    tracker: Mutex<ReceiveTracker>,
     /// Ranges written to the sink so far (each write as it returns, not
     /// whole blocks), in header coordinates: the restart markers, and what
     /// a failed transfer leaves for a resume.
     pub received: Mutex<RangeSet>,
-    /// Ranges announced by block headers so far, for the overlap check.
-    announced: Mutex<RangeSet>,
 }
 
 impl ReceiveState {
     pub fn is_complete(&self) -> bool {
-        self.end.lock().unwrap_or_else(|e| e.into_inner()).is_complete()
+        self.tracker().is_complete()
     }
 
-    /// Claims a block's range when its header arrives. GFD.20 senders send
-    /// each byte of a transfer once; a block overlapping one already
-    /// announced is a broken or hostile sender, and fails the transfer
-    /// before any of it is written (the failed upload is never committed).
-    fn announce(&self, r: Range<u64>) -> Result<(), CopyError> {
-        let mut announced = self.announced.lock().unwrap_or_else(|e| e.into_inner());
-        if announced.overlaps(&r) {
-            return Err(CopyError::Network(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a block for bytes {}-{} overlaps data already received in this transfer", r.start, r.end),
-            )));
-        }
-        announced.insert(r);
-        Ok(())
+    fn tracker(&self) -> std::sync::MutexGuard<'_, ReceiveTracker> {
+        self.tracker.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records bytes on their way to disk (the write returned).
@@ -473,16 +388,22 @@ impl ReceiveState {
     }
 
     fn describe_end(&self) -> String {
-        let e = self.end.lock().unwrap_or_else(|e| e.into_inner());
-        match e.eodc() {
-            Some(eodc) => format!("{} of {eodc} end-of-data markers arrived", e.eods()),
-            None => format!("{} end-of-data markers and no end-of-file arrived", e.eods()),
-        }
+        self.tracker().describe_end()
     }
+}
+
+/// A framing error found by the protocol core: the peer's fault.
+fn invalid(e: ModeEError) -> CopyError {
+    CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Reads blocks from one connection until its EOD. Returns the socket for
 /// reuse unless the sender said it closes it.
+///
+/// GFD.20 framing and every check on it (header validity, block size,
+/// overlaps, the EOD/EOF count) belong to the protocol core's
+/// [`BlockReader`] and [`ReceiveTracker`]; this loop only moves the bytes
+/// the reader asks for to where it says they go.
 pub fn receive_stream(
     mut sock: DataConn,
     sink: &dyn BlockSink,
@@ -491,113 +412,78 @@ pub fn receive_stream(
     ctl: &TransferControl,
     staging: Option<&ReceiveStaging>,
 ) -> Result<Option<DataConn>, CopyError> {
-    let net = |e: io::Error| if ctl.abort.is_aborted() { CopyError::Aborted } else { CopyError::Network(e) };
-    let zero_copy = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
-    let mut buf = if zero_copy || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
-    let mut first = true;
+    let m = ctl.meter();
+    let discard = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
+    let mut buf = if discard || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
+    let mut reader = BlockReader::new(BlockLimits::new(spec.limit));
+    let mut raw = [0u8; HEADER_LEN];
     loop {
-        if ctl.abort.is_aborted() {
-            return Err(CopyError::Aborted);
-        }
-        let mut raw = [0u8; HEADER_LEN];
-        if first {
-            first = false;
-            // A cached connection the peer closed between transfers, before
-            // sending anything for this one, is not part of this transfer;
-            // the EOF count decides completeness, not the connection count.
-            match read_header_or_close(&mut sock, &mut raw) {
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(e) => return Err(net(e)),
-            }
-        } else {
-            sock.read_exact(&mut raw).map_err(|e| {
-                if e.kind() == io::ErrorKind::UnexpectedEof && !ctl.abort.is_aborted() {
-                    CopyError::Network(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "a data connection closed before its end-of-data marker",
-                    ))
-                } else {
-                    net(e)
-                }
-            })?;
-        }
-        let header = BlockHeader::decode(&raw);
-        header.validate(spec.limit).map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-        let mut done = 0u64;
-        let len = header.payload_len();
-        if len > 0 {
-            state.announce(header.offset..header.offset + len)?;
-        }
-        if len > 0 && zero_copy {
-            // A discarding sink: the transport drops the payload (TCP in
-            // the kernel, MSG_TRUNC).
-            ctl.pace(len as usize);
-            let mut left = len;
-            while left > 0 {
-                match sock.discard(left.min(usize::MAX as u64) as usize) {
+        m.check()?;
+        match reader.want() {
+            Want::Header { missing } => {
+                let n = match sock.read(&mut raw[..missing]) {
+                    // A cached connection the peer closed between
+                    // transfers, before sending anything for this one, is
+                    // not part of this transfer; the EOF count decides
+                    // completeness, not the connection count.
+                    Ok(0) if reader.is_idle() => return Ok(None),
                     Ok(0) => {
-                        let e = io::Error::new(io::ErrorKind::UnexpectedEof, "data connection closed mid-block");
-                        return Err(net(e));
+                        let e = reader.on_close().err().unwrap_or(ModeEError::ClosedBeforeEod);
+                        return Err(m.net(io::Error::new(io::ErrorKind::UnexpectedEof, e)));
                     }
-                    Ok(n) => left -= n as u64,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(net(e)),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(m.net(e)),
+                };
+                if let Some(h) = reader.push_header(&raw[..n]).map_err(invalid)? {
+                    state.tracker().begin_block(&h).map_err(invalid)?;
                 }
             }
-            ctl.moved(len);
-            state.written(header.offset..header.offset + len);
-            done = len;
-        }
-        while done < len {
-            if let Some(st) = staging {
-                // Staged: read into a ring buffer and let a writer thread
-                // put it on disk while this thread reads the next block.
-                let want = (len - done).min(st.block() as u64) as usize;
-                let Some(mut b) = st.buffer() else { return Err(CopyError::Aborted) };
-                sock.read_exact(&mut b[..want]).map_err(net)?;
-                if !st.submit(spec.base + header.offset + done, b, want) {
-                    return Err(CopyError::Aborted);
+            Want::Payload { offset, len } => {
+                let n = if discard {
+                    // A discarding sink: the transport drops the payload
+                    // (TCP in the kernel, MSG_TRUNC).
+                    match sock.discard(usize::try_from(len).unwrap_or(usize::MAX)) {
+                        Ok(0) => {
+                            let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
+                            return Err(m.net(e));
+                        }
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(m.net(e)),
+                    }
+                } else if let Some(st) = staging {
+                    // Staged: read into a ring buffer and let a writer
+                    // thread put it on disk while this thread reads the
+                    // next block.
+                    let n = len.min(st.block() as u64) as usize;
+                    let Some(mut b) = st.buffer() else { return Err(CopyError::Aborted) };
+                    sock.read_exact(&mut b[..n]).map_err(|e| m.net(e))?;
+                    if !st.submit(spec.base + offset, b, n) {
+                        return Err(CopyError::Aborted);
+                    }
+                    n
+                } else {
+                    let n = len.min(buf.len() as u64) as usize;
+                    sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;
+                    sink.write_at(&buf[..n], spec.base + offset).map_err(CopyError::Disk)?;
+                    n
+                };
+                let written = reader.payload_consumed(n as u64);
+                if staging.is_none() {
+                    // (Staged, the writer threads record what reached the
+                    // file.)
+                    state.written(written);
                 }
-                done += want as u64;
-                ctl.moved(want as u64);
-                ctl.pace(want);
-                continue;
+                m.received(n);
             }
-            let want = (len - done).min(buf.len() as u64) as usize;
-            sock.read_exact(&mut buf[..want]).map_err(net)?;
-            sink.write_at(&buf[..want], spec.base + header.offset + done).map_err(CopyError::Disk)?;
-            state.written(header.offset + done..header.offset + done + want as u64);
-            done += want as u64;
-            ctl.moved(want as u64);
-            ctl.pace(want);
-        }
-        state
-            .end
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .on_header(&header)
-            .map_err(|e| CopyError::Network(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-        if header.is_eod() {
-            return Ok((!header.closes()).then_some(sock));
+            Want::EndOfBlock(h) => {
+                state.tracker().end_block(&h).map_err(invalid)?;
+                reader.end_block();
+            }
+            Want::Done { close } => return Ok((!close).then_some(sock)),
         }
     }
-}
-
-/// Reads a header; `Ok(false)` when the connection closed cleanly before
-/// its first byte.
-fn read_header_or_close(sock: &mut DataConn, raw: &mut [u8; HEADER_LEN]) -> io::Result<bool> {
-    let mut got = 0;
-    while got < HEADER_LEN {
-        match sock.read(&mut raw[got..]) {
-            Ok(0) if got == 0 => return Ok(false),
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "a data connection closed mid-header")),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
 }
 
 /// Receives one transfer: readers on `initial` (cached) connections and on
@@ -733,6 +619,7 @@ async fn receive_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::staging::StagingConfig;
     use crate::tls::DataStream;
     use std::net::{TcpListener, TcpStream};
 

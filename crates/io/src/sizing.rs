@@ -86,6 +86,56 @@ pub fn choose(path: PathEstimate, file_size: Option<u64>) -> Sizing {
     }
 }
 
+/// Flow-control windows and UDP socket buffers of a QUIC data channel
+/// (`transport::quic`), bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuicWindows {
+    /// What one stream may have unread at the receiver.
+    pub stream: u32,
+    /// What the whole connection may have unread.
+    pub connection: u32,
+    /// What the sender keeps unacknowledged.
+    pub send: u32,
+    /// SO_RCVBUF / SO_SNDBUF of the UDP socket.
+    pub socket: u32,
+}
+
+/// The round trip a QUIC channel is sized for when the session gave no
+/// buffer size: a long intercontinental path (the reference's 80 ms
+/// one-way delay).
+pub const QUIC_SIZING_RTT: Duration = Duration::from_millis(160);
+
+/// QUIC has no kernel autotuning to lean on, unlike TCP, and quinn's
+/// defaults (1.25 MB per stream) hold one stream to about 100 Mbit/s at
+/// 100 ms. With a buffer size from the session (SBUF, `--tcp-bs`) that is
+/// one stream's window, as for TCP, and the connection's is four of them;
+/// without one, the connection window is the BDP of the assumed rate over
+/// [`QUIC_SIZING_RTT`] (capped at 256 MiB) and a stream may use a quarter
+/// of it. Windows are limits, not allocations: memory is used only by
+/// data the reader has not taken yet. The socket buffers hold a few
+/// milliseconds at the assumed rate, so a scheduling hiccup of the
+/// receiving thread does not drop datagrams.
+pub fn quic_windows(buffer: Option<u32>) -> QuicWindows {
+    const CAP: u64 = 256 << 20;
+    let (stream, connection) = match buffer {
+        Some(b) => {
+            let b = u64::from(b).max(64 << 10);
+            (b, (b * 4).min(CAP))
+        }
+        None => {
+            let bdp = (ASSUMED_RATE as f64 * QUIC_SIZING_RTT.as_secs_f64()) as u64;
+            let conn = bdp.min(CAP);
+            (conn / 4, conn)
+        }
+    };
+    QuicWindows {
+        stream: stream.min(CAP) as u32,
+        connection: connection as u32,
+        send: connection as u32,
+        socket: (ASSUMED_RATE / 100).min(16 << 20) as u32,
+    }
+}
+
 /// The smaller of the kernel's maximum send and receive buffer sizes
 /// (`net.ipv4.tcp_wmem`/`tcp_rmem`, third field).
 pub fn socket_buffer_max() -> u64 {
@@ -127,6 +177,17 @@ mod tests {
         let untuned = choose(PathEstimate { rate: Some(125_000_000), ..est(60.0, 4) }, Some(64 << 20));
         assert!(untuned.parallelism >= 2, "{untuned:?}");
         assert!(choose(est(2000.0, 1), None).parallelism <= MAX_AUTO_STREAMS);
+    }
+
+    #[test]
+    fn quic_windows_follow_the_buffer_or_a_long_path() {
+        let w = quic_windows(Some(8 << 20));
+        assert_eq!((w.stream, w.connection), (8 << 20, 32 << 20));
+        let w = quic_windows(None);
+        // 10 Gbit/s x 160 ms is 200 MB: one connection may hold it.
+        assert_eq!(w.connection, 200_000_000);
+        assert!(w.stream >= 16 << 20, "{w:?}");
+        assert!(w.socket >= 4 << 20);
     }
 
     #[test]

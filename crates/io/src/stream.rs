@@ -8,7 +8,7 @@
 //! ASCII transfers and listings need conversion and take the buffered path.
 
 use crate::endpoint::{BlockSink, BlockSource};
-use crate::mode_e::DataPath;
+use crate::pipeline::{DataPath, Meter, STEP};
 use crate::rate::RateLimit;
 use crate::transport::{AbortHandle, Connection, DataConn, Payload};
 use ferry_proto::ascii::{AsciiDecoder, AsciiEncoder};
@@ -17,9 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use thiserror::Error;
 
-/// Size of one copy step: progress is published and the abort flag checked
-/// between steps.
-const STEP: u64 = 4 << 20;
 /// Receive buffer, allocated once per transfer.
 const RECV_BUF: usize = 1 << 20;
 
@@ -71,22 +68,6 @@ impl AbortSignal {
     pub fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::SeqCst)
     }
-
-    fn check(&self) -> Result<(), CopyError> {
-        if self.is_aborted() {
-            Err(CopyError::Aborted)
-        } else {
-            Ok(())
-        }
-    }
-
-    fn net(&self, e: io::Error) -> CopyError {
-        if self.is_aborted() {
-            CopyError::Aborted
-        } else {
-            CopyError::Network(e)
-        }
-    }
 }
 
 /// Sends `len` bytes of `source` from `offset` (to its end when `None`).
@@ -108,28 +89,25 @@ pub fn send(
     path: DataPath,
 ) -> Result<u64, CopyError> {
     // A TLS stream must see every byte to encrypt it: no sendfile there.
+    let m = Meter::new(progress, abort, rate);
     let zero_copy = path == DataPath::ZeroCopy && source.zero_copy() && sock.zero_copy();
     let mut buf = if zero_copy { Vec::new() } else { vec![0u8; RECV_BUF] };
     let mut pos = offset;
     let mut remaining = len.unwrap_or(u64::MAX);
     let mut sent = 0;
     while remaining > 0 {
-        abort.check()?;
-        // Under a rate limit, move 256 KiB at a time so the pacing is smooth.
-        let step = remaining.min(if rate.is_some() { 256 << 10 } else { STEP }) as usize;
-        if let Some(rate) = rate {
-            rate.acquire(step);
-        }
+        let step = m.step(remaining) as usize;
+        m.before_send(step)?;
         let n = if zero_copy {
             match sock.send_block(&[], Payload::Source { source, offset: pos, len: step }) {
                 Ok(n) => n,
                 Err(e) if e.raw_os_error() == Some(libc::EIO) => return Err(CopyError::Disk(e)),
-                Err(e) => return Err(abort.net(e)),
+                Err(e) => return Err(m.net(e)),
             }
         } else {
             let want = step.min(buf.len());
             let n = source.read_at(&mut buf[..want], pos).map_err(CopyError::Disk)?;
-            sock.write_all(&buf[..n]).map_err(|e| abort.net(e))?;
+            sock.write_all(&buf[..n]).map_err(|e| m.net(e))?;
             n as u64
         };
         if n == 0 {
@@ -141,7 +119,7 @@ pub fn send(
         pos += n;
         sent += n;
         remaining -= n;
-        progress.fetch_add(n, Ordering::Relaxed);
+        m.moved(n);
     }
     Ok(sent)
 }
@@ -163,13 +141,14 @@ pub fn send_ascii(
     progress: &AtomicU64,
     abort: &AbortSignal,
 ) -> Result<u64, CopyError> {
+    let m = Meter::new(progress, abort, None);
     let mut buf = vec![0u8; 256 * 1024];
     let mut out = Vec::with_capacity(300 * 1024);
     let mut enc = AsciiEncoder::default();
     let mut pos = offset;
     let mut sent = 0;
     loop {
-        abort.check()?;
+        m.check()?;
         let want = end.map_or(buf.len(), |e| (e.saturating_sub(pos)).min(buf.len() as u64) as usize);
         if want == 0 {
             return Ok(sent);
@@ -184,16 +163,17 @@ pub fn send_ascii(
         pos += n as u64;
         out.clear();
         enc.encode(&buf[..n], &mut out);
-        sock.write_all(&out).map_err(|e| abort.net(e))?;
+        sock.write_all(&out).map_err(|e| m.net(e))?;
         sent += out.len() as u64;
-        progress.fetch_add(n as u64, Ordering::Relaxed);
+        m.moved(n as u64);
     }
 }
 
 /// Sends an in-memory buffer (a listing).
 pub fn send_bytes(data: &[u8], sock: &mut DataConn, abort: &AbortSignal) -> Result<u64, CopyError> {
-    abort.check()?;
-    sock.write_all(data).map_err(|e| abort.net(e))?;
+    let m = Meter::uncounted(abort);
+    m.check()?;
+    sock.write_all(data).map_err(|e| m.net(e))?;
     Ok(data.len() as u64)
 }
 
@@ -257,8 +237,9 @@ pub fn receive(
     path: DataPath,
 ) -> Result<(u64, u64), CopyError> {
     let ReceiveTo { offset, ascii, limit, written } = to;
+    let m = Meter::new(progress, abort, rate);
     if let (false, DataPath::ZeroCopy, true, true) = (ascii, path, sink.zero_copy(), sock.zero_copy()) {
-        return receive_discarding(sock, progress, abort, rate).map(|n| (n, offset + n));
+        return receive_discarding(sock, m).map(|n| (n, offset + n));
     }
     let mut buf = vec![0u8; RECV_BUF];
     let mut text = Vec::new();
@@ -266,22 +247,19 @@ pub fn receive(
     let mut pos = offset;
     let mut received = 0;
     loop {
-        abort.check()?;
+        m.check()?;
         let n = match sock.read(&mut buf) {
             // A socket shut down by ABOR also reads as end of stream.
             Ok(0) => {
-                abort.check()?;
+                m.check()?;
                 break;
             }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(abort.net(e)),
+            Err(e) => return Err(m.net(e)),
         };
         received += n as u64;
-        progress.fetch_add(n as u64, Ordering::Relaxed);
-        if let Some(rate) = rate {
-            rate.acquire(n);
-        }
+        m.received(n);
         let chunk = if ascii {
             text.clear();
             dec.decode(&buf[..n], &mut text);
@@ -327,29 +305,21 @@ fn beyond_limit(pos: u64, len: usize, limit: Option<u64>) -> Result<(), CopyErro
 
 /// Drops everything until the peer closes, without copying where the
 /// transport can (TCP: in the kernel, `MSG_TRUNC`).
-fn receive_discarding(
-    sock: &mut DataConn,
-    progress: &AtomicU64,
-    abort: &AbortSignal,
-    rate: Option<&RateLimit>,
-) -> Result<u64, CopyError> {
+fn receive_discarding(sock: &mut DataConn, m: Meter<'_>) -> Result<u64, CopyError> {
     let mut received = 0;
     loop {
-        abort.check()?;
+        m.check()?;
         match sock.discard(STEP as usize) {
             Ok(0) => {
-                abort.check()?;
+                m.check()?;
                 return Ok(received);
             }
             Ok(n) => {
                 received += n as u64;
-                progress.fetch_add(n as u64, Ordering::Relaxed);
-                if let Some(rate) = rate {
-                    rate.acquire(n);
-                }
+                m.received(n);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(abort.net(e)),
+            Err(e) => return Err(m.net(e)),
         }
     }
 }

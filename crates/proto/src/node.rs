@@ -35,10 +35,11 @@
 //!
 //! ```text
 //! LISTEN <id> <ip> <tcp-buffer|->                      open a data listener
-//! RECV <id> <listener-id> <base> <limit|-> <peer-ip|-> <target> <path>
+//! RECV <id> <listener-id> <base> <limit|-> <peer-ip|-> <target> <P|C> <path>
 //!                                                      accept on it, write blocks at base+offset
-//! SEND <id> <addr> <streams> <tcp-buffer|-> <stripe> <count> <layout> <len> <window-offset> <done|-> <path>
+//! SEND <id> <addr> <streams> <tcp-buffer|-> <stripe> <count> <layout> <len> <window-offset> <done|-> <P|C> <path>
 //!                                                      connect, send stripe's share
+//!                       (P|C: PROT P or C; under P the node is the TLS server of every data connection)
 //! ABORT <id>                                           stop a task
 //! CLOSE <listener-id>                                  drop a listener
 //! ```
@@ -111,6 +112,9 @@ pub enum NodeRequest {
         /// client's), or any when third-party transfers are allowed.
         peer: Option<IpAddr>,
         target: RecvTarget,
+        /// PROT P: TLS on every data connection, the node as TLS server
+        /// (RFC 4217), with the front end's certificate.
+        private: bool,
         path: String,
     },
     Send {
@@ -128,6 +132,9 @@ pub enum NodeRequest {
         window_offset: u64,
         /// What the receiver already holds (REST), header coordinates.
         done: Option<RangeSet>,
+        /// PROT P, as for `Recv` (the node is the TLS server also when
+        /// it connects).
+        private: bool,
         path: String,
     },
     Abort {
@@ -217,6 +224,23 @@ fn layout_token(l: &StripeLayout) -> String {
     }
 }
 
+/// `P` (private: TLS) or `C` (clear), as the PROT levels.
+fn parse_prot(s: &str) -> Result<bool, NodeError> {
+    match s {
+        "P" => Ok(true),
+        "C" => Ok(false),
+        other => Err(bad("protection", other)),
+    }
+}
+
+fn prot_token(private: bool) -> &'static str {
+    if private {
+        "P"
+    } else {
+        "C"
+    }
+}
+
 fn parse_layout(s: &str) -> Result<StripeLayout, NodeError> {
     if s == "partitioned" {
         return Ok(StripeLayout::Partitioned);
@@ -262,7 +286,7 @@ impl NodeRequest {
                 }
             }
             "RECV" => {
-                let f = fields("RECV", line, 8)?;
+                let f = fields("RECV", line, 9)?;
                 NodeRequest::Recv {
                     id: num("id", f[1])?,
                     listener: num("listener", f[2])?,
@@ -277,11 +301,12 @@ impl NodeRequest {
                         "file" => RecvTarget::File,
                         other => return Err(bad("target", other)),
                     },
-                    path: unescape_path(f[7])?,
+                    private: parse_prot(f[7])?,
+                    path: unescape_path(f[8])?,
                 }
             }
             "SEND" => {
-                let f = fields("SEND", line, 12)?;
+                let f = fields("SEND", line, 13)?;
                 let count: u32 = num("count", f[6])?;
                 let stripe: u32 = num("stripe", f[5])?;
                 if count == 0 || count as usize > MAX_STRIPES || stripe >= count {
@@ -305,7 +330,8 @@ impl NodeRequest {
                         "-" => None,
                         s => Some(RangeSet::parse(s).map_err(|_| bad("done", s))?),
                     },
-                    path: unescape_path(f[11])?,
+                    private: parse_prot(f[11])?,
+                    path: unescape_path(f[12])?,
                 }
             }
             "ABORT" => {
@@ -325,24 +351,39 @@ impl fmt::Display for NodeRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeRequest::Listen { id, ip, buffer } => write!(f, "LISTEN {id} {ip} {}", opt_u32(*buffer)),
-            NodeRequest::Recv { id, listener, base, limit, peer, target, path } => write!(
+            NodeRequest::Recv { id, listener, base, limit, peer, target, private, path } => write!(
                 f,
-                "RECV {id} {listener} {base} {} {} {} {}",
+                "RECV {id} {listener} {base} {} {} {} {} {}",
                 limit.map_or("-".into(), |n| n.to_string()),
                 peer.map_or("-".into(), |p| p.to_string()),
                 match target {
                     RecvTarget::Partial => "partial",
                     RecvTarget::File => "file",
                 },
+                prot_token(*private),
                 escape_path(path)
             ),
-            NodeRequest::Send { id, to, streams, buffer, stripe, count, layout, len, window_offset, done, path } => {
+            NodeRequest::Send {
+                id,
+                to,
+                streams,
+                buffer,
+                stripe,
+                count,
+                layout,
+                len,
+                window_offset,
+                done,
+                private,
+                path,
+            } => {
                 write!(
                     f,
-                    "SEND {id} {to} {streams} {} {stripe} {count} {} {len} {window_offset} {} {}",
+                    "SEND {id} {to} {streams} {} {stripe} {count} {} {len} {window_offset} {} {} {}",
                     opt_u32(*buffer),
                     layout_token(layout),
                     done.as_ref().filter(|d| !d.is_empty()).map_or("-".into(), |d| d.to_string()),
+                    prot_token(*private),
                     escape_path(path)
                 )
             }
@@ -571,6 +612,7 @@ mod tests {
                 limit: Some(100),
                 peer: Some("127.0.0.1".parse().unwrap()),
                 target: RecvTarget::Partial,
+                private: false,
                 path: "/a dir/f%1\nx".into(),
             },
             NodeRequest::Send {
@@ -584,6 +626,7 @@ mod tests {
                 len: 5_000_000,
                 window_offset: 0,
                 done: Some(RangeSet::parse("0-100").unwrap()),
+                private: true,
                 path: "/big".into(),
             },
             NodeRequest::Abort { id: 3 },
@@ -607,14 +650,18 @@ mod tests {
         for bad in [
             "",
             "SEND 1",
-            "SEND 1 127.0.0.1:1 0 - 0 1 partitioned 1 0 - /x",
+            "SEND 1 127.0.0.1:1 0 - 0 1 partitioned 1 0 - C /x",
+            "SEND 1 127.0.0.1:1 1 - 0 1 partitioned 1 0 - /x",
+            "SEND 1 127.0.0.1:1 1 - 0 1 partitioned 1 0 - S /x",
             "LISTEN x 1.2.3.4 -",
-            "RECV 1 1 0 - - bogus /x",
+            "RECV 1 1 0 - - bogus C /x",
+            "RECV 1 1 0 - - file /x",
         ] {
             assert!(NodeRequest::parse(bad).is_err(), "{bad}");
         }
         // A stripe index beyond the count is refused.
-        assert!(NodeRequest::parse("SEND 1 127.0.0.1:1 1 - 2 2 partitioned 1 0 - /x").is_err());
+        assert!(NodeRequest::parse("SEND 1 127.0.0.1:1 1 - 2 2 partitioned 1 0 - C /x").is_err());
+        assert!(NodeRequest::parse("SEND 1 127.0.0.1:1 1 - 1 2 partitioned 1 0 - C /x").is_ok());
         assert!(unescape_path("%zz").is_err());
     }
 }

@@ -51,6 +51,13 @@ impl TransportName {
         Some(Self { len: s.len() as u8, bytes })
     }
 
+    /// Transports that are TLS themselves (QUIC is TLS 1.3 with the
+    /// server's certificate): offered only to a session whose control
+    /// channel is TLS, and used only while the data is private (PROT P).
+    pub fn needs_tls(&self) -> bool {
+        self.as_str() == "quic"
+    }
+
     pub fn as_str(&self) -> &str {
         // Only ASCII goes in (`parse`), so this cannot fail.
         std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("tcp")

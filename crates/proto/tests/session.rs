@@ -410,6 +410,30 @@ fn transports_are_listed_selected_and_refused() {
     assert_eq!(fresh.code("TPRT tcp"), 530);
 }
 
+/// QUIC is TLS itself (issue 19): refused with 534 on a clear control
+/// channel, and a session whose default it is stays on TCP until PROT P.
+#[test]
+fn quic_needs_a_tls_control_channel_and_private_data() {
+    use ferry_proto::transport::TransportName;
+    let quic = TransportName::parse("quic").unwrap();
+    let cfg = SessionConfig {
+        transports: vec![TransportName::TCP, quic],
+        default_transport: quic,
+        ..SessionConfig::default()
+    };
+    let mut h = Harness::with(cfg);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.s.data_transport(), TransportName::TCP, "clear: TCP whatever the default");
+    let r = h.send("TPRT quic");
+    assert_eq!(r[0].code.get(), 534, "{r:?}");
+    assert!(r[0].text().contains("AUTH TLS"), "{r:?}");
+    assert_eq!(h.code("SITE SETNETSTACK quic"), 534);
+    assert_eq!(h.code("PASV"), 227);
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else { panic!() };
+    assert_eq!(req.channel.transport, TransportName::TCP);
+}
+
 /// FEAT lists exactly what is implemented (and SITE HELP names the SITE
 /// commands, where the Globus client library looks for them).
 #[test]

@@ -12,7 +12,7 @@
 //! a `250-` first line giving its length and a `250 ` last line: no data
 //! connection is needed, and the size is bounded by the sample cap.
 
-use ferry_profile::{PerfConfig, Sampler, SamplerConfig, StreamRegistry};
+use ferry_profile::{HostProfile, PerfConfig, Sampler, SamplerConfig, StreamRegistry};
 use ferry_proto::command::ProfileRequest;
 use ferry_proto::{Reply, ReplyCode};
 use std::time::Duration;
@@ -24,14 +24,42 @@ pub const LINE: usize = 1000;
 /// JSON, for a client that never stops its profile.
 const MAX_SAMPLES: usize = 7_200;
 
+/// Something sampling the host until it is stopped: the real [`Sampler`]
+/// in the server. Unit tests pass their own (see [`Profiler::with_sampler`]),
+/// so none of them runs a clock; the real one is exercised end to end by
+/// `crates/cli/tests/profile.rs` (DESIGN.md, "How we measure").
+pub(crate) trait HostSampler: Send {
+    /// Stops sampling; the profile taken. May take seconds (perf report).
+    fn stop(self: Box<Self>) -> ferry_profile::Result<HostProfile>;
+}
+
+impl HostSampler for Sampler {
+    fn stop(self: Box<Self>) -> ferry_profile::Result<HostProfile> {
+        Sampler::stop(*self)
+    }
+}
+
+/// Starts a [`HostSampler`]; may block (perf is seen running first).
+pub(crate) type StartSampler = fn(SamplerConfig) -> ferry_profile::Result<Box<dyn HostSampler>>;
+
+fn start_real_sampler(config: SamplerConfig) -> ferry_profile::Result<Box<dyn HostSampler>> {
+    Ok(Box::new(Sampler::start(config)?))
+}
+
 /// A session's profiler: idle, or sampling.
-#[derive(Default)]
 pub(crate) struct Profiler {
     running: Option<Running>,
+    start_sampler: StartSampler,
+}
+
+impl Default for Profiler {
+    fn default() -> Self {
+        Self::with_sampler(start_real_sampler)
+    }
 }
 
 struct Running {
-    sampler: Sampler,
+    sampler: Box<dyn HostSampler>,
     registry: StreamRegistry,
 }
 
@@ -42,6 +70,11 @@ impl std::fmt::Debug for Profiler {
 }
 
 impl Profiler {
+    /// A profiler whose samplers `start` makes.
+    pub(crate) fn with_sampler(start: StartSampler) -> Self {
+        Self { running: None, start_sampler: start }
+    }
+
     /// Where data connections register while the profiler runs.
     pub fn registry(&self) -> Option<StreamRegistry> {
         self.running.as_ref().map(|r| r.registry.clone())
@@ -79,7 +112,8 @@ impl Profiler {
             config = config.with_perf(PerfConfig::system_wide());
         }
         // Starting perf waits to see it run: not on the control loop.
-        match tokio::task::spawn_blocking(move || Sampler::start(config)).await {
+        let start = self.start_sampler;
+        match tokio::task::spawn_blocking(move || start(config)).await {
             Ok(Ok(sampler)) => {
                 self.running = Some(Running { sampler, registry });
                 Reply::new(
@@ -147,9 +181,24 @@ mod tests {
         assert_eq!(body(&back), json);
     }
 
+    /// Hands back a fixed profile: no thread, no clock.
+    struct FakeSampler(HostProfile);
+
+    impl HostSampler for FakeSampler {
+        fn stop(self: Box<Self>) -> ferry_profile::Result<HostProfile> {
+            Ok(self.0)
+        }
+    }
+
+    fn fake(config: SamplerConfig) -> ferry_profile::Result<Box<dyn HostSampler>> {
+        assert!(config.streams.is_some(), "the data connections are sampled too");
+        let interval_ms = config.interval.as_millis() as u64;
+        Ok(Box::new(FakeSampler(HostProfile { interval_ms, duration_s: 1.5, ..HostProfile::default() })))
+    }
+
     #[tokio::test]
     async fn only_permitted_users_profile_and_stop_returns_the_samples() {
-        let mut p = Profiler::default();
+        let mut p = Profiler::with_sampler(fake);
         let denied = p.handle(ProfileRequest::Start { interval_ms: 100, perf: false }, false).await;
         assert_eq!(denied.code, ReplyCode::FILE_UNAVAILABLE);
         assert_eq!(p.handle(ProfileRequest::Stop, true).await.code, ReplyCode::BAD_SEQUENCE);
@@ -158,12 +207,12 @@ mod tests {
         assert!(p.registry().is_some());
         let again = p.handle(ProfileRequest::Start { interval_ms: 100, perf: false }, true).await;
         assert_eq!(again.code, ReplyCode::BAD_SEQUENCE);
-        // How many samples a profile holds depends on time, which a unit
-        // test does not measure (DESIGN.md, "How we measure"): only that
-        // the stop reply carries a profile.
+        // The sampler is injected: what the stop reply carries is exactly
+        // what it took, with no clock involved.
         let stopped = p.handle(ProfileRequest::Stop, true).await;
         assert_eq!(stopped.code, ReplyCode::FILE_ACTION_OK, "{:?}", stopped.lines.first());
-        ferry_profile::HostProfile::from_json(&body(&stopped)).expect("a profile");
+        let profile = HostProfile::from_json(&body(&stopped)).expect("a profile");
+        assert_eq!((profile.interval_ms, profile.duration_s), (100, 1.5));
         assert!(p.registry().is_none());
     }
 }

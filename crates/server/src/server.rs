@@ -210,8 +210,20 @@ impl Server {
                     ferry_io::transport::networked().join(", ")
                 )
             })?;
-        let offered: Vec<TransportName> =
-            ferry_io::transport::networked().into_iter().filter_map(TransportName::parse).collect();
+        // QUIC is TLS 1.3 with the server's certificate: without one it
+        // cannot be offered (docs/transports.md).
+        let needs_certificate = |name: &str| name == "quic";
+        if tls.is_none() && needs_certificate(transport.name()) {
+            anyhow::bail!(
+                "data transport '{}' needs a TLS certificate: give --tls-cert and --tls-key",
+                transport.name()
+            );
+        }
+        let offered: Vec<TransportName> = ferry_io::transport::networked()
+            .into_iter()
+            .filter(|t| tls.is_some() || !needs_certificate(t))
+            .filter_map(TransportName::parse)
+            .collect();
         let session_config = SessionConfig {
             banner: config
                 .banner

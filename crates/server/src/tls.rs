@@ -90,10 +90,13 @@ impl ServerTls {
             }
             None => builder.with_no_client_auth(),
         };
-        let mut control = builder.with_single_cert(chain, key).map_err(TlsSetupError::from)?;
+        let mut control = builder.with_single_cert(chain.clone(), key.clone_key()).map_err(TlsSetupError::from)?;
         control.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
         control.ticketer = rustls::crypto::ring::Ticketer::new().map_err(TlsSetupError::from)?;
         let data = io_tls::data_server_config(&control);
+        // A QUIC data connection this server opens presents the same
+        // certificate as a client certificate (transport/quic.rs, "Roles").
+        ferry_io::transport::quic::register_server_identity(&data, chain, key);
         let cert_map = match &c.cert_map {
             Some(p) => CertMap::load(p)?,
             None => CertMap::default(),

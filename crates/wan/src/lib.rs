@@ -31,6 +31,7 @@ pub mod link;
 pub mod netns;
 pub mod selftest;
 mod sys;
+pub mod topology;
 pub mod units;
 
 use std::io;
@@ -40,6 +41,7 @@ pub use config::{Ipv4Cidr, LinkConfig, PathConfig, Shaper};
 pub use forwarder::DirectionSnapshot;
 pub use link::{Link, LinkGuard, LinkStats, Side};
 pub use selftest::{SelftestConfig, SelftestReport};
+pub use topology::{Topology, TopologyConfig};
 pub use units::{ParseError, Rate};
 
 /// Everything that can go wrong bringing a link up, running it or taking it

@@ -188,7 +188,7 @@ pub fn down(name: &str, force: bool) -> Result<Vec<String>, WanError> {
     for ns in &record.namespaces {
         // Only names of the form this tool creates, so a tampered record
         // cannot make us delete an unrelated namespace.
-        if !(ns == &format!("{name}-c") || ns == &format!("{name}-s")) {
+        if !(ns == &format!("{name}-c") || ns == &format!("{name}-s") || crate::topology::owns_namespace(name, ns)) {
             leftovers.push(format!("{ns} (not a name of this link; left alone)"));
             continue;
         }

@@ -32,6 +32,7 @@
 //! described in `docs/transports.md`.
 
 pub mod memory;
+pub mod quic;
 pub mod tcp;
 
 #[cfg(test)]
@@ -339,6 +340,7 @@ pub struct Registration {
 pub static TRANSPORTS: &[Registration] = &[
     Registration { name: "tcp", networked: true, make: tcp::transport },
     Registration { name: "memory", networked: false, make: memory::transport },
+    Registration { name: "quic", networked: true, make: quic::transport },
 ];
 
 /// The transport of that name (case-insensitive), if Ferry has it.
@@ -445,8 +447,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_registry_offers_tcp_and_keeps_memory_off_the_network() {
-        assert_eq!(networked(), vec!["tcp"]);
+    fn the_registry_offers_tcp_and_quic_and_keeps_memory_off_the_network() {
+        assert_eq!(networked(), vec!["tcp", "quic"]);
         assert_eq!(by_name("TCP").unwrap().name(), "tcp");
         assert_eq!(by_name("memory").unwrap().name(), "memory");
         assert!(by_name("udt").is_none());

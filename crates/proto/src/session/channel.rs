@@ -84,6 +84,16 @@ impl Session {
         chosen: Result<crate::transport::TransportName, Reply>,
     ) -> Result<Action, Reply> {
         let t = chosen?;
+        if t.needs_tls() && !self.tls {
+            return Err(Reply::new(
+                ReplyCode::POLICY_DENIED,
+                format!(
+                    "Transport {t} is encrypted with the server's certificate and needs a TLS control channel: send AUTH \
+                     TLS, PBSZ 0 and PROT P first. Data channels stay on {}.",
+                    self.transport
+                ),
+            ));
+        }
         if t != self.transport {
             self.new_generation();
             self.transport = t;

@@ -236,7 +236,13 @@ impl Session {
 
     /// The TCP buffer size asked for with SBUF or SITE ...BUFSIZE.
     /// The transport the next data channels use.
+    /// A transport that is TLS itself (`quic`) needs private data (PROT P
+    /// after AUTH TLS); until then, and for clients that never ask for it
+    /// under a server whose default it is, data channels are TCP.
     pub fn data_transport(&self) -> crate::transport::TransportName {
+        if self.transport.needs_tls() && !(self.tls && self.prot == ProtectionLevel::Private) {
+            return crate::transport::TransportName::TCP;
+        }
         self.transport
     }
 

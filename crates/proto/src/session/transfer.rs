@@ -196,7 +196,7 @@ impl Session {
                 reuse: extended && self.cached == Some(direction),
                 parallelism: self.parallelism,
                 buffer_size: self.buffer_size,
-                transport: self.transport,
+                transport: self.data_transport(),
             },
             markers,
             window,

@@ -358,11 +358,6 @@ impl Job {
     }
 
     async fn execute(&self) -> Result<u64, TransferError> {
-        if self.req.protected {
-            return Err(TransferError::DataConnection(
-                "PROT P is not offered on striped data channels (SPAS/SPOR); use PASV/PORT for protected data".into(),
-            ));
-        }
         if self.req.mode != TransferMode::ExtendedBlock {
             return Err(TransferError::DataConnection(
                 "SPAS and SPOR data channels carry MODE E only; send MODE E, or use PASV/PORT".into(),
@@ -423,6 +418,7 @@ impl Job {
                 len,
                 window_offset: offset,
                 done: Some(done.clone()),
+                private: self.req.protected,
                 path: self.req.path.as_str().to_string(),
             };
             stripes.push(Stripe { node, id, bytes: 0, done: false });
@@ -477,6 +473,7 @@ impl Job {
                     limit,
                     peer: from,
                     target,
+                    private: self.req.protected,
                     path: self.req.path.as_str().to_string(),
                 };
                 stripes.push(Stripe { node, id, bytes: 0, done: false });

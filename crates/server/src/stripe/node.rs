@@ -15,9 +15,9 @@
 use super::read_line;
 use ferry_io::mode_e::{self, BlockSink, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::root::Root;
-use ferry_io::socket::configure_data_socket;
 use ferry_io::stream::AbortSignal;
-use ferry_io::tls::DataStream;
+use ferry_io::tls::DataProtection;
+use ferry_io::transport::{self, ChannelOptions, ConnectionObserver, DataConn, DataListener, PortAllocator, Transport};
 use ferry_proto::node::{NodeEvent, NodeHandshake, NodeRequest, RecvTarget, MAX_LINE};
 use ferry_proto::{RangeSet, VirtualPath};
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 /// How long a connecting front end has to authenticate.
@@ -42,19 +42,72 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 /// ranges on disk (the front end's restart markers).
 const RANGES_EVERY: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DataNodeConfig {
     pub root: PathBuf,
     pub listen: SocketAddr,
     pub secret: Vec<u8>,
     /// How long a data connection may stall or take to open.
     pub data_timeout: Duration,
+    /// Data ports of this node's listeners (`--passive-ports`), as a single
+    /// server's PASV; the kernel picks when `None`.
+    pub passive_ports: Option<(u16, u16)>,
+    /// Told about every data connection opened (the profiler's hook, as
+    /// [`ChannelOptions::observer`]).
+    pub observer: Option<ConnectionObserver>,
+    /// The TLS server configuration for PROT P data connections: the
+    /// front end's certificate (`--tls-cert`/`--tls-key`, the same files),
+    /// so a client checks every stripe against the name it connected to.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl std::fmt::Debug for DataNodeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataNodeConfig")
+            .field("root", &self.root)
+            .field("listen", &self.listen)
+            .field("data_timeout", &self.data_timeout)
+            .field("passive_ports", &self.passive_ports)
+            .field("observed", &self.observer.is_some())
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataNodeConfig {
+    pub fn new(root: PathBuf, listen: SocketAddr, secret: Vec<u8>, data_timeout: Duration) -> Self {
+        Self { root, listen, secret, data_timeout, passive_ports: None, observer: None, tls: None }
+    }
 }
 
 struct Shared {
     root: Arc<Root>,
     secret: Vec<u8>,
     timeout: Duration,
+    /// Data connections go through the transport, as a single server's:
+    /// the same socket set-up, buffer sizing and profiler hook.
+    transport: Arc<dyn Transport>,
+    ports: PortAllocator,
+    observer: Option<ConnectionObserver>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Shared {
+    /// How a data connection of a task is opened; `buffer` is the front
+    /// end's session buffer size (SBUF), passed in the request; `private`
+    /// its PROT P.
+    fn channel(&self, buffer: Option<u32>, private: bool) -> Result<ChannelOptions, String> {
+        let protection = match (private, &self.tls) {
+            (false, _) => DataProtection::Clear,
+            (true, Some(config)) => DataProtection::Server(config.clone()),
+            (true, None) => {
+                return Err("PROT P: this data node has no certificate (start it with --tls-cert and --tls-key, \
+                            the front end's)"
+                    .into())
+            }
+        };
+        Ok(ChannelOptions { buffer, protection, observer: self.observer.clone(), ..ChannelOptions::new(self.timeout) })
+    }
 }
 
 pub struct DataNode {
@@ -76,7 +129,15 @@ impl DataNode {
             TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
         Ok(Self {
             listener,
-            shared: Arc::new(Shared { root: Arc::new(root), secret: config.secret, timeout: config.data_timeout }),
+            shared: Arc::new(Shared {
+                root: Arc::new(root),
+                secret: config.secret,
+                timeout: config.data_timeout,
+                transport: transport::tcp::transport(),
+                ports: PortAllocator::new(config.passive_ports),
+                observer: config.observer,
+                tls: config.tls,
+            }),
         })
     }
 
@@ -161,7 +222,7 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
             }
         }
     });
-    let mut listeners: HashMap<u64, Arc<TcpListener>> = HashMap::new();
+    let mut listeners: HashMap<u64, Arc<dyn DataListener>> = HashMap::new();
     let mut tasks: HashMap<u64, Arc<AbortSignal>> = HashMap::new();
     let result = loop {
         let line = match read_line(&mut rd, MAX_LINE).await {
@@ -181,10 +242,11 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
         tasks.retain(|_, a| !a.is_aborted() && Arc::strong_count(a) > 1);
         match req {
             NodeRequest::Listen { id, ip, buffer } => {
-                let ev = match bind(ip, buffer) {
+                let opts = ChannelOptions { buffer, ..ChannelOptions::new(shared.timeout) };
+                let ev = match shared.ports.bind(&*shared.transport, ip, &opts) {
                     Ok(l) => match l.local_addr() {
                         Ok(addr) => {
-                            listeners.insert(id, Arc::new(l));
+                            listeners.insert(id, l);
                             NodeEvent::Listening { id, addr }
                         }
                         Err(e) => NodeEvent::Failed { id, text: e.to_string() },
@@ -193,28 +255,38 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
                 };
                 let _ = tx.send(ev).await;
             }
-            NodeRequest::Recv { id, listener, base, limit, peer: from, target, path } => {
+            NodeRequest::Recv { id, listener, base, limit, peer: from, target, private, path } => {
                 let Some(l) = listeners.get(&listener).cloned() else {
                     let _ = tx.send(NodeEvent::Failed { id, text: format!("no listener {listener}") }).await;
                     continue;
                 };
-                let abort = Arc::new(AbortSignal::new());
-                tasks.insert(id, abort.clone());
-                let job = Recv { id, listener: l, base, limit, from, target, path };
-                tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
+                let job = Job::Recv(Recv { id, listener: l, base, limit, from, target, private, path });
+                start(job, &mut tasks, &shared, &tx);
             }
-            NodeRequest::Send { id, to, streams, buffer, stripe, count, layout, len, window_offset, done, path } => {
-                let abort = Arc::new(AbortSignal::new());
-                tasks.insert(id, abort.clone());
-                let job = Send {
+            NodeRequest::Send {
+                id,
+                to,
+                streams,
+                buffer,
+                stripe,
+                count,
+                layout,
+                len,
+                window_offset,
+                done,
+                private,
+                path,
+            } => {
+                let job = Job::Send(Send {
                     id,
                     to,
                     streams,
                     buffer,
                     plan: (stripe as usize, count as usize, layout, len, window_offset, done.unwrap_or_default()),
+                    private,
                     path,
-                };
-                tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
+                });
+                start(job, &mut tasks, &shared, &tx);
             }
             NodeRequest::Abort { id } => {
                 if let Some(a) = tasks.remove(&id) {
@@ -235,15 +307,11 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
     result
 }
 
-fn bind(ip: IpAddr, buffer: Option<u32>) -> io::Result<TcpListener> {
-    let sock = if ip.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-    if let Some(size) = buffer {
-        sock.set_recv_buffer_size(size)?;
-        sock.set_send_buffer_size(size)?;
-    }
-    sock.set_reuseaddr(true)?;
-    sock.bind(SocketAddr::new(ip, 0))?;
-    sock.listen(64)
+/// Runs `job` under a fresh abort signal, kept in `tasks` by its id.
+fn start(job: Job, tasks: &mut HashMap<u64, Arc<AbortSignal>>, shared: &Arc<Shared>, tx: &mpsc::Sender<NodeEvent>) {
+    let abort = Arc::new(AbortSignal::new());
+    tasks.insert(job.id(), abort.clone());
+    tokio::spawn(job.run(shared.clone(), abort, tx.clone()));
 }
 
 fn resolve(path: &str) -> Result<VirtualPath, String> {
@@ -268,23 +336,29 @@ fn reporter(id: u64, progress: Arc<AtomicU64>, tx: mpsc::Sender<NodeEvent>) -> t
     })
 }
 
-struct Recv {
-    id: u64,
-    listener: Arc<TcpListener>,
-    base: u64,
-    limit: Option<u64>,
-    from: Option<IpAddr>,
-    target: RecvTarget,
-    path: String,
+/// A node's task, either direction: its progress reports and its final
+/// `DONE`/`FAILED` are the same, only the data moves differently.
+enum Job {
+    Recv(Recv),
+    Send(Send),
 }
 
-impl Recv {
+impl Job {
+    fn id(&self) -> u64 {
+        match self {
+            Job::Recv(j) => j.id,
+            Job::Send(j) => j.id,
+        }
+    }
+
     async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
-        let id = self.id;
+        let id = self.id();
         let progress = Arc::new(AtomicU64::new(0));
-        let state = Arc::new(ReceiveState::default());
         let report = reporter(id, progress.clone(), tx.clone());
-        let outcome = self.receive(&shared, &abort, &progress, &state, &tx).await;
+        let outcome = match self {
+            Job::Recv(j) => j.receive(&shared, &abort, &progress, &tx).await,
+            Job::Send(j) => j.send(&shared, &abort, &progress).await,
+        };
         report.abort();
         let bytes = progress.load(Ordering::Relaxed);
         let ev = match outcome {
@@ -293,15 +367,28 @@ impl Recv {
         };
         let _ = tx.send(ev).await;
     }
+}
 
+struct Recv {
+    id: u64,
+    listener: Arc<dyn DataListener>,
+    base: u64,
+    limit: Option<u64>,
+    from: Option<IpAddr>,
+    target: RecvTarget,
+    private: bool,
+    path: String,
+}
+
+impl Recv {
     async fn receive(
         self,
         shared: &Shared,
         abort: &Arc<AbortSignal>,
         progress: &Arc<AtomicU64>,
-        state: &Arc<ReceiveState>,
         tx: &mpsc::Sender<NodeEvent>,
     ) -> Result<(), String> {
+        let state = &Arc::new(ReceiveState::default());
         let vp = resolve(&self.path)?;
         let root = shared.root.clone();
         let partial = self.target == RecvTarget::Partial;
@@ -311,21 +398,15 @@ impl Recv {
             .map_err(|e| format!("{}: {e:?}", self.path))?;
         let file = Arc::new(file);
         let (conn_tx, mut conn_rx) = mpsc::channel(64);
-        let (listener, from, timeout, acc_abort) = (self.listener.clone(), self.from, shared.timeout, abort.clone());
+        let (listener, from, acc_abort) = (self.listener.clone(), self.from, abort.clone());
+        // The buffer was set on the listener (before listen, for the
+        // window scale); accepted sockets inherit it.
+        let opts = shared.channel(None, self.private)?;
         let acceptor = tokio::spawn(async move {
             loop {
-                let Ok((s, addr)) = listener.accept().await else { break };
-                if let Some(ip) = from {
-                    if !ferry_io::transport::same_ip(addr.ip(), ip) {
-                        tracing::warn!(%addr, expected = %ip, "dropped a data connection from a foreign address");
-                        continue;
-                    }
-                }
-                let Ok(sock) = s.into_std() else { continue };
-                if configure_data_socket(&sock, None, timeout).is_err() {
-                    continue;
-                }
-                let conn: ferry_io::transport::DataConn = Box::new(DataStream::Plain(sock));
+                // Connections from other than `from` are dropped unopened
+                // by the transport.
+                let Ok((conn, _)) = listener.accept(&opts, from).await else { break };
                 if acc_abort.register(&*conn).is_err() {
                     continue;
                 }
@@ -376,24 +457,11 @@ struct Send {
     buffer: Option<u32>,
     /// stripe, count, layout, len, window offset, done (REST).
     plan: (usize, usize, ferry_proto::stripe::StripeLayout, u64, u64, RangeSet),
+    private: bool,
     path: String,
 }
 
 impl Send {
-    async fn run(self, shared: Arc<Shared>, abort: Arc<AbortSignal>, tx: mpsc::Sender<NodeEvent>) {
-        let id = self.id;
-        let progress = Arc::new(AtomicU64::new(0));
-        let report = reporter(id, progress.clone(), tx.clone());
-        let outcome = self.send(&shared, &abort, &progress).await;
-        report.abort();
-        let bytes = progress.load(Ordering::Relaxed);
-        let ev = match outcome {
-            Ok(()) => NodeEvent::Done { id, bytes },
-            Err(text) => NodeEvent::Failed { id, text },
-        };
-        let _ = tx.send(ev).await;
-    }
-
     async fn send(self, shared: &Shared, abort: &Arc<AbortSignal>, progress: &Arc<AtomicU64>) -> Result<(), String> {
         let vp = resolve(&self.path)?;
         let root = shared.root.clone();
@@ -414,20 +482,10 @@ impl Send {
             ferry_proto::stripe::StripeLayout::Partitioned => mode_e::DEFAULT_BLOCK_SIZE,
         };
         let plan = SendPlan { ranges, header_base: offset, block_size: block };
-        let mut streams = Vec::new();
+        let mut streams: Vec<DataConn> = Vec::new();
+        let opts = shared.channel(self.buffer, self.private)?;
         for _ in 0..self.streams.max(1) {
-            let sock = (if self.to.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() })
-                .map_err(|e| e.to_string())?;
-            if let Some(size) = self.buffer {
-                let _ = sock.set_send_buffer_size(size);
-            }
-            let s = tokio::time::timeout(shared.timeout, sock.connect(self.to))
-                .await
-                .map_err(|_| format!("connecting to {} timed out", self.to))?
-                .map_err(|e| format!("cannot connect to {}: {e}", self.to))?;
-            let s = s.into_std().map_err(|e| e.to_string())?;
-            configure_data_socket(&s, self.buffer, shared.timeout).map_err(|e| e.to_string())?;
-            let conn: ferry_io::transport::DataConn = Box::new(DataStream::Plain(s));
+            let conn = shared.transport.connect(self.to, None, &opts).await.map_err(|e| e.to_string())?;
             abort.register(&*conn).map_err(|e| e.to_string())?;
             streams.push(conn);
         }

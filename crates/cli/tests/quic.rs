@@ -1,0 +1,298 @@
+//! QUIC data channels (issue 19) end to end: `ferry cp --transport quic`
+//! against `ferry serve` with a certificate, up and down, one and four
+//! streams, checksums verified; a killed copy resumed from its restart
+//! markers; the fallback to TCP where QUIC is not offered; and a flood of
+//! junk and Initial-looking datagrams at the server's QUIC port while
+//! another client is served. Certificates are made at test time.
+
+mod support;
+use std::net::UdpSocket;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+fn tls_server(pki: &TestPki, extra: &[&str]) -> FerryServer {
+    let mut flags = pki.serve_flags();
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    FerryServer::start_with(&flags)
+}
+
+fn transports_of(server: &FerryServer, path: &str) -> Vec<String> {
+    server.transfers(path).iter().map(|t| t["transport"].as_str().unwrap_or("?").to_string()).collect()
+}
+
+#[test]
+fn quic_uploads_and_downloads_with_one_and_four_streams() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--require-tls", "--require-protected-data"]);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (12 << 20) + 7, 19);
+    let ca = pki.file("ca.pem");
+    let src_s = src.display().to_string();
+    for (mode, p, name) in [("extended", "1", "e1.bin"), ("extended", "4", "e4.bin"), ("stream", "1", "s.bin")] {
+        let url = ftps_url(&server, ALICE, &format!("/{name}"));
+        let args =
+            ["cp", "--json", "--transport", "quic", "--ca", &ca, "--mode", mode, "-p", p, "--verify", "--no-resume"];
+        let (ok, out, err) = ferry(&[&args[..], &[&src_s, &url]].concat());
+        assert!(ok, "upload {mode} -p {p}: {err}\n{}", server.log_text());
+        assert!(out.contains("\"transport\":\"quic\""), "{out}");
+        assert_eq!(sha256_file(&server.path(name)), sha256_file(&src), "upload {name}");
+        let back = local.path().join(format!("back-{name}"));
+        let back_s = back.display().to_string();
+        let (ok, _, err) = ferry(&[&args[..], &[&url, &back_s]].concat());
+        assert!(ok, "download {mode} -p {p}: {err}\n{}", server.log_text());
+        assert_eq!(sha256_file(&back), sha256_file(&src), "download {name}");
+        let path = format!("/{name}");
+        assert_eq!(transports_of(&server, &path), vec!["quic", "quic"], "{}", server.log_text());
+    }
+}
+
+#[test]
+fn quic_is_offered_only_with_tls_and_the_client_falls_back_to_tcp() {
+    let pki = TestPki::new();
+    let with_cert = tls_server(&pki, &[]);
+    let mut c = RawControl::connect(with_cert.addr);
+    let feat = c.cmd("FEAT");
+    assert!(feat.contains(" TRANSPORTS tcp;quic"), "{feat}");
+    c.login(ALICE);
+    // A clear control channel cannot have QUIC data channels.
+    let r = c.cmd("TPRT quic");
+    assert!(r.starts_with("534"), "{r}");
+    let r = c.cmd("SITE SETNETSTACK quic");
+    assert!(r.starts_with("534"), "{r}");
+
+    let clear = FerryServer::start_with(&["--anonymous", "read"]);
+    let mut c = RawControl::connect(clear.addr);
+    let feat = c.cmd("FEAT");
+    assert!(feat.contains(" TRANSPORTS tcp\r\n"), "{feat}");
+    random_file(&clear.path("f.bin"), 300_000, 3);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("f.bin");
+    let (ok, out, err) =
+        ferry(&["cp", "--json", "--transport", "quic", "--verify", &clear.url(ALICE, "/f.bin"), dst.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"transport\":\"tcp\""), "{out}");
+    assert!(err.contains("quic") && err.contains("tcp"), "the fallback is said: {err}");
+    assert_eq!(sha256_file(&dst), sha256_file(&clear.path("f.bin")));
+
+    // A server whose default is QUIC needs a certificate.
+    let (ok, _, err) = {
+        let out = Command::new(ferry_bin())
+            .args(["serve", "/tmp", "--listen", "127.0.0.1:0", "--data-transport", "quic"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.success(), (), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    assert!(!ok && err.contains("--tls-cert"), "{err}");
+}
+
+#[test]
+fn a_server_defaulting_to_quic_serves_quic_clients() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--data-transport", "quic"]);
+    random_file(&server.path("d.bin"), 2_000_003, 5);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("d.bin");
+    let ca = pki.file("ca.pem");
+    let url = ftps_url(&server, ALICE, "/d.bin");
+    let (ok, _, err) =
+        ferry(&["cp", "-q", "--transport", "quic", "--ca", &ca, "-p", "2", "--verify", &url, dst.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("d.bin")));
+    assert_eq!(transports_of(&server, "/d.bin"), vec!["quic"]);
+}
+
+const SIZE: u64 = 48 << 20;
+
+/// `ferry cp` rate-limited over QUIC, SIGKILLed once its restart record
+/// holds `min` bytes.
+fn start_and_kill(args: &[&str], state: &std::path::Path, min: u64) {
+    let mut child = Command::new(ferry_bin())
+        .args(["cp", "-q", "-p", "4", "--max-rate", "16M", "--transport", "quic"])
+        .args(args)
+        .env("FERRY_STATE_DIR", state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
+        assert!(Instant::now() < deadline, "no restart record appeared");
+        let recorded: u64 = std::fs::read_dir(state)
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+                    .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .filter_map(|v| {
+                        let r = v["ranges"].as_str()?.to_string();
+                        Some(
+                            r.split(',')
+                                .filter_map(|x| x.split_once('-'))
+                                .map(|(a, b)| b.parse::<u64>().unwrap_or(0) - a.parse::<u64>().unwrap_or(0))
+                                .sum::<u64>(),
+                        )
+                    })
+                    .sum()
+            })
+            .unwrap_or(0);
+        if recorded >= min {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_killed_quic_upload_resumes_from_its_restart_markers() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--marker-interval", "1"]);
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("big.bin");
+    random_file(&src, SIZE, 52);
+    let ca = pki.file("ca.pem");
+    let url = ftps_url(&server, ALICE, "/big.bin");
+    start_and_kill(&["--ca", &ca, src.to_str().unwrap(), &url], state.path(), 16 << 20);
+    assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
+    let out = Command::new(ferry_bin())
+        .args(["cp", "--json", "-p", "4", "--transport", "quic", "--ca", &ca, "--verify", src.to_str().unwrap(), &url])
+        .env("FERRY_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"resumed\":1"));
+    assert_eq!(sha256_file(&server.path("big.bin")), sha256_file(&src));
+    let all = server.transfers("/big.bin");
+    let resumed: Vec<_> = all.iter().filter(|t| t["restart"] == true).collect();
+    assert_eq!(resumed.len(), 1, "{all:?}");
+    assert_eq!(resumed[0]["transport"], "quic");
+    let bytes = resumed[0]["bytes"].as_u64().unwrap();
+    assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
+}
+
+/// The UDP ports `pid` has open (from /proc: its socket inodes, matched
+/// against the kernel's UDP tables).
+fn udp_ports_of(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.display().to_string();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && inodes.iter().any(|i| i == f[9]) {
+                if let Some(port) = f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
+                    ports.push(port);
+                }
+            }
+        }
+    }
+    ports
+}
+
+/// A datagram shaped like a QUIC v1 Initial (long header, random
+/// connection IDs, no token, padded to 1200 bytes) whose protected payload
+/// is noise: what a spoofing flood looks like.
+fn fake_initial(seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    };
+    let mut p = vec![0xC3, 0, 0, 0, 1, 8];
+    p.extend((0..8).map(|_| next()));
+    p.push(8);
+    p.extend((0..8).map(|_| next()));
+    p.push(0); // token length
+    let len = 1200 - p.len() - 2;
+    p.extend_from_slice(&[0x40 | ((len >> 8) as u8), len as u8]);
+    p.extend((0..len).map(|_| next()));
+    p
+}
+
+#[test]
+fn junk_and_initial_floods_neither_stop_nor_grow_the_server() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &[]);
+    let ca = pki.file("ca.pem");
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("slow.bin");
+    random_file(&src, 24 << 20, 61);
+    // A slow upload keeps a QUIC listener of the server open.
+    let url = ftps_url(&server, ALICE, "/slow.bin");
+    let mut slow = Command::new(ferry_bin())
+        .args(["cp", "-q", "-p", "2", "--max-rate", "6M", "--transport", "quic", "--ca", &ca, "--verify"])
+        .args([src.to_str().unwrap(), &url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ports = loop {
+        let p = udp_ports_of(server.pid());
+        if !p.is_empty() {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "the server never opened a QUIC port");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let rss_before = proc_status(server.pid(), "VmRSS");
+    let flood = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let started = Instant::now();
+    let mut sent = 0u64;
+    for i in 0..20_000u64 {
+        for &port in &ports {
+            let to = ("127.0.0.1", port);
+            let junk: Vec<u8> = (0..(i % 1400) as usize).map(|j| (i as usize * 31 + j) as u8).collect();
+            let _ = flood.send_to(&junk, to);
+            let _ = flood.send_to(&fake_initial(i), to);
+            sent += 2;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+    }
+    // Another client is served meanwhile, over QUIC too.
+    random_file(&server.path("other.bin"), 3_000_000, 62);
+    let other = local.path().join("other.bin");
+    let (ok, _, err) = ferry(&[
+        "cp",
+        "-q",
+        "--transport",
+        "quic",
+        "--ca",
+        &ca,
+        "-p",
+        "2",
+        "--verify",
+        &ftps_url(&server, ALICE, "/other.bin"),
+        other.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&other), sha256_file(&server.path("other.bin")));
+    let rss_after = proc_status(server.pid(), "VmRSS");
+    let status = slow.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(slow.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "the slow upload failed: {err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&server.path("slow.bin")), sha256_file(&src));
+    // 20k+ datagrams of state would be tens of MB; allow the allocator's noise.
+    assert!(
+        rss_after < rss_before + (16 << 10),
+        "server memory grew from {rss_before} kB to {rss_after} kB after {sent} datagrams"
+    );
+}
