@@ -228,3 +228,25 @@ fn globus_udt_server_and_ferry_udt_server_exchange_data_both_ways() {
     }
     assert!(transports_of(&ferry_srv, "/f.bin").iter().all(|t| t == "udt"), "{}", ferry_srv.log_text());
 }
+
+#[test]
+fn udt_under_prot_p_is_refused_with_a_clear_reply_never_clear_data() {
+    let pki = TestPki::new();
+    let mut flags = pki.serve_flags();
+    flags.push("--require-protected-data".into());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = FerryServer::start_with(&flags);
+    random_file(&server.path("p.bin"), 500_000, 9);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("p.bin");
+    let ca = pki.file("ca.pem");
+    let url = ftps_url(&server, ALICE, "/p.bin");
+    let (ok, _, err) =
+        ferry(&["cp", "-q", "--retries", "0", "--transport", "udt", "--ca", &ca, &url, dst.to_str().unwrap()]);
+    // The server's reply says why (425 ... PROT P needs tcp), and nothing
+    // moved in clear.
+    assert!(!ok && err.contains("UDT data channels cannot be encrypted") && err.contains("PROT P"), "{err}");
+    assert!(!dst.exists());
+    let moved: u64 = server.transfers("/p.bin").iter().filter_map(|t| t["bytes"].as_u64()).sum();
+    assert_eq!(moved, 0, "{}", server.log_text());
+}
