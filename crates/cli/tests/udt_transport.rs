@@ -250,3 +250,28 @@ fn udt_under_prot_p_is_refused_with_a_clear_reply_never_clear_data() {
     let moved: u64 = server.transfers("/p.bin").iter().filter_map(|t| t["bytes"].as_u64()).sum();
     assert_eq!(moved, 0, "{}", server.log_text());
 }
+
+#[test]
+fn a_third_party_copy_between_ferry_servers_moves_over_udt() {
+    let a = FerryServer::start();
+    let b = FerryServer::start();
+    random_file(&a.path("t.bin"), (6 << 20) + 3, 41);
+    for p in ["1", "4"] {
+        let to = format!("/t-{p}.bin");
+        let (ok, _, err) = ferry(&[
+            "cp",
+            "-q",
+            "--transport",
+            "udt",
+            "-p",
+            p,
+            "--verify",
+            &a.url(ALICE, "/t.bin"),
+            &b.url(ALICE, &to),
+        ]);
+        assert!(ok, "{err}\n{}\n{}", a.log_text(), b.log_text());
+        assert_eq!(sha256_file(&b.path(&to[1..])), sha256_file(&a.path("t.bin")));
+        assert_eq!(transports_of(&b, &to), vec!["udt"], "{}", b.log_text());
+    }
+    assert_eq!(transports_of(&a, "/t.bin"), vec!["udt", "udt"], "{}", a.log_text());
+}
