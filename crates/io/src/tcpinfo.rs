@@ -50,7 +50,7 @@ impl TcpInfo {
 /// Fields are in the kernel's order; offsets are checked by a test against
 /// `libc::tcp_info` for the common prefix and by the size assertion below.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RawTcpInfo {
     pub state: u8,
     pub ca_state: u8,
@@ -164,6 +164,31 @@ pub fn raw_tcp_info(fd: BorrowedFd<'_>) -> io::Result<(RawTcpInfo, usize)> {
         return Err(io::Error::last_os_error());
     }
     Ok((info, len as usize))
+}
+
+/// One whole `TCP_INFO` reading with the socket's buffer sizes: the
+/// detail a TCP connection adds to its `TransportStats` for the
+/// profiler's per-stream series (docs/profiler.md lists the fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSnapshot {
+    pub raw: RawTcpInfo,
+    /// How many bytes of `raw` the kernel filled in.
+    pub len: usize,
+    /// `SO_SNDBUF` and `SO_RCVBUF` as autotuning has grown them.
+    pub send_buffer_bytes: Option<u32>,
+    pub receive_buffer_bytes: Option<u32>,
+}
+
+/// Reads a [`TcpSnapshot`] of a socket.
+pub fn snapshot(fd: BorrowedFd<'_>) -> io::Result<TcpSnapshot> {
+    let (raw, len) = raw_tcp_info(fd)?;
+    let sock = socket2::SockRef::from(&fd);
+    Ok(TcpSnapshot {
+        raw,
+        len,
+        send_buffer_bytes: sock.send_buffer_size().ok().map(|v| v as u32),
+        receive_buffer_bytes: sock.recv_buffer_size().ok().map(|v| v as u32),
+    })
 }
 
 /// Reads TCP_INFO of a connected TCP socket.

@@ -7,14 +7,25 @@
 //! `bytes_acked` and `total_retrans` are complete even for a stream that
 //! lived shorter than one interval.
 //!
-//! The registry samples through a duplicate of the descriptor (`dup`), never
-//! the caller's raw number: a number can be closed and reused for another
-//! socket between two ticks, and a duplicate cannot. The price is that the
-//! connection is only fully closed (FIN sent) when the last duplicate is, so
-//! the [`StreamHandle`] must be dropped no later than the socket itself.
-//! [`Tracked`] bundles both in the right drop order; use it where you can.
+//! A data connection is registered by its transport's
+//! [`StatsProbe`](ferry_io::transport::StatsProbe)
+//! ([`StreamRegistry::register_connection`]): the sampler reads
+//! `TransportStats` and never touches a descriptor; TCP's stats carry the
+//! whole `TCP_INFO` reading, other transports' the neutral summary. A
+//! plain socket that is no transport's connection (the profiler's own
+//! tests, examples) can still be registered by descriptor
+//! ([`StreamRegistry::register`]).
+//!
+//! Either way the registry holds a duplicate of the descriptor (TCP's
+//! probe holds one too), never the caller's raw number: a number can be
+//! closed and reused for another socket between two ticks, and a duplicate
+//! cannot. The price is that the connection is only fully closed (FIN
+//! sent) when the last duplicate is, so the [`StreamHandle`] must be
+//! dropped no later than the connection itself. [`Tracked`] bundles both
+//! in the right drop order; use it where you can.
 
 use ferry_io::tcpinfo;
+use ferry_io::transport::{StatsProbe, TransportStats};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -224,6 +235,37 @@ pub fn tcp_info(socket: &impl AsFd) -> Result<TcpInfo> {
     Ok(info)
 }
 
+/// A stream's reading from its transport's stats: TCP's whole `TCP_INFO`
+/// when the transport is TCP, the neutral summary otherwise (the fields a
+/// transport does not measure stay 0).
+pub fn info_from_stats(s: &TransportStats) -> Option<TcpInfo> {
+    if let Some(snap) = &s.tcp {
+        if snap.len < tcpinfo::MIN_LEN {
+            return None;
+        }
+        let mut info = TcpInfo::from_raw(&snap.raw, snap.len);
+        info.send_buffer_bytes = snap.send_buffer_bytes;
+        info.receive_buffer_bytes = snap.receive_buffer_bytes;
+        return Some(info);
+    }
+    let u32_of = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    Some(TcpInfo {
+        state: "established".into(),
+        ca_state: "open".into(),
+        rtt_us: u32_of(s.rtt_us.unwrap_or(0)),
+        bytes_sent: s.bytes_sent,
+        bytes_acked: s.bytes_sent,
+        bytes_received: s.bytes_received,
+        total_retrans: u32_of(s.retransmissions),
+        lost: u32_of(s.losses),
+        delivery_rate: s.rate.unwrap_or(0),
+        busy_time_us: s.busy_us.unwrap_or(0),
+        rwnd_limited_us: s.rwnd_limited_us.unwrap_or(0),
+        sndbuf_limited_us: s.sndbuf_limited_us.unwrap_or(0),
+        ..TcpInfo::default()
+    })
+}
+
 /// One `TCP_INFO` reading of a stream, `t` seconds after its sampler started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamSample {
@@ -253,7 +295,25 @@ struct LiveStream {
     label: String,
     local: Option<SocketAddr>,
     peer: Option<SocketAddr>,
-    fd: OwnedFd,
+    source: Source,
+}
+
+/// Where a stream's readings come from.
+enum Source {
+    /// A transport's connection: its stats.
+    Probe(StatsProbe),
+    /// A bare socket: a duplicate of its descriptor.
+    Fd(OwnedFd),
+}
+
+impl Source {
+    fn read(&self) -> Option<TcpInfo> {
+        match self {
+            // A socket that is not (or no longer) TCP simply has no sample.
+            Source::Fd(fd) => tcp_info(fd).ok(),
+            Source::Probe(p) => p.read().as_ref().and_then(info_from_stats),
+        }
+    }
 }
 
 /// A stream that was deregistered while a sampler was attached, with its
@@ -332,11 +392,27 @@ impl StreamRegistry {
         let sock = socket2::SockRef::from(&fd);
         let local = sock.local_addr().ok().and_then(|a| a.as_socket());
         let peer = sock.peer_addr().ok().and_then(|a| a.as_socket());
+        Ok(self.add(Source::Fd(dup), label.into(), local, peer))
+    }
+
+    /// Registers a data connection by its transport's stats probe (see
+    /// the module docs); `None` when the transport offers none. Keep the
+    /// handle no longer than the connection.
+    pub fn register_connection(
+        &self,
+        conn: &dyn ferry_io::transport::Connection,
+        label: impl Into<String>,
+    ) -> Option<StreamHandle> {
+        let probe = conn.stats_probe()?;
+        Some(self.add(Source::Probe(probe), label.into(), conn.local_addr(), conn.peer_addr()))
+    }
+
+    fn add(&self, source: Source, label: String, local: Option<SocketAddr>, peer: Option<SocketAddr>) -> StreamHandle {
         let mut st = lock(&self.inner);
         st.next_id += 1;
         let id = st.next_id;
-        st.live.push(LiveStream { id, label: label.into(), local, peer, fd: dup });
-        Ok(StreamHandle { registry: Arc::downgrade(&self.inner), id })
+        st.live.push(LiveStream { id, label, local, peer, source });
+        StreamHandle { registry: Arc::downgrade(&self.inner), id }
     }
 
     /// Registers a socket and bundles it with its handle, so that dropping
@@ -374,8 +450,7 @@ impl StreamRegistry {
             .live
             .iter()
             .filter_map(|s| {
-                // A socket that is not (or no longer) TCP simply has no sample.
-                tcp_info(&s.fd).ok().map(|info| Reading {
+                s.source.read().map(|info| Reading {
                     id: s.id,
                     label: s.label.clone(),
                     local: s.local,
@@ -393,7 +468,7 @@ impl StreamRegistry {
         let Some(pos) = st.live.iter().position(|s| s.id == id) else { return };
         let s = st.live.swap_remove(pos);
         if inner.attached.load(Ordering::SeqCst) {
-            let last = tcp_info(&s.fd).ok();
+            let last = s.source.read();
             st.closed.push(ClosedStream {
                 id: s.id,
                 label: s.label,
@@ -403,7 +478,7 @@ impl StreamRegistry {
                 last,
             });
         }
-        // `s.fd`, the duplicate, closes here.
+        // `s.source`, with its duplicate descriptor, closes here.
     }
 }
 
@@ -486,5 +561,57 @@ impl<S: AsFd + Write> Write for Tracked<S> {
 impl<S: AsFd> AsFd for Tracked<S> {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.socket.as_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_io::tls::DataStream;
+    use ferry_io::transport::Connection;
+    use std::net::{TcpListener, TcpStream};
+
+    /// A transport's connection is sampled through its stats probe: the
+    /// whole TCP_INFO for TCP, and a last reading when it goes.
+    #[test]
+    fn connections_are_sampled_through_their_transport_stats() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a: Box<dyn Connection> =
+            Box::new(DataStream::Plain(TcpStream::connect(l.local_addr().unwrap()).unwrap()));
+        let (mut b, _) = l.accept().unwrap();
+        a.write_all(b"ping").unwrap();
+        let mut got = [0u8; 4];
+        b.read_exact(&mut got).unwrap();
+        let reg = StreamRegistry::new();
+        reg.attach().unwrap();
+        let h = reg.register_connection(&*a, "data 1").expect("TCP offers a probe");
+        let (readings, _) = reg.read_all();
+        assert_eq!(readings.len(), 1);
+        let r = &readings[0];
+        assert_eq!((r.label.as_str(), r.peer, r.local), ("data 1", a.peer_addr(), a.local_addr()));
+        assert_eq!(r.info.state, "established");
+        assert!(r.info.bytes_acked >= 4, "{:?}", r.info);
+        assert!(r.info.snd_mss > 0 && r.info.send_buffer_bytes.is_some(), "{:?}", r.info);
+        drop(h);
+        let (readings, closed) = reg.read_all();
+        assert!(readings.is_empty());
+        assert_eq!(closed.len(), 1);
+        assert!(closed[0].last.is_some());
+        reg.detach();
+    }
+
+    /// A transport without TCP reports its neutral summary.
+    #[test]
+    fn other_transports_report_the_neutral_stats() {
+        let stats = TransportStats {
+            transport: "memory".into(),
+            bytes_sent: 10,
+            bytes_received: 20,
+            rtt_us: Some(300),
+            retransmissions: 2,
+            ..TransportStats::default()
+        };
+        let info = info_from_stats(&stats).unwrap();
+        assert_eq!((info.bytes_sent, info.bytes_received, info.rtt_us, info.total_retrans), (10, 20, 300, 2));
     }
 }

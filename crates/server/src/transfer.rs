@@ -460,10 +460,10 @@ fn probe(
     let registry = registry.clone()?;
     let (probes, label) = (probes.clone(), format!("data {path}"));
     Some(Arc::new(move |conn: &dyn Connection| {
-        let Some(fd) = conn.socket() else { return };
-        match registry.register(&fd, label.clone()) {
-            Ok(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
-            Err(e) => tracing::debug!(error = %e, "the profiler cannot follow a data connection"),
+        // The profiler reads the transport's stats, never the socket.
+        match registry.register_connection(conn, label.clone()) {
+            Some(h) => probes.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+            None => tracing::debug!(transport = conn.transport(), "the profiler cannot follow a data connection"),
         }
     }))
 }

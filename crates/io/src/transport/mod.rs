@@ -100,6 +100,36 @@ pub struct TransportStats {
     pub rwnd_limited_us: Option<u64>,
     pub sndbuf_limited_us: Option<u64>,
     pub busy_us: Option<u64>,
+    /// TCP's whole kernel view, for the profiler's per-stream series
+    /// (`None` for other transports). Not serialised: the fields above are
+    /// the transport-neutral summary.
+    #[serde(skip)]
+    pub tcp: Option<crate::tcpinfo::TcpSnapshot>,
+}
+
+/// Reads one connection's [`TransportStats`] from another thread while a
+/// transfer loop owns the connection: what the profiler samples at each
+/// tick. Cloning shares it. A probe may outlive its connection; it then
+/// reports what the transport still knows (TCP: a closed socket's last
+/// state) or `None`.
+#[derive(Clone)]
+pub struct StatsProbe(Arc<dyn Fn() -> Option<TransportStats> + Send + Sync>);
+
+impl StatsProbe {
+    pub fn new(f: impl Fn() -> Option<TransportStats> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// The connection's stats now.
+    pub fn read(&self) -> Option<TransportStats> {
+        (self.0)()
+    }
+}
+
+impl fmt::Debug for StatsProbe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StatsProbe")
+    }
 }
 
 /// Unblocks a connection's reads and writes from another thread: they
@@ -181,6 +211,13 @@ pub trait Connection: Read + Write + Send + Sync + fmt::Debug {
     /// What the transport measured on this connection so far.
     fn stats(&self) -> TransportStats;
 
+    /// A handle that reads [`stats`](Self::stats) from another thread:
+    /// what the profiler registers (it never sees a socket). `None` where
+    /// the transport cannot be read while a loop owns the connection.
+    fn stats_probe(&self) -> Option<StatsProbe> {
+        None
+    }
+
     /// Caps the bytes queued but not yet sent, so a sender takes its next
     /// block only when the network has taken the last (see
     /// `mode_e::NOTSENT_LOWAT`). A no-op where there is no such queue.
@@ -191,9 +228,14 @@ pub trait Connection: Read + Write + Send + Sync + fmt::Debug {
     /// The peer's address, for logs and labels.
     fn peer_addr(&self) -> Option<SocketAddr>;
 
-    /// The socket, for the profiler's `TCP_INFO` sampler, which still reads
-    /// sockets (docs/transports.md, "Profiler"). `None` for transports
-    /// without one.
+    /// This end's address, for labels (the profiler's stream names).
+    fn local_addr(&self) -> Option<SocketAddr> {
+        None
+    }
+
+    /// The socket, for callers that still register sockets with the
+    /// profiler rather than [`stats_probe`](Self::stats_probe) (the
+    /// client). `None` for transports without one.
     fn socket(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         None
     }

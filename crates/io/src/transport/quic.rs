@@ -104,6 +104,10 @@ pub const MAX_INCOMING: usize = 16;
 /// Streams a peer may open on one connection (parallelism is at most 64).
 const MAX_STREAMS: u32 = 128;
 
+/// The largest UDP payload path MTU discovery tries: a 9000-byte MTU less
+/// the IPv6 and UDP headers.
+const MAX_UDP_PAYLOAD: u16 = 9000 - 40 - 8;
+
 /// Application error codes in CONNECTION_CLOSE.
 const CLOSE_DONE: u32 = 0;
 const CLOSE_ABORTED: u32 = 1;
@@ -417,6 +421,16 @@ fn transport_config(opts: &ChannelOptions) -> Arc<quinn::TransportConfig> {
         .send_window(u64::from(w.send))
         .max_concurrent_bidi_streams(quinn::VarInt::from_u32(MAX_STREAMS))
         .max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+    // quinn's path MTU discovery stops at 1452 bytes by default; on a
+    // jumbo-frame path (the research networks Ferry serves, and the
+    // emulated links of bench/) six times larger packets mean six times
+    // the bytes per congestion-window packet, which is what a loss-based
+    // controller on a long path is starved of. Discovery only raises the
+    // size where probes get through (RFC 8899), so 1500-byte paths keep
+    // working.
+    let mut mtu = quinn::MtuDiscoveryConfig::default();
+    mtu.upper_bound(MAX_UDP_PAYLOAD);
+    t.mtu_discovery_config(Some(mtu));
     match congestion() {
         Congestion::Cubic => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
         Congestion::NewReno => t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default())),

@@ -235,12 +235,25 @@ impl Connection for DataStream {
         stats_of(self.tcp())
     }
 
+    fn stats_probe(&self) -> Option<super::StatsProbe> {
+        // A duplicate descriptor, as for the abort handle: the loop owns
+        // the connection, and a number could be reused once it closes,
+        // where a duplicate cannot. It is the transport's, never the
+        // profiler's.
+        let dup = self.tcp().try_clone().ok()?;
+        Some(super::StatsProbe::new(move || Some(stats_of(&dup)).filter(|s| s.tcp.is_some())))
+    }
+
     fn limit_unsent(&self, bytes: u32) -> io::Result<()> {
         crate::tcpinfo::set_notsent_lowat(self.tcp(), bytes)
     }
 
     fn peer_addr(&self) -> Option<SocketAddr> {
         self.tcp().peer_addr().ok()
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        self.tcp().local_addr().ok()
     }
 
     fn socket(&self) -> Option<BorrowedFd<'_>> {
@@ -251,7 +264,9 @@ impl Connection for DataStream {
 /// `TCP_INFO` in the transport-neutral form.
 pub fn stats_of(sock: &impl AsFd) -> TransportStats {
     let mut s = TransportStats { transport: "tcp".into(), ..TransportStats::default() };
-    if let Ok((t, _)) = crate::tcpinfo::raw_tcp_info(sock.as_fd()) {
+    if let Ok(snap) = crate::tcpinfo::snapshot(sock.as_fd()) {
+        let t = snap.raw;
+        s.tcp = Some(snap);
         s.bytes_sent = t.bytes_sent;
         s.bytes_received = t.bytes_received;
         s.rtt_us = Some(u64::from(t.rtt));
