@@ -173,7 +173,8 @@ pub struct ChannelFlags {
     #[arg(long)]
     pub direct_io: bool,
     /// The data-channel transport to ask servers for (TPRT; see
-    /// docs/transports.md). TCP when not given, or when a server refuses.
+    /// docs/transports.md): tcp, udt or quic. TCP when not given, or when a
+    /// server refuses.
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
     /// The congestion controller of QUIC data channels: cubic (default),

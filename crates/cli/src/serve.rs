@@ -92,8 +92,8 @@ pub struct ServeArgs {
     #[arg(long)]
     direct_io: bool,
     /// The data channels' transport until a client selects another (TPRT,
-    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp, quic
-    /// (quic needs --tls-cert).
+    /// SITE SETNETSTACK), as Globus's -dc-default. Ferry has: tcp, udt
+    /// (clear data only: refused under PROT P) and quic (needs --tls-cert).
     #[arg(long, value_name = "NAME")]
     data_transport: Option<String>,
     /// The congestion controller of QUIC data channels: cubic (default),

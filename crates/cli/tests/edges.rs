@@ -292,10 +292,10 @@ fn transports_are_negotiated_with_a_fallback_to_tcp() {
     let mut c = RawControl::connect(server.addr);
     c.login(ALICE);
     let feat = c.cmd("FEAT");
-    assert!(feat.contains("\n TRANSPORTS tcp\r\n"), "{feat}");
+    assert!(feat.contains("\n TRANSPORTS tcp;udt\r\n"), "{feat}");
     let r = c.cmd("TPRT quic");
     assert!(r.starts_with("504") && r.contains("stay on tcp"), "{r}");
-    assert!(c.cmd("SITE SETNETSTACK udt").starts_with("504"));
+    assert!(c.cmd("SITE SETNETSTACK rdma").starts_with("504"));
     assert!(c.cmd("SITE SETNETSTACK gsi,tcp").starts_with("504"));
     let r = c.cmd("SITE SETNETSTACK tcp");
     assert!(r.starts_with("250"), "{r}");

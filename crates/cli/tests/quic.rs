@@ -66,7 +66,7 @@ fn quic_is_offered_only_with_tls_and_the_client_falls_back_to_tcp() {
     let clear = FerryServer::start_with(&["--anonymous", "read"]);
     let mut c = RawControl::connect(clear.addr);
     let feat = c.cmd("FEAT");
-    assert!(feat.contains(" TRANSPORTS tcp\r\n"), "{feat}");
+    assert!(feat.contains(" TRANSPORTS tcp;udt\r\n"), "{feat}");
     random_file(&clear.path("f.bin"), 300_000, 3);
     let local = tempfile::tempdir().unwrap();
     let dst = local.path().join("f.bin");

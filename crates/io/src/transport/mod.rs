@@ -28,12 +28,13 @@
 //! Adding a transport is one new file implementing these two traits and one
 //! line in [`TRANSPORTS`]; `docs/architecture.md` walks through the
 //! in-memory transport ([`memory`]) as the example. TCP (plain and TLS) is
-//! in [`tcp`]. How the UDT code (`crate::udt`) becomes a transport is
-//! described in `docs/transports.md`.
+//! in [`tcp`]; UDT ([`udt`], wrapping the `crate::udt` driver) is a real
+//! case of the one-file rule (`docs/transports.md`, "UDT as a transport").
 
 pub mod memory;
 pub mod quic;
 pub mod tcp;
+pub mod udt;
 
 #[cfg(test)]
 mod matrix_tests;
@@ -383,6 +384,7 @@ pub static TRANSPORTS: &[Registration] = &[
     Registration { name: "tcp", networked: true, make: tcp::transport },
     Registration { name: "memory", networked: false, make: memory::transport },
     Registration { name: "quic", networked: true, make: quic::transport },
+    Registration { name: "udt", networked: true, make: udt::transport },
 ];
 
 /// The transport of that name (case-insensitive), if Ferry has it.
@@ -489,11 +491,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_registry_offers_tcp_and_quic_and_keeps_memory_off_the_network() {
-        assert_eq!(networked(), vec!["tcp", "quic"]);
+    fn the_registry_offers_tcp_quic_and_udt_and_keeps_memory_off_the_network() {
+        assert_eq!(networked(), vec!["tcp", "quic", "udt"]);
         assert_eq!(by_name("TCP").unwrap().name(), "tcp");
         assert_eq!(by_name("memory").unwrap().name(), "memory");
-        assert!(by_name("udt").is_none());
+        assert_eq!(by_name("UDT").unwrap().name(), "udt");
+        assert!(by_name("rdma").is_none());
     }
 
     #[tokio::test]

@@ -9,8 +9,8 @@
 //! * [`UdtStream::stats`] gives bytes, RTT, rate, losses and
 //!   retransmissions for the profiler.
 //!
-//! This module is the driver the transport redesign (a `Transport` trait in
-//! this crate) will wrap; it does not depend on it.
+//! `crate::transport::udt` wraps it as a data-channel `Transport`; this
+//! module does not depend on the trait.
 
 mod endpoint;
 mod socket;
@@ -265,6 +265,21 @@ impl UdtStream {
             State::Closed(e) => Err(closed_error(&e)),
             _ => Ok(()),
         }
+    }
+
+    /// Closes at once from any thread, telling the peer (unacknowledged
+    /// data is dropped): what ABOR needs. Blocked reads then see the end of
+    /// the stream and blocked writes an error.
+    pub fn abort(&self) {
+        {
+            let mut st = self.shared.lock();
+            if let Some(e) = st.conns.get_mut(&self.id) {
+                if !e.conn.is_closed() {
+                    e.conn.abort();
+                }
+            }
+        }
+        self.shared.kick();
     }
 
     pub fn stats(&self) -> UdtStats {

@@ -1,0 +1,277 @@
+//! UDT data channels (issue 17) end to end: `ferry cp --transport udt`
+//! against `ferry serve`, up and down, one and four streams, checksums
+//! verified; a killed copy resumed from its restart markers; FEAT and a raw
+//! `TPRT udt` + RETR read with Ferry's UDT driver; and real UDT software on
+//! the other end — the Globus GridFTP server with `-dc-default udt`
+//! (libglobus-xio-udt-driver, libudt 4.11) exchanging data with
+//! `ferry serve --data-transport udt` in third-party copies driven by
+//! globus-url-copy. (globus-url-copy's own `-udt` is ignored for ftp://
+//! URLs — it sends `SITE SETNETSTACK` only for gsiftp://; see
+//! /work/shared/reference/globus/README.md.)
+
+mod support;
+use ferry_io::udt::{UdtConfig, UdtStream};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+fn transports_of(server: &FerryServer, path: &str) -> Vec<String> {
+    server.transfers(path).iter().map(|t| t["transport"].as_str().unwrap_or("?").to_string()).collect()
+}
+
+#[test]
+fn udt_uploads_and_downloads_with_one_and_four_streams() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (12 << 20) + 7, 17);
+    let src_s = src.display().to_string();
+    for (mode, p, name) in [("extended", "1", "e1.bin"), ("extended", "4", "e4.bin"), ("stream", "1", "s.bin")] {
+        let url = server.url(ALICE, &format!("/{name}"));
+        let args = ["cp", "--json", "--transport", "udt", "--mode", mode, "-p", p, "--verify", "--no-resume"];
+        let (ok, out, err) = ferry(&[&args[..], &[&src_s, &url]].concat());
+        assert!(ok, "upload {mode} -p {p}: {err}\n{}", server.log_text());
+        assert!(out.contains("\"transport\":\"udt\""), "{out}");
+        assert_eq!(sha256_file(&server.path(name)), sha256_file(&src), "upload {name}");
+        let back = local.path().join(format!("back-{name}"));
+        let back_s = back.display().to_string();
+        let (ok, _, err) = ferry(&[&args[..], &[&url, &back_s]].concat());
+        assert!(ok, "download {mode} -p {p}: {err}\n{}", server.log_text());
+        assert_eq!(sha256_file(&back), sha256_file(&src), "download {name}");
+        assert_eq!(transports_of(&server, &format!("/{name}")), vec!["udt", "udt"], "{}", server.log_text());
+    }
+}
+
+#[test]
+fn feat_offers_udt_and_tprt_udt_moves_a_retr_over_udt() {
+    let server = FerryServer::start();
+    random_file(&server.path("r.bin"), 3_000_001, 7);
+    let mut c = RawControl::connect(server.addr);
+    let feat = c.cmd("FEAT");
+    assert!(feat.contains(" TRANSPORTS tcp;udt"), "{feat}");
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    let r = c.cmd("TPRT udt");
+    assert!(r.starts_with('2'), "{r}");
+    let r = c.cmd("SITE SETNETSTACK udt");
+    assert!(r.starts_with('2'), "{r}");
+    let to = pasv_addr(&c.cmd("PASV"));
+    let stream = UdtStream::connect(to, UdtConfig::default()).unwrap();
+    c.send(b"RETR r.bin\r\n");
+    let r = c.reply();
+    assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
+    let mut got = Vec::new();
+    (&stream).read_to_end(&mut got).unwrap();
+    let r = c.reply();
+    assert!(r.starts_with("226"), "{r}");
+    assert_eq!(got, std::fs::read(server.path("r.bin")).unwrap());
+    assert_eq!(transports_of(&server, "/r.bin"), vec!["udt"]);
+}
+
+#[test]
+fn a_server_defaulting_to_udt_serves_udt_clients() {
+    let server = FerryServer::start_with(&["--data-transport", "udt"]);
+    random_file(&server.path("d.bin"), 2_000_003, 5);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("d.bin");
+    let url = server.url(ALICE, "/d.bin");
+    let (ok, _, err) = ferry(&["cp", "-q", "--transport", "udt", "-p", "2", "--verify", &url, dst.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("d.bin")));
+    assert_eq!(transports_of(&server, "/d.bin"), vec!["udt"]);
+}
+
+const SIZE: u64 = 48 << 20;
+
+/// `ferry cp` rate-limited over UDT, SIGKILLed once its restart record
+/// holds `min` bytes.
+fn start_and_kill(args: &[&str], state: &std::path::Path, min: u64) {
+    let mut child = Command::new(ferry_bin())
+        .args(["cp", "-q", "-p", "4", "--max-rate", "16M", "--transport", "udt"])
+        .args(args)
+        .env("FERRY_STATE_DIR", state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
+        assert!(Instant::now() < deadline, "no restart record appeared");
+        let recorded: u64 = std::fs::read_dir(state)
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+                    .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .filter_map(|v| {
+                        let r = v["ranges"].as_str()?.to_string();
+                        Some(
+                            r.split(',')
+                                .filter_map(|x| x.split_once('-'))
+                                .map(|(a, b)| b.parse::<u64>().unwrap_or(0) - a.parse::<u64>().unwrap_or(0))
+                                .sum::<u64>(),
+                        )
+                    })
+                    .sum()
+            })
+            .unwrap_or(0);
+        if recorded >= min {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_killed_udt_upload_resumes_from_its_restart_markers() {
+    let server = FerryServer::start_with(&["--marker-interval", "1"]);
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("big.bin");
+    random_file(&src, SIZE, 53);
+    let url = server.url(ALICE, "/big.bin");
+    start_and_kill(&[src.to_str().unwrap(), &url], state.path(), 16 << 20);
+    assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
+    let out = Command::new(ferry_bin())
+        .args(["cp", "--json", "-p", "4", "--transport", "udt", "--verify", src.to_str().unwrap(), &url])
+        .env("FERRY_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"resumed\":1"));
+    assert_eq!(sha256_file(&server.path("big.bin")), sha256_file(&src));
+    let all = server.transfers("/big.bin");
+    let resumed: Vec<_> = all.iter().filter(|t| t["restart"] == true).collect();
+    assert_eq!(resumed.len(), 1, "{all:?}");
+    assert_eq!(resumed[0]["transport"], "udt");
+    let bytes = resumed[0]["bytes"].as_u64().unwrap();
+    assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
+}
+
+/// The Globus GridFTP server as the reference runs its UDT end:
+/// anonymous, loopback, as `nobody`, data channels over UDT by default.
+struct GlobusUdtServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    log: std::path::PathBuf,
+}
+
+impl GlobusUdtServer {
+    fn start() -> Self {
+        require("globus-gridftp-server");
+        require("setpriv");
+        let dir = tempfile::tempdir().unwrap();
+        chown_nobody(dir.path());
+        let log = dir.path().join("server.log");
+        let port = free_port();
+        let child = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+            .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
+            .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
+            .args(["-threads", "2", "-dc-whitelist", "udt,tcp", "-dc-default", "udt", "-log-level", "ALL", "-l"])
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_port(port);
+        Self { child, port, dir, log }
+    }
+
+    fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn url(&self, rel: &str) -> String {
+        format!("ftp://127.0.0.1:{}{}/{}", self.port, self.dir.path().display(), rel)
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for GlobusUdtServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn globus_udt_server_and_ferry_udt_server_exchange_data_both_ways() {
+    let ferry_srv = FerryServer::start_with(&["--data-transport", "udt"]);
+    let globus = GlobusUdtServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (8 << 20) + 13, 31);
+    let want = sha256_file(&src);
+    std::fs::copy(&src, ferry_srv.path("f.bin")).unwrap();
+    std::fs::copy(&src, globus.path("f.bin")).unwrap();
+    chown_nobody(globus.dir.path());
+
+    for p in ["1", "4"] {
+        // Globus (libudt) sends, Ferry's UDT receives...
+        let to = format!("/from-globus-{p}.bin");
+        let (ok, t) = guc(&["-p", p, &globus.url("f.bin"), &ferry_srv.url(ALICE, &to)]);
+        assert!(ok, "{t}\n{}\n{}", ferry_srv.log_text(), globus.log_text());
+        assert_eq!(sha256_file(&ferry_srv.path(&to[1..])), want);
+        assert_eq!(transports_of(&ferry_srv, &to), vec!["udt"], "{}", ferry_srv.log_text());
+        // ...and Ferry's UDT sends, Globus receives.
+        let name = format!("from-ferry-{p}.bin");
+        let (ok, t) = guc(&["-p", p, &ferry_srv.url(ALICE, "/f.bin"), &globus.url(&name)]);
+        assert!(ok, "{t}\n{}\n{}", ferry_srv.log_text(), globus.log_text());
+        assert_eq!(sha256_file(&globus.path(&name)), want);
+    }
+    assert!(transports_of(&ferry_srv, "/f.bin").iter().all(|t| t == "udt"), "{}", ferry_srv.log_text());
+}
+
+#[test]
+fn udt_under_prot_p_is_refused_with_a_clear_reply_never_clear_data() {
+    let pki = TestPki::new();
+    let mut flags = pki.serve_flags();
+    flags.push("--require-protected-data".into());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = FerryServer::start_with(&flags);
+    random_file(&server.path("p.bin"), 500_000, 9);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("p.bin");
+    let ca = pki.file("ca.pem");
+    let url = ftps_url(&server, ALICE, "/p.bin");
+    let (ok, _, err) =
+        ferry(&["cp", "-q", "--retries", "0", "--transport", "udt", "--ca", &ca, &url, dst.to_str().unwrap()]);
+    // The server's reply says why (425 ... PROT P needs tcp), and nothing
+    // moved in clear.
+    assert!(!ok && err.contains("UDT data channels cannot be encrypted") && err.contains("PROT P"), "{err}");
+    assert!(!dst.exists());
+    let moved: u64 = server.transfers("/p.bin").iter().filter_map(|t| t["bytes"].as_u64()).sum();
+    assert_eq!(moved, 0, "{}", server.log_text());
+}
+
+#[test]
+fn a_third_party_copy_between_ferry_servers_moves_over_udt() {
+    let a = FerryServer::start();
+    let b = FerryServer::start();
+    random_file(&a.path("t.bin"), (6 << 20) + 3, 41);
+    for p in ["1", "4"] {
+        let to = format!("/t-{p}.bin");
+        let (ok, _, err) = ferry(&[
+            "cp",
+            "-q",
+            "--transport",
+            "udt",
+            "-p",
+            p,
+            "--verify",
+            &a.url(ALICE, "/t.bin"),
+            &b.url(ALICE, &to),
+        ]);
+        assert!(ok, "{err}\n{}\n{}", a.log_text(), b.log_text());
+        assert_eq!(sha256_file(&b.path(&to[1..])), sha256_file(&a.path("t.bin")));
+        assert_eq!(transports_of(&b, &to), vec!["udt"], "{}", b.log_text());
+    }
+    assert_eq!(transports_of(&a, "/t.bin"), vec!["udt", "udt"], "{}", a.log_text());
+}

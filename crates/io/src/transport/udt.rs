@@ -1,0 +1,265 @@
+//! UDT data channels (UDT4 over UDP, `crate::udt`): the rate-based
+//! transport for long, lossy paths, and the one Globus selects with
+//! `-dc-default udt` / `SITE SETNETSTACK udt`.
+//!
+//! The driver already is a blocking byte stream, so this file only opens
+//! connections the way every transport does (docs/transports.md, "UDT as a
+//! transport"): a passive side binds a [`UdtListener`], whose one UDP port
+//! carries every connection accepted on it; an active side opens its own
+//! UDP socket per [`UdtStream`]. MODE E blocks go over it unchanged, so
+//! restart markers, resume and checksums work as on TCP.
+//!
+//! * **No TLS.** `PROT P` needs a DTLS-like layer that does not exist yet;
+//!   until then private options are refused (`Unsupported`), never clear
+//!   data after `PROT P`.
+//! * **Sizing.** UDP has no autotuning: with a buffer size from the session
+//!   (SBUF, `--tcp-bs`) that is the path's bandwidth-delay product, and the
+//!   protocol's windows are four of it ([`UdtConfig::for_path`]); without
+//!   one, libudt's defaults (8192 packets, about 12 MB of window).
+//! * **Stalls.** The driver declares a silent peer dead (UDT's EXP timer,
+//!   `Config::dead_after`); a read or write then fails.
+
+use super::{AbortHandle, BoxFuture, ChannelOptions, Connection, DataConn, DataListener, Transport, TransportStats};
+use crate::udt::{UdtConfig, UdtListener, UdtStream};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The UDT transport (stateless: every option comes with the call).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Udt;
+
+/// The registry's constructor.
+pub fn transport() -> Arc<dyn Transport> {
+    Arc::new(Udt)
+}
+
+fn refuse_tls(opts: &ChannelOptions) -> io::Result<()> {
+    if opts.protection.is_private() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "UDT data channels cannot be encrypted yet (PROT P needs tcp); use PROT C or TPRT tcp",
+        ));
+    }
+    Ok(())
+}
+
+/// The driver's settings for these options: buffers from the session's
+/// buffer size when it gave one (taken as one bandwidth-delay product).
+fn config(opts: &ChannelOptions) -> UdtConfig {
+    let mut c = match opts.buffer {
+        Some(b) => UdtConfig::for_path(f64::from(b), Duration::from_secs(1)),
+        None => UdtConfig::default(),
+    };
+    // A handshake that takes longer than a data connection may stall
+    // fails as one would.
+    c.protocol.connect_timeout = opts.timeout.max(Duration::from_secs(1));
+    c
+}
+
+impl Transport for Udt {
+    fn name(&self) -> &'static str {
+        "udt"
+    }
+
+    fn listen(&self, at: SocketAddr, opts: &ChannelOptions) -> io::Result<Arc<dyn DataListener>> {
+        // A port held by another socket is AddrInUse as the bind says, so
+        // the port allocator tries the next one.
+        let listener = UdtListener::bind(at, config(opts))?;
+        Ok(Arc::new(UdtDataListener { listener: Arc::new(listener) }))
+    }
+
+    fn connect<'a>(
+        &'a self,
+        to: SocketAddr,
+        _from: Option<IpAddr>,
+        opts: &'a ChannelOptions,
+    ) -> BoxFuture<'a, io::Result<DataConn>> {
+        // `from` is not applied: the driver binds the wildcard address and
+        // the kernel picks the source by route, which is the address the
+        // peer's control channel sees on every path Ferry uses.
+        Box::pin(async move {
+            refuse_tls(opts)?;
+            let cfg = config(opts);
+            let connecting = tokio::task::spawn_blocking(move || UdtStream::connect(to, cfg));
+            let stream = tokio::time::timeout(opts.timeout, connecting)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("connecting to {to} over udt timed out")))?
+                .map_err(io::Error::other)?
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {to} over udt: {e}")))?;
+            Ok(open(stream, opts))
+        })
+    }
+}
+
+fn open(stream: UdtStream, opts: &ChannelOptions) -> DataConn {
+    let peer = stream.peer_addr().ok();
+    let conn: DataConn = Box::new(UdtConnection { stream: Arc::new(stream), peer });
+    opts.observe(&*conn);
+    conn
+}
+
+/// A listening UDT socket: one UDP port for every connection it accepts.
+#[derive(Debug)]
+pub struct UdtDataListener {
+    listener: Arc<UdtListener>,
+}
+
+impl DataListener for UdtDataListener {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.listener.local_addr())
+    }
+
+    fn accept<'a>(
+        &'a self,
+        opts: &'a ChannelOptions,
+        peer: Option<IpAddr>,
+    ) -> BoxFuture<'a, io::Result<(DataConn, SocketAddr)>> {
+        Box::pin(async move {
+            refuse_tls(opts)?;
+            loop {
+                // Short waits, so a caller that gives up (its timeout, ABOR)
+                // leaves no thread blocked in accept for long.
+                let l = Arc::clone(&self.listener);
+                let got = tokio::task::spawn_blocking(move || l.accept_timeout(Some(Duration::from_millis(200))))
+                    .await
+                    .map_err(io::Error::other)??;
+                let Some(stream) = got else { continue };
+                let Ok(from) = stream.peer_addr() else { continue };
+                if !super::admissible(from, peer) {
+                    stream.abort();
+                    continue;
+                }
+                return Ok((open(stream, opts), from));
+            }
+        })
+    }
+}
+
+/// One UDT connection as a data connection.
+#[derive(Debug)]
+pub struct UdtConnection {
+    /// Shared (weakly) with the abort handle, which may outlive it.
+    stream: Arc<UdtStream>,
+    peer: Option<SocketAddr>,
+}
+
+impl Read for UdtConnection {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.read(buf)
+    }
+}
+
+impl Write for UdtConnection {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Connection for UdtConnection {
+    fn transport(&self) -> &'static str {
+        "udt"
+    }
+
+    /// UDT's close waits until the peer acknowledged every byte, then
+    /// sends its shutdown: the peer reads the end of the stream.
+    fn finish(&mut self) -> io::Result<()> {
+        self.stream.shutdown()
+    }
+
+    fn abort_handle(&self) -> io::Result<AbortHandle> {
+        let stream = Arc::downgrade(&self.stream);
+        Ok(AbortHandle::new(move || {
+            if let Some(s) = stream.upgrade() {
+                s.abort();
+            }
+        }))
+    }
+
+    fn stats(&self) -> TransportStats {
+        let s = self.stream.stats();
+        TransportStats {
+            transport: "udt".into(),
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            rtt_us: (s.rtt_us > 0).then_some(s.rtt_us),
+            // The flow window is in packets of at most one MSS.
+            window_bytes: u64::try_from(s.flow_window).ok().map(|w| w * u64::from(s.mss)),
+            rate: (s.pacing_rate > 0.0).then_some(s.pacing_rate as u64),
+            retransmissions: s.retransmitted,
+            losses: s.lost_reported + s.lost_detected,
+            ..TransportStats::default()
+        }
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::by_name;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_block_crosses_a_udt_data_channel_and_the_end_is_seen() {
+        let udt = by_name("udt").unwrap();
+        let opts = ChannelOptions::new(Duration::from_secs(10));
+        let l = udt.listen("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let to = l.local_addr().unwrap();
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let (accepted, client) = tokio::join!(l.accept(&opts, Some(lo)), udt.connect(to, None, &opts));
+        let (mut server, from) = accepted.unwrap();
+        assert_eq!(from.ip(), lo);
+        let mut client = client.unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || {
+            client.send_block(b"hdr", super::super::Payload::Bytes(&sent)).unwrap();
+            client.finish().unwrap();
+            client.stats()
+        });
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).unwrap();
+        let stats = writer.join().unwrap();
+        assert_eq!(&got[..3], b"hdr");
+        assert!(got[3..] == data[..]);
+        assert_eq!(stats.transport, "udt");
+        assert!(stats.bytes_sent >= data.len() as u64);
+        assert!(stats.rtt_us.is_some());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn abort_unblocks_a_reader() {
+        let udt = by_name("udt").unwrap();
+        let opts = ChannelOptions::new(Duration::from_secs(10));
+        let l = udt.listen("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let to = l.local_addr().unwrap();
+        let (accepted, client) = tokio::join!(l.accept(&opts, None), udt.connect(to, None, &opts));
+        let (mut server, _) = accepted.unwrap();
+        let _client = client.unwrap();
+        let abort = server.abort_handle().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut b = [0u8; 16];
+            server.read(&mut b)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        abort.abort();
+        assert!(matches!(reader.join().unwrap(), Ok(0) | Err(_)));
+    }
+
+    #[test]
+    fn a_port_in_use_is_addr_in_use() {
+        let udt = by_name("udt").unwrap();
+        let opts = ChannelOptions::new(Duration::from_secs(2));
+        let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let err = udt.listen(held.local_addr().unwrap(), &opts).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+}
