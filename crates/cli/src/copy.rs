@@ -177,8 +177,8 @@ pub struct ChannelFlags {
     /// server refuses.
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
-    /// The congestion controller of QUIC data channels: cubic (default),
-    /// newreno or bbr (docs/transports.md).
+    /// The congestion controller of QUIC data channels: bbr (default),
+    /// cubic or newreno (docs/transports.md).
     #[arg(long, value_name = "NAME")]
     pub congestion: Option<ferry_io::transport::quic::Congestion>,
 }

@@ -96,8 +96,8 @@ pub struct ServeArgs {
     /// (clear data only: refused under PROT P) and quic (needs --tls-cert).
     #[arg(long, value_name = "NAME")]
     data_transport: Option<String>,
-    /// The congestion controller of QUIC data channels: cubic (default),
-    /// newreno or bbr.
+    /// The congestion controller of QUIC data channels: bbr (default),
+    /// cubic or newreno.
     #[arg(long, value_name = "NAME")]
     congestion: Option<ferry_io::transport::quic::Congestion>,
     /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
