@@ -27,7 +27,9 @@ impl ServerSession {
 
     /// Flushes a destination's set-up with `then`; returns where it listens.
     pub(super) async fn flush_destination(&mut self, then: &[Command]) -> Result<SocketAddr, ClientError> {
-        match self.flush(then).await? {
+        // The destination's STOR is answered only once the source has
+        // connected (Globus): no deadline for it.
+        match self.flush_with(then, true).await? {
             Some(addr) => {
                 self.channel = Channel::Destination { addr };
                 Ok(addr)
@@ -77,7 +79,7 @@ pub async fn third_party_e(
     let addr = dst.flush_destination(std::slice::from_ref(&stor)).await?;
     src.prepare_source(addr);
     src.rest(done);
-    if let Err(e) = src.flush(std::slice::from_ref(&retr)).await {
+    if let Err(e) = src.flush_with(std::slice::from_ref(&retr), true).await {
         // The destination waits for a source that will not come.
         dst.reset_after_batch();
         return Err(e);
@@ -154,13 +156,13 @@ pub async fn third_party_many(
         let addr = dst.flush_destination(&stors).await?;
         src.prepare_source(addr);
         let retrs: Vec<Command> = first.iter().map(|(sp, _, _)| Command::Retr(sp.clone())).collect();
-        src.flush(&retrs).await?;
+        src.flush_with(&retrs, true).await?;
         let mut moved = 0u64;
         for (i, (src_path, dst_path, size)) in items.iter().enumerate() {
             for (sp, dp, sz) in &items[w.to_send()] {
-                dst.ctrl.send(&Command::Allo(Allo { size: *sz, record: None })).await?;
-                dst.ctrl.send(&Command::Stor(dp.clone())).await?;
-                src.ctrl.send(&Command::Retr(sp.clone())).await?;
+                let allo = (Command::Allo(Allo { size: *sz, record: None }), Expect::Positive);
+                dst.ctrl.send_expecting(&[allo, (Command::Stor(dp.clone()), Expect::Completion)], 1).await?;
+                src.ctrl.send_expecting(&[(Command::Retr(sp.clone()), Expect::Completion)], 0).await?;
             }
             let allo = Command::Allo(Allo { size: *size, record: None });
             let r = dst.ctrl.reply().await?;

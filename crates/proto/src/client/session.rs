@@ -153,7 +153,7 @@ impl ClientSession {
         }
         let ev = match self.pipeline.on_reply(r, now) {
             PipelineEvent::Preliminary { tag, reply } => ClientEvent::Preliminary { tag, reply },
-            PipelineEvent::Marker { tag, marker: Some(marker) } => ClientEvent::Marker { tag, marker },
+            PipelineEvent::Marker { tag, marker: Some(marker), .. } => ClientEvent::Marker { tag, marker },
             PipelineEvent::Marker { marker: None, .. } => return,
             PipelineEvent::Final { tag, command, reply, accepted } => {
                 let passive = if accepted { passive_address(&reply, self.peer) } else { None };
