@@ -2,13 +2,13 @@
 
 use crate::error::ClientError;
 use ferry_io::tls::{DataProtection, DataStream};
-use ferry_proto::client::listing::{minimal_facts, mlst_facts};
+use ferry_proto::client::fallback::{after_cwd, after_epsv, after_pasv, after_size, PassiveStep, StatStep};
+use ferry_proto::client::listing::mlst_facts;
 use ferry_proto::client::login::{auth_tls_accepted, greeting, Greeting, LoginError, LoginSequence};
-use ferry_proto::client::parse::passive_address;
 use ferry_proto::client::{Expect, Pipeline, PipelineEvent};
 use ferry_proto::command::ProtectionLevel;
 use ferry_proto::command::{Command, EpsvArg, TransferType};
-use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::facts::FileFacts;
 use ferry_proto::{Reply, ReplyParser};
 use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
@@ -430,22 +430,16 @@ impl ControlChannel {
     pub async fn passive(&mut self) -> Result<SocketAddr, ClientError> {
         let peer = self.peer.ip();
         if !self.epsv_failed {
-            let r = self.command(&Command::Epsv(EpsvArg::Any)).await?;
-            if let Some(addr) = passive_address(&r, peer).filter(|_| r.code.get() == 229) {
-                return Ok(addr);
+            let epsv = Command::Epsv(EpsvArg::Any);
+            let r = self.command(&epsv).await?;
+            match after_epsv(&r, peer) {
+                PassiveStep::Connect(addr) => return Ok(addr),
+                PassiveStep::Refused => return Err(refused(&epsv, r)),
+                PassiveStep::TryPasv => self.epsv_failed = true,
             }
-            if self.peer.is_ipv6() {
-                return Err(refused(&Command::Epsv(EpsvArg::Any), r));
-            }
-            self.epsv_failed = true;
         }
         let r = self.command(&Command::Pasv).await?;
-        // Servers behind NAT sometimes announce an unusable address; the
-        // control peer is where the server really is (as curl and lftp do).
-        match passive_address(&r, peer).filter(|_| r.code.get() == 227) {
-            Some(addr) => Ok(addr),
-            None => Err(refused(&Command::Pasv, r)),
-        }
+        after_pasv(&r, peer).ok_or_else(|| refused(&Command::Pasv, r))
     }
 
     pub async fn size(&mut self, path: &str) -> Result<Option<u64>, ClientError> {
@@ -458,11 +452,12 @@ impl ControlChannel {
     pub async fn stat(&mut self, path: &str) -> Result<Option<FileFacts>, ClientError> {
         if !self.features.has("MLST") {
             // Fall back to SIZE (files) and CWD (directories).
-            if let Some(size) = self.size(path).await? {
-                return Ok(Some(minimal_facts(path, FileKind::File, size)));
+            let r = self.command(&Command::Size(path.to_string())).await?;
+            if let StatStep::Found(facts) = after_size(path, &r) {
+                return Ok(Some(facts));
             }
             let r = self.command(&Command::Cwd(path.to_string())).await?;
-            return Ok((r.code.get() == 250).then(|| minimal_facts(path, FileKind::Dir, 0)));
+            return Ok(after_cwd(path, &r));
         }
         let r = self.command(&Command::Mlst(Some(path.to_string()))).await?;
         Ok(mlst_facts(&r))
