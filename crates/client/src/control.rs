@@ -284,6 +284,12 @@ impl ControlChannel {
         self.event(false).await
     }
 
+    /// The next reply's meaning, waiting without a time limit (a
+    /// transfer's final reply comes when the data is through).
+    pub async fn next_event_untimed(&mut self) -> Result<PipelineEvent, ClientError> {
+        self.event(true).await
+    }
+
     /// Reads the next complete reply (through the pipeline).
     pub async fn reply(&mut self) -> Result<Reply, ClientError> {
         Ok(event_reply(self.event(false).await?))
@@ -479,7 +485,8 @@ pub(crate) fn refused(cmd: &Command, reply: Reply) -> ClientError {
     ClientError::Refused { command, reply }
 }
 
-fn event_reply(ev: PipelineEvent) -> Reply {
+/// The reply an event came from.
+pub(crate) fn event_reply(ev: PipelineEvent) -> Reply {
     match ev {
         PipelineEvent::Preliminary { reply, .. }
         | PipelineEvent::Final { reply, .. }
