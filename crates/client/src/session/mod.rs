@@ -53,7 +53,6 @@ mod third_party;
 
 pub(crate) use channel::connect_with;
 use channel::{channel_changed, Channel};
-use replies::handle_marker;
 pub use third_party::{third_party_e, third_party_many};
 
 /// Knobs that shape data channels.

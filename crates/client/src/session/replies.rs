@@ -8,7 +8,7 @@ use crate::control::{event_reply, refused};
 use crate::error::ClientError;
 use ferry_io::mode_e::TransferControl;
 use ferry_io::stream::CopyError;
-use ferry_proto::client::{classify, PipelineEvent, ReplyClass};
+use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::Command;
 use ferry_proto::Reply;
 
@@ -104,18 +104,5 @@ impl ServerSession {
                 })
             }
         }
-    }
-}
-
-/// Feeds 111/112 replies to `on_marker`; true if `r` was one.
-pub(super) fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool {
-    match classify(r) {
-        ReplyClass::Marker(m) => {
-            if let Some(m) = m {
-                on_marker(m);
-            }
-            true
-        }
-        _ => false,
     }
 }

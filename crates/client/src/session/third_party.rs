@@ -5,10 +5,10 @@
 //! is awaited, because a Globus destination answers only once the source
 //! has connected.
 
-use super::{channel_changed, handle_marker, Channel, Marker, ServerSession};
+use super::{channel_changed, Channel, Marker, ServerSession};
 use crate::control::refused;
 use crate::error::ClientError;
-use ferry_proto::client::{classify, BatchWindow, Expect, ReplyClass};
+use ferry_proto::client::{BatchWindow, Expect, PipelineEvent};
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::{RangeSet, Reply};
 use std::net::SocketAddr;
@@ -88,9 +88,8 @@ pub async fn third_party_e(
     let mut dst_final: Option<Reply> = None;
     while src_final.is_none() || dst_final.is_none() {
         tokio::select! {
-            r = src.ctrl.reply_untimed(), if src_final.is_none() => {
-                let r = r?;
-                if classify(&r).is_final() {
+            ev = src.ctrl.next_event_untimed(), if src_final.is_none() => {
+                if let Some(r) = final_reply(ev?, &mut |_| {}) {
                     if r.code.is_negative() && dst_final.is_none() {
                         // The destination waits for data that will not come.
                         dst.ctrl.send(&Command::Abor).await?;
@@ -98,11 +97,8 @@ pub async fn third_party_e(
                     src_final = Some(r);
                 }
             }
-            r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
-                let r = r?;
-                if handle_marker(&r, on_marker) || r.code.is_preliminary() {
-                    continue;
-                }
+            ev = dst.ctrl.next_event_untimed(), if dst_final.is_none() => {
+                let Some(r) = final_reply(ev?, on_marker) else { continue };
                 if r.code.is_negative() && src_final.is_none() {
                     src.ctrl.send(&Command::Abor).await?;
                 }
@@ -174,29 +170,20 @@ pub async fn third_party_many(
             let mut dst_final: Option<Reply> = None;
             while src_final.is_none() || dst_final.is_none() {
                 tokio::select! {
-                    r = src.ctrl.reply_untimed(), if src_final.is_none() => {
-                        let r = r?;
-                        if classify(&r).is_final() {
+                    ev = src.ctrl.next_event_untimed(), if src_final.is_none() => {
+                        if let Some(r) = final_reply(ev?, &mut |_| {}) {
                             if r.code.is_negative() {
                                 return Err(refused(&retr, r));
                             }
                             src_final = Some(r);
                         }
                     }
-                    r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
-                        let r = r?;
-                        match classify(&r) {
-                            ReplyClass::Marker(Some(Marker::Perf(bytes))) => {
-                                on_perf(moved + bytes.min(*size));
-                                continue;
-                            }
-                            ReplyClass::Marker(Some(Marker::Restart(ranges))) => {
-                                on_restart(i, ranges);
-                                continue;
-                            }
-                            class if !class.is_final() => continue,
-                            _ => {}
-                        }
+                    ev = dst.ctrl.next_event_untimed(), if dst_final.is_none() => {
+                        let mut on_marker = |m| match m {
+                            Marker::Perf(bytes) => on_perf(moved + bytes.min(*size)),
+                            Marker::Restart(ranges) => on_restart(i, ranges),
+                        };
+                        let Some(r) = final_reply(ev?, &mut on_marker) else { continue };
                         if r.code.is_negative() {
                             return Err(refused(&stor, r));
                         }
@@ -217,4 +204,19 @@ pub async fn third_party_many(
         dst.reset_after_batch();
     }
     (w.done(), result)
+}
+
+/// The final reply an event brings (or an unsolicited one, which ends the
+/// wait too); markers go to `on_marker`, a 1yz is passed over.
+fn final_reply(ev: PipelineEvent, on_marker: &mut (dyn FnMut(Marker) + Send)) -> Option<Reply> {
+    match ev {
+        PipelineEvent::Final { reply, .. } | PipelineEvent::Unsolicited(reply) => Some(reply),
+        PipelineEvent::Marker { marker, .. } => {
+            if let Some(m) = marker {
+                on_marker(m);
+            }
+            None
+        }
+        PipelineEvent::Preliminary { .. } => None,
+    }
 }
