@@ -2,12 +2,13 @@
 
 use crate::error::ClientError;
 use ferry_io::tls::{DataProtection, DataStream};
-use ferry_proto::client::listing::{minimal_facts, mlst_facts};
+use ferry_proto::client::fallback::{after_cwd, after_epsv, after_pasv, after_size, PassiveStep, StatStep};
+use ferry_proto::client::listing::mlst_facts;
 use ferry_proto::client::login::{auth_tls_accepted, greeting, Greeting, LoginError, LoginSequence};
-use ferry_proto::client::parse::passive_address;
+use ferry_proto::client::{Expect, Pipeline, PipelineEvent};
 use ferry_proto::command::ProtectionLevel;
 use ferry_proto::command::{Command, EpsvArg, TransferType};
-use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::facts::FileFacts;
 use ferry_proto::{Reply, ReplyParser};
 use rustls::pki_types::ServerName;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 /// The control connection's byte stream: clear, or TLS after AUTH TLS.
 #[derive(Debug)]
@@ -83,6 +85,12 @@ pub struct ControlChannel {
     /// The 220 greeting has been read (before AUTH TLS).
     greeted: bool,
     parser: ReplyParser,
+    /// The commands in flight and what their final replies must be: every
+    /// command sent is recorded, every reply after the greeting passes
+    /// through it with the time it arrived, and its deadline bounds the
+    /// wait for the next reply (the protocol core decides; this shell moves
+    /// bytes and passes `now`).
+    pipeline: Pipeline,
     buf: Vec<u8>,
     pub features: Features,
     timeout: Duration,
@@ -114,6 +122,7 @@ impl ControlChannel {
             protection: DataProtection::Clear,
             greeted: false,
             parser: ReplyParser::default(),
+            pipeline: Pipeline::new(timeout),
             buf: vec![0; 16384],
             features: Features::default(),
             timeout,
@@ -200,7 +209,8 @@ impl ControlChannel {
             return Ok(());
         }
         loop {
-            let r = self.reply().await?;
+            // The greeting answers no command: it bypasses the pipeline.
+            let r = self.read_reply(Some(Instant::now() + self.timeout)).await?;
             match greeting(&r) {
                 Greeting::Wait => continue,
                 Greeting::Ready => return Ok(()),
@@ -222,45 +232,110 @@ impl ControlChannel {
         self.stream.tcp().local_addr()
     }
 
-    /// Reads the next complete reply.
-    pub async fn reply(&mut self) -> Result<Reply, ClientError> {
+    /// Reads the next complete reply, waiting until `deadline` (`None`:
+    /// as long as it takes) when none is buffered.
+    async fn read_reply(&mut self, deadline: Option<Instant>) -> Result<Reply, ClientError> {
         loop {
             if let Some(r) = self.parser.next_reply()? {
                 tracing::trace!(code = r.code.get(), text = %r.text(), "reply");
                 return Ok(r);
             }
-            let n = tokio::time::timeout(self.timeout, self.stream.read(&mut self.buf)).await.map_err(|_| {
-                ClientError::Timeout { what: "waiting for the server's reply".into(), secs: self.timeout.as_secs() }
-            })??;
+            // `timeout_at` polls the read first: bytes already waiting are
+            // taken even when the deadline has passed.
+            let n = match deadline {
+                Some(d) => tokio::time::timeout_at(d, self.stream.read(&mut self.buf))
+                    .await
+                    .map_err(|_| ClientError::Timeout { what: self.waiting_for(), secs: self.timeout.as_secs() })??,
+                None => self.stream.read(&mut self.buf).await?,
+            };
             if n == 0 {
                 return Err(ClientError::Closed);
             }
             self.parser.push(&self.buf[..n]);
         }
+    }
+
+    fn waiting_for(&self) -> String {
+        match self.pipeline.front() {
+            Some((_, Command::Pass(_))) => "waiting for the server's reply to PASS".into(),
+            Some((_, c)) => format!("waiting for the server's reply to {c}"),
+            None => "waiting for the server's reply".into(),
+        }
+    }
+
+    /// Reads the next reply and passes it through the pipeline with the
+    /// time it arrived: what it answers, and whether it is what that
+    /// command needed. `untimed`: wait without limit (a transfer's final
+    /// reply); otherwise until the pipeline's deadline, or the session's
+    /// timeout from now when the pipeline sets none (nothing in flight, a
+    /// transfer running, an untimed command).
+    async fn event(&mut self, untimed: bool) -> Result<PipelineEvent, ClientError> {
+        let deadline = match self.pipeline.deadline() {
+            _ if untimed => None,
+            Some(d) => Some(Instant::from_std(d)),
+            None => Some(Instant::now() + self.timeout),
+        };
+        let r = self.read_reply(deadline).await?;
+        Ok(self.pipeline.on_reply(r, std::time::Instant::now()))
+    }
+
+    /// The next reply's meaning (see [`Pipeline::on_reply`]).
+    pub async fn next_event(&mut self) -> Result<PipelineEvent, ClientError> {
+        self.event(false).await
+    }
+
+    /// The next reply's meaning, waiting without a time limit (a
+    /// transfer's final reply comes when the data is through).
+    pub async fn next_event_untimed(&mut self) -> Result<PipelineEvent, ClientError> {
+        self.event(true).await
+    }
+
+    /// Reads the next complete reply (through the pipeline).
+    pub async fn reply(&mut self) -> Result<Reply, ClientError> {
+        Ok(event_reply(self.event(false).await?))
     }
 
     /// Like [`reply`](Self::reply) but without a time limit: for the final
-    /// reply of a transfer, which arrives when the data is through.
+    /// reply of a transfer, which arrives when the data is through, and a
+    /// third-party server's replies, which wait for the other server.
     pub async fn reply_untimed(&mut self) -> Result<Reply, ClientError> {
-        loop {
-            if let Some(r) = self.parser.next_reply()? {
-                return Ok(r);
+        Ok(event_reply(self.event(true).await?))
+    }
+
+    /// Records commands written to the connection in the pipeline; those
+    /// from index `untimed_from` on get no deadline.
+    fn record(&mut self, cmds: &[(Command, Expect)], untimed_from: usize) {
+        let now = std::time::Instant::now();
+        for (i, (c, e)) in cmds.iter().enumerate() {
+            let untimed = i >= untimed_from;
+            match c {
+                Command::Pass(_) => tracing::trace!("command PASS ****"),
+                c => tracing::trace!(command = %c, "command"),
             }
-            let n = self.stream.read(&mut self.buf).await?;
-            if n == 0 {
-                return Err(ClientError::Closed);
+            if untimed {
+                self.pipeline.sent_untimed(c.clone(), *e, now);
+            } else {
+                self.pipeline.sent(c.clone(), *e, now);
             }
-            self.parser.push(&self.buf[..n]);
         }
     }
 
-    pub async fn send(&mut self, cmd: &Command) -> Result<(), ClientError> {
-        match cmd {
-            Command::Pass(_) => tracing::trace!("command PASS ****"),
-            c => tracing::trace!(command = %c, "command"),
+    /// Sends commands in one write, each with what its final reply must
+    /// be. Those from index `untimed_from` on have replies that depend on
+    /// another party (a third-party transfer): the pipeline sets them no
+    /// deadline ([`Pipeline::sent_untimed`]).
+    pub async fn send_expecting(&mut self, cmds: &[(Command, Expect)], untimed_from: usize) -> Result<(), ClientError> {
+        let mut out = Vec::new();
+        for (c, _) in cmds {
+            out.extend_from_slice(&c.to_wire());
         }
-        self.stream.write_all(&cmd.to_wire()).await?;
+        self.stream.write_all(&out).await?;
+        self.record(cmds, untimed_from);
         Ok(())
+    }
+
+    pub async fn send(&mut self, cmd: &Command) -> Result<(), ClientError> {
+        self.send_batch(std::slice::from_ref(cmd)).await
     }
 
     /// Sends a command and returns its final reply, whatever it is.
@@ -288,16 +363,8 @@ impl ControlChannel {
     /// Sends several commands in one write: their replies come back in
     /// order, and a batch costs one round trip instead of one per command.
     pub async fn send_batch(&mut self, cmds: &[Command]) -> Result<(), ClientError> {
-        let mut out = Vec::new();
-        for c in cmds {
-            match c {
-                Command::Pass(_) => tracing::trace!("command PASS ****"),
-                c => tracing::trace!(command = %c, "command"),
-            }
-            out.extend_from_slice(&c.to_wire());
-        }
-        self.stream.write_all(&out).await?;
-        Ok(())
+        let cmds: Vec<(Command, Expect)> = cmds.iter().map(|c| (c.clone(), Expect::for_command(c))).collect();
+        self.send_expecting(&cmds, cmds.len()).await
     }
 
     /// Greets and logs in with USER, PASS, FEAT (and a speculative `OPTS
@@ -369,22 +436,16 @@ impl ControlChannel {
     pub async fn passive(&mut self) -> Result<SocketAddr, ClientError> {
         let peer = self.peer.ip();
         if !self.epsv_failed {
-            let r = self.command(&Command::Epsv(EpsvArg::Any)).await?;
-            if let Some(addr) = passive_address(&r, peer).filter(|_| r.code.get() == 229) {
-                return Ok(addr);
+            let epsv = Command::Epsv(EpsvArg::Any);
+            let r = self.command(&epsv).await?;
+            match after_epsv(&r, peer) {
+                PassiveStep::Connect(addr) => return Ok(addr),
+                PassiveStep::Refused => return Err(refused(&epsv, r)),
+                PassiveStep::TryPasv => self.epsv_failed = true,
             }
-            if self.peer.is_ipv6() {
-                return Err(refused(&Command::Epsv(EpsvArg::Any), r));
-            }
-            self.epsv_failed = true;
         }
         let r = self.command(&Command::Pasv).await?;
-        // Servers behind NAT sometimes announce an unusable address; the
-        // control peer is where the server really is (as curl and lftp do).
-        match passive_address(&r, peer).filter(|_| r.code.get() == 227) {
-            Some(addr) => Ok(addr),
-            None => Err(refused(&Command::Pasv, r)),
-        }
+        after_pasv(&r, peer).ok_or_else(|| refused(&Command::Pasv, r))
     }
 
     pub async fn size(&mut self, path: &str) -> Result<Option<u64>, ClientError> {
@@ -397,11 +458,12 @@ impl ControlChannel {
     pub async fn stat(&mut self, path: &str) -> Result<Option<FileFacts>, ClientError> {
         if !self.features.has("MLST") {
             // Fall back to SIZE (files) and CWD (directories).
-            if let Some(size) = self.size(path).await? {
-                return Ok(Some(minimal_facts(path, FileKind::File, size)));
+            let r = self.command(&Command::Size(path.to_string())).await?;
+            if let StatStep::Found(facts) = after_size(path, &r) {
+                return Ok(Some(facts));
             }
             let r = self.command(&Command::Cwd(path.to_string())).await?;
-            return Ok((r.code.get() == 250).then(|| minimal_facts(path, FileKind::Dir, 0)));
+            return Ok(after_cwd(path, &r));
         }
         let r = self.command(&Command::Mlst(Some(path.to_string()))).await?;
         Ok(mlst_facts(&r))
@@ -421,4 +483,14 @@ pub(crate) fn refused(cmd: &Command, reply: Reply) -> ClientError {
         c => c.to_string(),
     };
     ClientError::Refused { command, reply }
+}
+
+/// The reply an event came from.
+pub(crate) fn event_reply(ev: PipelineEvent) -> Reply {
+    match ev {
+        PipelineEvent::Preliminary { reply, .. }
+        | PipelineEvent::Final { reply, .. }
+        | PipelineEvent::Marker { reply, .. }
+        | PipelineEvent::Unsolicited(reply) => reply,
+    }
 }

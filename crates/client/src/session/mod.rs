@@ -34,7 +34,7 @@ use crate::location::RemoteUrl;
 use ferry_io::mode_e;
 use ferry_profile::{StreamHandle, StreamRegistry};
 use ferry_proto::client::parse::{partial_answer, passive_address, PartialAnswer};
-use ferry_proto::client::Expect;
+use ferry_proto::client::{Expect, PipelineEvent};
 use ferry_proto::command::{Command, TransferMode};
 use ferry_proto::facts::FileFacts;
 use ferry_proto::Reply;
@@ -53,7 +53,6 @@ mod third_party;
 
 pub(crate) use channel::connect_with;
 use channel::{channel_changed, Channel};
-use replies::handle_marker;
 pub use third_party::{third_party_e, third_party_many};
 
 /// Knobs that shape data channels.
@@ -161,6 +160,13 @@ impl ServerSession {
     /// transfer commands are already on their way and the server's state
     /// is unknown: the session is marked broken and must be reopened.
     async fn flush(&mut self, then: &[Command]) -> Result<Option<SocketAddr>, ClientError> {
+        self.flush_with(then, false).await
+    }
+
+    /// [`flush`](Self::flush); `untimed`: the transfer commands' replies
+    /// depend on another server (a third-party copy), so the pipeline sets
+    /// them no deadline.
+    async fn flush_with(&mut self, then: &[Command], untimed: bool) -> Result<Option<SocketAddr>, ClientError> {
         self.settle().await?;
         if self.broken {
             return Err(ClientError::Data("the session was left mid-transfer; it must be reopened".into()));
@@ -168,25 +174,43 @@ impl ServerSession {
         let queued = std::mem::take(&mut self.queued);
         // A transfer may change what was probed.
         self.probe = None;
-        let mut batch: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
-        batch.extend_from_slice(then);
-        if batch.is_empty() {
+        if queued.is_empty() && then.is_empty() {
             return Ok(None);
         }
-        self.ctrl.send_batch(&batch).await?;
+        let setup = queued.len();
+        let mut all = queued;
+        all.extend(then.iter().map(|c| (c.clone(), Expect::for_command(c))));
+        self.ctrl.send_expecting(&all, if untimed { setup } else { all.len() }).await?;
+        // The pipeline matches each reply to its command and says whether
+        // it is what the command needed; markers answer nothing.
         let mut passive = None;
-        for (cmd, expect) in &queued {
-            let r = self.ctrl.reply().await?;
-            let ok = match expect {
-                Expect::Passive => {
-                    passive = self.passive_reply(&r);
-                    passive.is_some()
+        let mut left = setup;
+        while left > 0 {
+            let (command, reply, accepted) = match self.ctrl.next_event().await? {
+                PipelineEvent::Final { command, reply, accepted, .. } => (command, reply, accepted),
+                PipelineEvent::Marker { .. } => continue,
+                PipelineEvent::Preliminary { tag, reply } => {
+                    // A set-up command does not start a transfer.
+                    tracing::debug!(tag, code = reply.code.get(), "unexpected preliminary reply to a set-up command");
+                    continue;
                 }
-                other => other.accepts(&r),
+                PipelineEvent::Unsolicited(reply) => {
+                    self.reset_after_batch();
+                    return Err(ClientError::Refused { command: "(none)".into(), reply });
+                }
             };
+            left -= 1;
+            let ok = accepted
+                && match Expect::for_command(&command) {
+                    Expect::Passive => {
+                        passive = self.passive_reply(&reply);
+                        passive.is_some()
+                    }
+                    _ => true,
+                };
             if !ok {
                 self.reset_after_batch();
-                return Err(refused(cmd, r));
+                return Err(refused(&command, reply));
             }
         }
         Ok(passive)

@@ -4,11 +4,11 @@
 //! they come.
 
 use super::{Channel, Marker, ServerSession};
-use crate::control::refused;
+use crate::control::{event_reply, refused};
 use crate::error::ClientError;
 use ferry_io::mode_e::TransferControl;
 use ferry_io::stream::CopyError;
-use ferry_proto::client::{classify, ReplyClass};
+use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::Command;
 use ferry_proto::Reply;
 
@@ -16,29 +16,33 @@ impl ServerSession {
     /// The first reply to a transfer command that is not a marker.
     pub(super) async fn preliminary_or_refusal(&mut self) -> Result<Reply, ClientError> {
         loop {
-            let r = self.ctrl.reply().await?;
-            if !handle_marker(&r, &mut |_| {}) {
-                return Ok(r);
+            match self.ctrl.next_event().await? {
+                PipelineEvent::Marker { .. } => continue,
+                ev => return Ok(event_reply(ev)),
             }
         }
     }
 
-    /// Reads replies up to the transfer's preliminary one (150/125).
+    /// Reads replies up to the transfer's preliminary one (150/125): the
+    /// pipeline says which reply is which.
     pub(super) async fn preliminary(
         &mut self,
         cmd: &Command,
         on_marker: &mut (dyn FnMut(Marker) + Send),
     ) -> Result<Reply, ClientError> {
         loop {
-            let r = self.ctrl.reply().await?;
-            if handle_marker(&r, on_marker) {
-                continue;
+            match self.ctrl.next_event().await? {
+                PipelineEvent::Marker { marker, .. } => {
+                    if let Some(m) = marker {
+                        on_marker(m);
+                    }
+                }
+                PipelineEvent::Preliminary { reply, .. } => return Ok(reply),
+                ev => {
+                    self.channel = Channel::None;
+                    return Err(refused(cmd, event_reply(ev)));
+                }
             }
-            if r.code.is_preliminary() {
-                return Ok(r);
-            }
-            self.channel = Channel::None;
-            return Err(refused(cmd, r));
         }
     }
 
@@ -62,11 +66,17 @@ impl ServerSession {
                     }
                     data_result = Some(r);
                 }
-                r = self.ctrl.reply_untimed(), if final_reply.is_none() => {
-                    let r = r?;
-                    if handle_marker(&r, on_marker) || r.code.is_preliminary() {
-                        continue;
-                    }
+                ev = self.ctrl.next_event_untimed(), if final_reply.is_none() => {
+                    let r = match ev? {
+                        PipelineEvent::Marker { marker, .. } => {
+                            if let Some(m) = marker {
+                                on_marker(m);
+                            }
+                            continue;
+                        }
+                        PipelineEvent::Preliminary { .. } => continue,
+                        PipelineEvent::Final { reply, .. } | PipelineEvent::Unsolicited(reply) => reply,
+                    };
                     if r.code.is_negative() {
                         ctl.abort.abort();
                     }
@@ -94,18 +104,5 @@ impl ServerSession {
                 })
             }
         }
-    }
-}
-
-/// Feeds 111/112 replies to `on_marker`; true if `r` was one.
-pub(super) fn handle_marker(r: &Reply, on_marker: &mut (dyn FnMut(Marker) + Send)) -> bool {
-    match classify(r) {
-        ReplyClass::Marker(m) => {
-            if let Some(m) = m {
-                on_marker(m);
-            }
-            true
-        }
-        _ => false,
     }
 }

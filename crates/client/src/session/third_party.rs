@@ -5,10 +5,10 @@
 //! is awaited, because a Globus destination answers only once the source
 //! has connected.
 
-use super::{channel_changed, handle_marker, Channel, Marker, ServerSession};
+use super::{channel_changed, Channel, Marker, ServerSession};
 use crate::control::refused;
 use crate::error::ClientError;
-use ferry_proto::client::{classify, BatchWindow, Expect, ReplyClass};
+use ferry_proto::client::{BatchWindow, Expect, PipelineEvent};
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::{RangeSet, Reply};
 use std::net::SocketAddr;
@@ -27,7 +27,9 @@ impl ServerSession {
 
     /// Flushes a destination's set-up with `then`; returns where it listens.
     pub(super) async fn flush_destination(&mut self, then: &[Command]) -> Result<SocketAddr, ClientError> {
-        match self.flush(then).await? {
+        // The destination's STOR is answered only once the source has
+        // connected (Globus): no deadline for it.
+        match self.flush_with(then, true).await? {
             Some(addr) => {
                 self.channel = Channel::Destination { addr };
                 Ok(addr)
@@ -77,7 +79,7 @@ pub async fn third_party_e(
     let addr = dst.flush_destination(std::slice::from_ref(&stor)).await?;
     src.prepare_source(addr);
     src.rest(done);
-    if let Err(e) = src.flush(std::slice::from_ref(&retr)).await {
+    if let Err(e) = src.flush_with(std::slice::from_ref(&retr), true).await {
         // The destination waits for a source that will not come.
         dst.reset_after_batch();
         return Err(e);
@@ -86,9 +88,8 @@ pub async fn third_party_e(
     let mut dst_final: Option<Reply> = None;
     while src_final.is_none() || dst_final.is_none() {
         tokio::select! {
-            r = src.ctrl.reply_untimed(), if src_final.is_none() => {
-                let r = r?;
-                if classify(&r).is_final() {
+            ev = src.ctrl.next_event_untimed(), if src_final.is_none() => {
+                if let Some(r) = final_reply(ev?, &mut |_| {}) {
                     if r.code.is_negative() && dst_final.is_none() {
                         // The destination waits for data that will not come.
                         dst.ctrl.send(&Command::Abor).await?;
@@ -96,11 +97,8 @@ pub async fn third_party_e(
                     src_final = Some(r);
                 }
             }
-            r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
-                let r = r?;
-                if handle_marker(&r, on_marker) || r.code.is_preliminary() {
-                    continue;
-                }
+            ev = dst.ctrl.next_event_untimed(), if dst_final.is_none() => {
+                let Some(r) = final_reply(ev?, on_marker) else { continue };
                 if r.code.is_negative() && src_final.is_none() {
                     src.ctrl.send(&Command::Abor).await?;
                 }
@@ -154,13 +152,13 @@ pub async fn third_party_many(
         let addr = dst.flush_destination(&stors).await?;
         src.prepare_source(addr);
         let retrs: Vec<Command> = first.iter().map(|(sp, _, _)| Command::Retr(sp.clone())).collect();
-        src.flush(&retrs).await?;
+        src.flush_with(&retrs, true).await?;
         let mut moved = 0u64;
         for (i, (src_path, dst_path, size)) in items.iter().enumerate() {
             for (sp, dp, sz) in &items[w.to_send()] {
-                dst.ctrl.send(&Command::Allo(Allo { size: *sz, record: None })).await?;
-                dst.ctrl.send(&Command::Stor(dp.clone())).await?;
-                src.ctrl.send(&Command::Retr(sp.clone())).await?;
+                let allo = (Command::Allo(Allo { size: *sz, record: None }), Expect::Positive);
+                dst.ctrl.send_expecting(&[allo, (Command::Stor(dp.clone()), Expect::Completion)], 1).await?;
+                src.ctrl.send_expecting(&[(Command::Retr(sp.clone()), Expect::Completion)], 0).await?;
             }
             let allo = Command::Allo(Allo { size: *size, record: None });
             let r = dst.ctrl.reply().await?;
@@ -172,29 +170,20 @@ pub async fn third_party_many(
             let mut dst_final: Option<Reply> = None;
             while src_final.is_none() || dst_final.is_none() {
                 tokio::select! {
-                    r = src.ctrl.reply_untimed(), if src_final.is_none() => {
-                        let r = r?;
-                        if classify(&r).is_final() {
+                    ev = src.ctrl.next_event_untimed(), if src_final.is_none() => {
+                        if let Some(r) = final_reply(ev?, &mut |_| {}) {
                             if r.code.is_negative() {
                                 return Err(refused(&retr, r));
                             }
                             src_final = Some(r);
                         }
                     }
-                    r = dst.ctrl.reply_untimed(), if dst_final.is_none() => {
-                        let r = r?;
-                        match classify(&r) {
-                            ReplyClass::Marker(Some(Marker::Perf(bytes))) => {
-                                on_perf(moved + bytes.min(*size));
-                                continue;
-                            }
-                            ReplyClass::Marker(Some(Marker::Restart(ranges))) => {
-                                on_restart(i, ranges);
-                                continue;
-                            }
-                            class if !class.is_final() => continue,
-                            _ => {}
-                        }
+                    ev = dst.ctrl.next_event_untimed(), if dst_final.is_none() => {
+                        let mut on_marker = |m| match m {
+                            Marker::Perf(bytes) => on_perf(moved + bytes.min(*size)),
+                            Marker::Restart(ranges) => on_restart(i, ranges),
+                        };
+                        let Some(r) = final_reply(ev?, &mut on_marker) else { continue };
                         if r.code.is_negative() {
                             return Err(refused(&stor, r));
                         }
@@ -215,4 +204,19 @@ pub async fn third_party_many(
         dst.reset_after_batch();
     }
     (w.done(), result)
+}
+
+/// The final reply an event brings (or an unsolicited one, which ends the
+/// wait too); markers go to `on_marker`, a 1yz is passed over.
+fn final_reply(ev: PipelineEvent, on_marker: &mut (dyn FnMut(Marker) + Send)) -> Option<Reply> {
+    match ev {
+        PipelineEvent::Final { reply, .. } | PipelineEvent::Unsolicited(reply) => Some(reply),
+        PipelineEvent::Marker { marker, .. } => {
+            if let Some(m) = marker {
+                on_marker(m);
+            }
+            None
+        }
+        PipelineEvent::Preliminary { .. } => None,
+    }
 }

@@ -8,6 +8,7 @@
 //! performance markers (GFD.20) that may come any number of times between
 //! a transfer's preliminary and final replies; they answer nothing.
 
+use crate::command::Command;
 use crate::markers::{parse_range_marker, PerfMarker};
 use crate::reply::Reply;
 use crate::restart::RangeSet;
@@ -82,6 +83,30 @@ pub enum Expect {
 }
 
 impl Expect {
+    /// What `cmd`'s final reply must be when the caller says nothing
+    /// more: `350` for REST (RFC 3659 §5.5), an address for PASV/EPSV,
+    /// 2yz for a transfer (RFC 959 §4.1.3: `226`/`250` when the data is
+    /// through), anything for advisory commands (ALLO, OPTS, ABOR, QUIT —
+    /// servers without them answer `202`/`5xx` and the client goes on),
+    /// 2yz or 3yz for the rest.
+    pub fn for_command(cmd: &Command) -> Expect {
+        match cmd {
+            Command::Rest(_) => Expect::Restart,
+            Command::Pasv | Command::Epsv(_) => Expect::Passive,
+            Command::Retr(_)
+            | Command::Stor(_)
+            | Command::Stou
+            | Command::Appe(_)
+            | Command::List(_)
+            | Command::Nlst(_)
+            | Command::Mlsd(_)
+            | Command::Eret { .. }
+            | Command::Esto { .. } => Expect::Completion,
+            Command::Allo(_) | Command::Opts(_) | Command::Abor | Command::Quit => Expect::Any,
+            _ => Expect::Positive,
+        }
+    }
+
     /// Whether the final reply `r` is what this expectation needs.
     pub fn accepts(self, r: &Reply) -> bool {
         let c = r.code;
@@ -143,6 +168,10 @@ mod tests {
         assert!(Expect::Restart.accepts(&r(350, "x")) && !Expect::Restart.accepts(&r(200, "x")));
         assert!(Expect::Passive.accepts(&r(229, "x")) && !Expect::Passive.accepts(&r(200, "x")));
         assert!(Expect::Any.accepts(&r(502, "x")));
+        assert_eq!(Expect::for_command(&Command::Pasv), Expect::Passive);
+        assert_eq!(Expect::for_command(&Command::Retr("f".into())), Expect::Completion);
+        assert_eq!(Expect::for_command(&Command::Abor), Expect::Any);
+        assert_eq!(Expect::for_command(&Command::Noop), Expect::Positive);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! * [`pipeline`] — the commands in flight and which reply answers which.
 //! * [`login`] — the login batch (USER, PASS, PBSZ/PROT, FEAT, OPTS UTF8,
 //!   MLST) and the checks of its replies.
+//! * [`fallback`] — EPSV → PASV, SIZE/CWD for servers without MLST.
 //! * [`batch`] — which files of a pipelined batch to send when.
 //! * [`checksum`] — choosing a `--verify` algorithm, comparing digests.
 //! * [`features`] — FEAT.
@@ -21,6 +22,7 @@
 pub mod batch;
 pub mod checksum;
 pub mod expect;
+pub mod fallback;
 pub mod features;
 pub mod listing;
 pub mod login;

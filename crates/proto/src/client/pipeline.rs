@@ -28,6 +28,8 @@ struct InFlight {
     since: Instant,
     /// A 1yz arrived: a transfer runs.
     started: bool,
+    /// No deadline at all (see [`Pipeline::sent_untimed`]).
+    untimed: bool,
 }
 
 /// What one reply meant.
@@ -37,7 +39,7 @@ pub enum PipelineEvent {
     Preliminary { tag: Tag, reply: Reply },
     /// A 111/112 during the oldest command (`None`: none in flight);
     /// `marker` is `None` when its text does not parse.
-    Marker { tag: Option<Tag>, marker: Option<Marker> },
+    Marker { tag: Option<Tag>, marker: Option<Marker>, reply: Reply },
     /// The final reply to the oldest command, and whether it is what the
     /// command's [`Expect`] needed.
     Final { tag: Tag, command: Command, reply: Reply, accepted: bool },
@@ -61,7 +63,19 @@ impl Pipeline {
     pub fn sent(&mut self, command: Command, expect: Expect, now: Instant) -> Tag {
         let tag = self.next_tag;
         self.next_tag += 1;
-        self.in_flight.push_back(InFlight { tag, command, expect, since: now, started: false });
+        self.in_flight.push_back(InFlight { tag, command, expect, since: now, started: false, untimed: false });
+        tag
+    }
+
+    /// Records a command whose replies depend on another party, so no
+    /// deadline applies to it even before its 1yz: in a third-party copy
+    /// a Globus destination answers its STOR only once the source server
+    /// has connected, and the source's RETR waits for the destination.
+    /// The caller bounds such a wait some other way (the other server's
+    /// replies, the data).
+    pub fn sent_untimed(&mut self, command: Command, expect: Expect, now: Instant) -> Tag {
+        let tag = self.sent(command, expect, now);
+        self.in_flight.back_mut().expect("just sent").untimed = true;
         tag
     }
 
@@ -70,13 +84,13 @@ impl Pipeline {
         let class = classify(&reply);
         let Some(front) = self.in_flight.front_mut() else {
             return match class {
-                ReplyClass::Marker(marker) => PipelineEvent::Marker { tag: None, marker },
+                ReplyClass::Marker(marker) => PipelineEvent::Marker { tag: None, marker, reply },
                 _ => PipelineEvent::Unsolicited(reply),
             };
         };
         front.since = now;
         match class {
-            ReplyClass::Marker(marker) => PipelineEvent::Marker { tag: Some(front.tag), marker },
+            ReplyClass::Marker(marker) => PipelineEvent::Marker { tag: Some(front.tag), marker, reply },
             ReplyClass::Preliminary => {
                 front.started = true;
                 PipelineEvent::Preliminary { tag: front.tag, reply }
@@ -108,7 +122,7 @@ impl Pipeline {
     /// When the client stops waiting for the oldest command's reply;
     /// `None` when nothing is awaited or a transfer runs.
     pub fn deadline(&self) -> Option<Instant> {
-        self.in_flight.front().filter(|f| !f.started).map(|f| f.since + self.timeout)
+        self.in_flight.front().filter(|f| !f.started && !f.untimed).map(|f| f.since + self.timeout)
     }
 
     pub fn is_timed_out(&self, now: Instant) -> bool {
@@ -153,7 +167,7 @@ mod tests {
         assert!(!p.is_timed_out(t0 + 1000 * s));
         assert!(matches!(
             p.on_reply(r(112, "Perf Marker"), t0 + 2 * s),
-            PipelineEvent::Marker { tag: Some(t), marker: None } if t == stor
+            PipelineEvent::Marker { tag: Some(t), marker: None, .. } if t == stor
         ));
         assert!(matches!(p.on_reply(r(226, "done"), t0 + 3 * s), PipelineEvent::Final { accepted: true, .. }));
         assert!(p.is_empty());
@@ -161,5 +175,50 @@ mod tests {
         p.sent(Command::Type(TransferType::Image), Expect::Positive, t0);
         assert!(p.is_timed_out(t0 + 10 * s));
         assert_eq!(p.abandon().len(), 1);
+    }
+
+    #[test]
+    fn deadline_expires_on_a_simulated_clock_and_markers_keep_a_wait_alive() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut p = Pipeline::new(Duration::from_secs(5));
+        assert_eq!(p.deadline(), None, "nothing awaited");
+        let setup = p.sent(Command::Type(crate::command::TransferType::Image), Expect::Positive, t0);
+        let retr = p.sent(Command::Retr("f".into()), Expect::Completion, t0);
+        assert!(!p.is_timed_out(t0 + 4 * s) && p.is_timed_out(t0 + 5 * s));
+        assert!(matches!(p.on_reply(r(200, "ok"), t0 + 4 * s), PipelineEvent::Final { tag, .. } if tag == setup));
+        // A marker before the 1yz (a server that sends 112 early) answers
+        // nothing but shows the server alive: the wait restarts.
+        assert!(matches!(
+            p.on_reply(r(112, "Perf Marker"), t0 + 8 * s),
+            PipelineEvent::Marker { tag: Some(t), .. } if t == retr
+        ));
+        assert_eq!(p.deadline(), Some(t0 + 13 * s));
+        assert!(matches!(p.on_reply(r(150, "go"), t0 + 9 * s), PipelineEvent::Preliminary { tag, .. } if tag == retr));
+        assert!(!p.is_timed_out(t0 + 10_000 * s), "the transfer's final reply is awaited untimed");
+        assert!(matches!(
+            p.on_reply(r(111, "Range Marker 0-10"), t0 + 10 * s),
+            PipelineEvent::Marker { marker: Some(Marker::Restart(_)), .. }
+        ));
+        assert!(matches!(p.on_reply(r(150, "again"), t0 + 11 * s), PipelineEvent::Preliminary { .. }));
+        assert!(matches!(
+            p.on_reply(r(451, "disk"), t0 + 12 * s),
+            PipelineEvent::Final { tag, accepted: false, .. } if tag == retr
+        ));
+        assert!(p.is_empty() && p.deadline().is_none());
+    }
+
+    #[test]
+    fn untimed_commands_have_no_deadline_and_the_next_one_is_timed_from_their_reply() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(1);
+        let mut p = Pipeline::new(Duration::from_secs(5));
+        let stor = p.sent_untimed(Command::Stor("f".into()), Expect::Completion, t0);
+        let noop = p.sent(Command::Noop, Expect::Positive, t0);
+        assert_eq!(p.deadline(), None, "a third-party STOR waits for the other server");
+        assert!(!p.is_timed_out(t0 + 3600 * s));
+        assert!(matches!(p.on_reply(r(226, "ok"), t0 + 3600 * s), PipelineEvent::Final { tag, .. } if tag == stor));
+        assert_eq!(p.deadline(), Some(t0 + 3605 * s));
+        assert!(matches!(p.on_reply(r(200, "ok"), t0 + 3601 * s), PipelineEvent::Final { tag, .. } if tag == noop));
     }
 }

@@ -102,6 +102,15 @@ impl ClientSession {
         self.pipeline.sent(cmd, expect, now)
     }
 
+    /// Queues a command whose replies depend on another party (a
+    /// third-party copy: a Globus destination answers its STOR only once
+    /// the source has connected), so no deadline applies to it; see
+    /// [`Pipeline::sent_untimed`].
+    pub fn send_untimed(&mut self, cmd: Command, expect: Expect, now: Instant) -> Tag {
+        self.transmit.extend_from_slice(&cmd.to_wire());
+        self.pipeline.sent_untimed(cmd, expect, now)
+    }
+
     /// Bytes to write to the control connection.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         (!self.transmit.is_empty()).then(|| std::mem::take(&mut self.transmit))
@@ -153,7 +162,7 @@ impl ClientSession {
         }
         let ev = match self.pipeline.on_reply(r, now) {
             PipelineEvent::Preliminary { tag, reply } => ClientEvent::Preliminary { tag, reply },
-            PipelineEvent::Marker { tag, marker: Some(marker) } => ClientEvent::Marker { tag, marker },
+            PipelineEvent::Marker { tag, marker: Some(marker), .. } => ClientEvent::Marker { tag, marker },
             PipelineEvent::Marker { marker: None, .. } => return,
             PipelineEvent::Final { tag, command, reply, accepted } => {
                 let passive = if accepted { passive_address(&reply, self.peer) } else { None };

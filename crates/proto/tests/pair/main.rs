@@ -80,6 +80,30 @@ fn a_silent_server_times_out_on_the_simulated_clock() {
 }
 
 #[test]
+fn an_untimed_command_waits_past_the_timeout_and_the_next_one_is_timed_again() {
+    let mut p = logged_in(Fs::default());
+    // A third-party STOR: its reply waits for the other server, however
+    // long that takes; a NOOP behind it is timed from the STOR's answer.
+    p.connected = false;
+    p.client.send_untimed(Command::Stor("f".into()), Expect::Completion, p.now);
+    p.client.send(Command::Noop, Expect::Completion, p.now);
+    let _ = p.client.poll_transmit();
+    assert_eq!(p.client.poll_timeout(), None, "no deadline for the untimed STOR");
+    p.client.handle_timeout(p.now + Duration::from_secs(3600));
+    assert!(p.client.poll_event().is_none() && !p.client.is_broken());
+    let later = p.now + Duration::from_secs(3600);
+    p.client.handle_input(b"150 go\r\n111 Range Marker 0-10\r\n", later);
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Preliminary { .. })));
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Marker { marker: Marker::Restart(_), .. })));
+    assert_eq!(p.client.poll_timeout(), None, "a transfer runs");
+    p.client.handle_input(b"226 done\r\n", later);
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::Done { accepted: true, .. })));
+    assert_eq!(p.client.poll_timeout(), Some(later + Duration::from_secs(60)), "the NOOP is timed");
+    p.client.handle_timeout(later + Duration::from_secs(60));
+    assert!(matches!(p.client.poll_event(), Some(ClientEvent::TimedOut { waiting_for: Some(Command::Noop) })));
+}
+
+#[test]
 fn stream_mode_store_and_retrieve() {
     let mut p = logged_in(Fs::default());
     let data = pattern(100_000, 1);
