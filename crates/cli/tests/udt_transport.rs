@@ -275,3 +275,60 @@ fn a_third_party_copy_between_ferry_servers_moves_over_udt() {
     }
     assert_eq!(transports_of(&a, "/t.bin"), vec!["udt", "udt"], "{}", a.log_text());
 }
+
+#[test]
+fn ferry_cp_over_udt_downloads_from_and_uploads_to_a_globus_udt_server() {
+    // Globus knows no TPRT: the client falls back to `SITE SETNETSTACK udt`
+    // (Globus's own way) and its data channels then meet libudt.
+    let globus = GlobusUdtServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (6 << 20) + 17, 43);
+    let want = sha256_file(&src);
+    std::fs::copy(&src, globus.path("g.bin")).unwrap();
+    chown_nobody(globus.dir.path());
+    for p in ["1", "4"] {
+        let down = local.path().join(format!("down-{p}.bin"));
+        let (ok, out, err) = ferry(&[
+            "cp",
+            "-q",
+            "--json",
+            "--retries",
+            "0",
+            "--transport",
+            "udt",
+            "-p",
+            p,
+            &globus.url("g.bin"),
+            down.to_str().unwrap(),
+        ]);
+        assert!(ok, "download -p {p}: {err}\n{}", globus.log_text());
+        assert_eq!(json_transport(&out), "udt", "{out}");
+        assert_eq!(sha256_file(&down), want);
+        let name = format!("up-{p}.bin");
+        let (ok, out, err) = ferry(&[
+            "cp",
+            "-q",
+            "--json",
+            "--retries",
+            "0",
+            "--transport",
+            "udt",
+            "-p",
+            p,
+            src.to_str().unwrap(),
+            &globus.url(&name),
+        ]);
+        assert!(ok, "upload -p {p}: {err}\n{}", globus.log_text());
+        assert_eq!(json_transport(&out), "udt", "{out}");
+        assert_eq!(sha256_file(&globus.path(&name)), want);
+    }
+    // (A TCP data channel could not have worked: this server's data
+    // channels are UDT unless a client asks `SITE SETNETSTACK tcp`.)
+}
+
+/// The data-channel transport `ferry cp --json` reports.
+fn json_transport(out: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
+    v["transport"].as_str().unwrap_or("?").to_string()
+}

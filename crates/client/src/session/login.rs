@@ -9,7 +9,7 @@ use crate::error::ClientError;
 use crate::location::RemoteUrl;
 use ferry_io::transport;
 use ferry_proto::client::Expect;
-use ferry_proto::command::Command;
+use ferry_proto::command::{Command, SiteCommand};
 use ferry_proto::facts::{FileFacts, FileKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -126,7 +126,14 @@ impl ServerSession {
         if name.eq_ignore_ascii_case("tcp") {
             return Ok(());
         }
-        let r = self.ctrl.command(&Command::Tprt(name.to_string())).await?;
+        let mut r = self.ctrl.command(&Command::Tprt(name.to_string())).await?;
+        if matches!(r.code.get(), 500 | 502) {
+            // A server that does not know TPRT may still speak Globus's
+            // way of choosing a data-channel stack (a Globus server with
+            // the UDT driver answers 250 to `SITE SETNETSTACK udt`).
+            let site = Command::Site(SiteCommand::SetNetStack(name.to_ascii_lowercase()));
+            r = self.ctrl.command(&site).await?;
+        }
         if !r.code.is_positive_completion() {
             tracing::warn!(server = %self.url, transport = name, reply = %r.text(), "transport refused; using tcp");
             return Ok(());
