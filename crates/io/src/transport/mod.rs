@@ -499,13 +499,32 @@ mod tests {
         assert!(by_name("rdma").is_none());
     }
 
+    fn four_free_ports_below_the_ephemeral_range() -> (std::net::TcpListener, u16) {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768);
+        let top = ephemeral_low.saturating_sub(4).max(2000);
+        let start = 2000 + (std::process::id() as u16 % (top - 2000).max(1));
+        for base in (start..top).chain(2000..start).step_by(4) {
+            let held: Vec<_> =
+                (base..base + 4).map_while(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok()).collect();
+            if held.len() == 4 {
+                let first = held.into_iter().next().unwrap();
+                return (first, base);
+            }
+        }
+        panic!("no four consecutive free ports below {ephemeral_low}");
+    }
+
     #[tokio::test]
     async fn ports_rotate_through_the_range_and_skip_busy_ones() {
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        // A port the OS chose, held busy for the whole test; the range
+        // Four free ports below the kernel's ephemeral range (so tests
+        // running beside this one, which bind port 0, are never handed
+        // them); the first is held busy for the whole test and the range
         // starts there, so the allocator must skip it.
-        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let low = held.local_addr().unwrap().port().min(65535 - 3);
+        let (held, low) = four_free_ports_below_the_ephemeral_range();
         let alloc = PortAllocator::new(Some((low, low + 3)));
         let tcp = tcp::transport();
         let opts = ChannelOptions::new(Duration::from_secs(5));
