@@ -3,51 +3,11 @@
 //! transfer log) and the result is byte-identical.
 
 mod support;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
 use support::*;
 
 const SIZE: u64 = 64 << 20;
-
-/// Starts `ferry cp` rate-limited, waits until its restart record holds
-/// at least `min` bytes, and SIGKILLs it.
-fn start_and_kill(args: &[&str], state: &std::path::Path, min: u64) {
-    let mut child = Command::new(ferry_bin())
-        .args(["cp", "-q", "-p", "4", "--max-rate", "16M"])
-        .args(args)
-        .env("FERRY_STATE_DIR", state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
-        assert!(Instant::now() < deadline, "no restart record appeared");
-        let recorded: u64 = std::fs::read_dir(state)
-            .map(|d| {
-                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-                    .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .filter_map(|v| {
-                        let r = v["ranges"].as_str()?.to_string();
-                        Some(
-                            r.split(',')
-                                .filter_map(|x| x.split_once('-'))
-                                .map(|(a, b)| b.parse::<u64>().unwrap_or(0) - a.parse::<u64>().unwrap_or(0))
-                                .sum::<u64>(),
-                        )
-                    })
-                    .sum()
-            })
-            .unwrap_or(0);
-        if recorded >= min {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
 
 fn resumed_bytes(server: &FerryServer, path: &str) -> u64 {
     let all = server.transfers(path);

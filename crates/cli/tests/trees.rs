@@ -100,22 +100,7 @@ const PART: u64 = 12 << 20;
 
 /// Bytes the restart records in `state` hold.
 fn recorded(state: &Path) -> u64 {
-    std::fs::read_dir(state)
-        .map(|d| {
-            d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-                .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .filter_map(|v| {
-                    let r = v["ranges"].as_str()?.to_string();
-                    Some(
-                        r.split(',')
-                            .filter_map(|x| x.split_once('-'))
-                            .map(|(a, b)| b.parse::<u64>().unwrap_or(0) - a.parse::<u64>().unwrap_or(0))
-                            .sum::<u64>(),
-                    )
-                })
-                .sum()
-        })
-        .unwrap_or(0)
+    recorded_bytes(state)
 }
 
 /// Starts `ferry cp` rate-limited, waits until a file is complete and

@@ -13,7 +13,7 @@ mod support;
 use ferry_io::udt::{UdtConfig, UdtStream};
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+
 use support::*;
 
 fn transports_of(server: &FerryServer, path: &str) -> Vec<String> {
@@ -84,46 +84,6 @@ fn a_server_defaulting_to_udt_serves_udt_clients() {
 
 const SIZE: u64 = 48 << 20;
 
-/// `ferry cp` rate-limited over UDT, SIGKILLed once its restart record
-/// holds `min` bytes.
-fn start_and_kill(args: &[&str], state: &std::path::Path, min: u64) {
-    let mut child = Command::new(ferry_bin())
-        .args(["cp", "-q", "-p", "4", "--max-rate", "16M", "--transport", "udt"])
-        .args(args)
-        .env("FERRY_STATE_DIR", state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
-        assert!(Instant::now() < deadline, "no restart record appeared");
-        let recorded: u64 = std::fs::read_dir(state)
-            .map(|d| {
-                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-                    .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .filter_map(|v| {
-                        let r = v["ranges"].as_str()?.to_string();
-                        Some(
-                            r.split(',')
-                                .filter_map(|x| x.split_once('-'))
-                                .map(|(a, b)| b.parse::<u64>().unwrap_or(0) - a.parse::<u64>().unwrap_or(0))
-                                .sum::<u64>(),
-                        )
-                    })
-                    .sum()
-            })
-            .unwrap_or(0);
-        if recorded >= min {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 #[test]
 fn a_killed_udt_upload_resumes_from_its_restart_markers() {
     let server = FerryServer::start_with(&["--marker-interval", "1"]);
@@ -132,7 +92,7 @@ fn a_killed_udt_upload_resumes_from_its_restart_markers() {
     let src = local.path().join("big.bin");
     random_file(&src, SIZE, 53);
     let url = server.url(ALICE, "/big.bin");
-    start_and_kill(&[src.to_str().unwrap(), &url], state.path(), 16 << 20);
+    start_and_kill(&["--transport", "udt", src.to_str().unwrap(), &url], state.path(), 16 << 20);
     assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
     let out = Command::new(ferry_bin())
         .args(["cp", "--json", "-p", "4", "--transport", "udt", "--verify", src.to_str().unwrap(), &url])

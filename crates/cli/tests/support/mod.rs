@@ -787,3 +787,45 @@ impl Drop for SmallTmpfs {
         let _ = Command::new("umount").arg(self.dir.path()).status();
     }
 }
+
+/// Bytes the restart records in `state` (a `FERRY_STATE_DIR`) hold.
+pub fn recorded_bytes(state: &Path) -> u64 {
+    std::fs::read_dir(state)
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+                .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .filter_map(|v| {
+                    let r = v["ranges"].as_str()?.to_string();
+                    Some(
+                        r.split(',')
+                            .filter_map(|x| x.split_once('-'))
+                            .map(|(a, b)| b.parse::<u64>().unwrap_or(0) - a.parse::<u64>().unwrap_or(0))
+                            .sum::<u64>(),
+                    )
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Starts `ferry cp -q -p 4 --max-rate 16M ARGS` with its restart records
+/// in `state`, waits until they hold at least `min` bytes, and SIGKILLs it:
+/// a copy killed mid-way, for the resume tests of every transport.
+pub fn start_and_kill(args: &[&str], state: &Path, min: u64) {
+    let mut child = Command::new(ferry_bin())
+        .args(["cp", "-q", "-p", "4", "--max-rate", "16M"])
+        .args(args)
+        .env("FERRY_STATE_DIR", state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while recorded_bytes(state) < min {
+        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
+        assert!(Instant::now() < deadline, "no restart record appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
