@@ -40,6 +40,8 @@ checks=(
   # Debian's libudt 4.11 (crates/io/tests/udt_libudt.rs)
   "bin g++ g++"
   "file /usr/include/udt/udt.h libudt-dev"
+  # the Globus server's UDT driver (-dc-default udt: udt_transport.rs)
+  "file /usr/lib/*/libglobus_xio_udt_driver.so libglobus-xio-udt-driver"
   # the Globus server and PostgreSQL run unprivileged; file digests,
   # time limits, a tmpfs that fills up
   "bin setpriv util-linux"
