@@ -173,24 +173,23 @@ pub struct ChannelFlags {
     #[arg(long)]
     pub direct_io: bool,
     /// The data-channel transport to ask servers for (TPRT; see
-    /// docs/transports.md): tcp, udt or quic. TCP when not given, or when a
-    /// server refuses.
+    /// docs/transports.md): tcp, udt, blast (udt at the fixed rate of
+    /// --max-rate or --congestion blast:RATE) or quic. TCP when not given,
+    /// or when a server refuses.
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
-    /// The congestion controller of QUIC data channels: bbr (default),
-    /// cubic or newreno (docs/transports.md).
-    #[arg(long, value_name = "NAME")]
-    pub congestion: Option<ferry_io::transport::quic::Congestion>,
+    /// The congestion controller of the chosen transport's data channels:
+    /// for udt ferry (default), udt (UDT's DAIMD) or blast:RATE (fixed
+    /// rate, bytes/s, dedicated circuits only); for quic bbr (default),
+    /// cubic or newreno (docs/udt.md, docs/transports.md).
+    #[arg(long, value_name = "NAME", value_parser = crate::congestion::parse_name)]
+    pub congestion: Option<String>,
 }
 
 impl ChannelFlags {
     /// Copy options with these channel settings and everything else at
     /// its default.
     pub fn options(&self, timeout: Duration) -> CopyOptions {
-        // A process-wide choice, made here at the edge.
-        if let Some(c) = self.congestion {
-            ferry_io::transport::quic::set_congestion(c);
-        }
         CopyOptions {
             timeout,
             mode: match self.mode {
@@ -203,7 +202,11 @@ impl ChannelFlags {
             tcp_buffer: self.tcp_bs,
             block_size: self.block_size.unwrap_or(CopyOptions::default().block_size),
             direct_io: self.direct_io,
-            transport: self.transport.clone(),
+            // `blast` is UDT with a fixed-rate controller (`congestion.rs`).
+            transport: self
+                .transport
+                .as_deref()
+                .map(|t| if t.eq_ignore_ascii_case("blast") { "udt" } else { t }.to_string()),
             data_path: data_path_from_env(),
             ..CopyOptions::default()
         }
@@ -427,6 +430,12 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         Some(ferry_client::filter::Filter::new(&args.include, &args.exclude)?)
     };
     let jobs = jobs(&args)?;
+    // A process-wide choice, made here at the edge.
+    crate::congestion::apply_for_copy(
+        args.channel.congestion.as_deref(),
+        args.channel.transport.as_deref(),
+        args.max_rate,
+    )?;
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,

@@ -1,5 +1,6 @@
 //! `ferry`: one binary for serving and copying.
 
+mod congestion;
 mod copy;
 mod demo;
 mod logfmt;

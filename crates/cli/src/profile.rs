@@ -89,6 +89,7 @@ async fn profile(args: &ProfileArgs) -> anyhow::Result<Profile> {
         _ => bail!("ferry profile needs a server URL as source or destination"),
     };
     let registry = StreamRegistry::new();
+    crate::congestion::apply_for_copy(args.channel.congestion.as_deref(), args.channel.transport.as_deref(), None)?;
     let mut opts = args.channel.options(Duration::from_secs(args.timeout));
     opts.tls = args.tls.options();
     opts.streams = Some(registry.clone());

@@ -96,10 +96,11 @@ pub struct ServeArgs {
     /// (clear data only: refused under PROT P) and quic (needs --tls-cert).
     #[arg(long, value_name = "NAME")]
     data_transport: Option<String>,
-    /// The congestion controller of QUIC data channels: bbr (default),
-    /// cubic or newreno.
-    #[arg(long, value_name = "NAME")]
-    congestion: Option<ferry_io::transport::quic::Congestion>,
+    /// The congestion controller of data channels, for every transport
+    /// that has it: udt's ferry (default), udt (DAIMD) or blast:RATE;
+    /// quic's bbr (default), cubic or newreno.
+    #[arg(long, value_name = "NAME", value_parser = crate::congestion::parse_name)]
+    congestion: Option<String>,
     /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -265,9 +266,7 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
         c.data_transport = t.clone();
     }
     // A process-wide choice, made here at the edge.
-    if let Some(cc) = args.congestion {
-        ferry_io::transport::quic::set_congestion(cc);
-    }
+    crate::congestion::apply_for_server(args.congestion.as_deref(), c.max_transfer_rate)?;
     // The buffered path, for measurements (docs/data-path.md): chosen
     // here, passed down explicitly.
     c.data_path = crate::copy::data_path_from_env();

@@ -292,3 +292,89 @@ fn json_transport(out: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
     v["transport"].as_str().unwrap_or("?").to_string()
 }
+
+/// `--congestion` picks UDT's controller at both ends: DAIMD (`udt`) moves
+/// a file byte-identical both ways, and a server started with
+/// `--congestion blast:RATE` sends at that fixed rate (nothing else limits
+/// a loopback download, so it cannot finish sooner than size / rate).
+#[test]
+fn congestion_selects_udt_controllers_at_both_ends() {
+    let server = FerryServer::start_with(&["--congestion", "blast:3M"]);
+    random_file(&server.path("b.bin"), 6 << 20, 3);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("b.bin");
+    let url = server.url(ALICE, "/b.bin");
+    let started = std::time::Instant::now();
+    let (ok, out, err) = ferry(&[
+        "cp",
+        "--json",
+        "--transport",
+        "udt",
+        "--congestion",
+        "udt",
+        "-p",
+        "1",
+        "--no-resume",
+        &url,
+        dst.to_str().unwrap(),
+    ]);
+    let took = started.elapsed();
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(json_transport(&out), "udt");
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("b.bin")));
+    assert!(took.as_secs_f64() >= 1.5, "6 MiB at blast:3M took only {took:?}");
+    // The client's DAIMD sends an upload.
+    let up = server.url(ALICE, "/up.bin");
+    let (ok, _, err) = ferry(&[
+        "cp",
+        "-q",
+        "--transport",
+        "udt",
+        "--congestion",
+        "udt",
+        "--verify",
+        "--no-resume",
+        dst.to_str().unwrap(),
+        &up,
+    ]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&server.path("up.bin")), sha256_file(&dst));
+    // `--transport blast` with its rate from --max-rate.
+    let up = server.url(ALICE, "/blast.bin");
+    let (ok, _, err) =
+        ferry(&["cp", "-q", "--transport", "blast", "--max-rate", "64M", "--no-resume", dst.to_str().unwrap(), &up]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&server.path("blast.bin")), sha256_file(&dst));
+    assert_eq!(transports_of(&server, "/blast.bin"), vec!["udt"]);
+}
+
+/// A controller the chosen transport does not have, blast without a rate,
+/// or a name no transport has: refused before anything moves, saying why.
+#[test]
+fn congestion_names_the_chosen_transport_lacks_are_refused_clearly() {
+    let server = FerryServer::start();
+    random_file(&server.path("x.bin"), 1000, 1);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("x.bin");
+    let url = server.url(ALICE, "/x.bin");
+    let d = dst.to_str().unwrap();
+    for (args, says) in [
+        (&["--transport", "udt", "--congestion", "cubic"][..], "not a udt controller"),
+        (&["--transport", "quic", "--congestion", "blast:10M"][..], "not a quic controller"),
+        (&["--congestion", "udt"][..], "--transport udt"),
+        (&["--transport", "blast"][..], "needs one"),
+        (&["--transport", "udt", "--congestion", "blast"][..], "blast:RATE"),
+        (&["--transport", "udt", "--congestion", "vegas"][..], "unknown congestion control"),
+    ] {
+        let (ok, _, err) = ferry(&[&["cp", "-q"][..], args, &[&url, d]].concat());
+        assert!(!ok, "{args:?} was accepted");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dst.exists(), "{args:?} copied");
+    }
+    let out = Command::new(ferry_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--congestion", "vegas", "."])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown congestion control"));
+}

@@ -21,10 +21,62 @@
 
 use super::{AbortHandle, BoxFuture, ChannelOptions, Connection, DataConn, DataListener, Transport, TransportStats};
 use crate::udt::{UdtConfig, UdtListener, UdtStream};
+pub use ferry_udt::CongestionKind;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The congestion control of this process's UDT data channels and its
+/// rate cap: a process-wide setting, given once by the command line
+/// (`ferry cp --congestion`, `--max-rate`; `ferry serve --congestion`),
+/// as QUIC's is (`quic::set_congestion`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UdtCongestion {
+    /// `ferry` (the default), `udt` (DAIMD) or `blast:RATE`.
+    pub kind: CongestionKind,
+    /// Bytes per second no controller may exceed (`--max-rate`).
+    pub max_rate: Option<f64>,
+}
+
+impl UdtCongestion {
+    /// Ferry's rate model, uncapped.
+    pub const DEFAULT: UdtCongestion =
+        UdtCongestion { kind: CongestionKind::Ferry { initial_rate: None, max_rate: None }, max_rate: None };
+
+    /// The controller with the cap folded in: the ferry model never
+    /// probes above it and blast never runs above it; the protocol's
+    /// `max_bandwidth` caps DAIMD (whose rate has no ceiling of its own).
+    pub fn capped_kind(&self) -> CongestionKind {
+        let Some(cap) = self.max_rate else { return self.kind };
+        match self.kind {
+            CongestionKind::Ferry { initial_rate, max_rate } => CongestionKind::Ferry {
+                initial_rate: initial_rate.map(|r| r.min(cap)),
+                max_rate: Some(max_rate.map_or(cap, |m| m.min(cap))),
+            },
+            CongestionKind::Blast { rate } => CongestionKind::Blast { rate: rate.min(cap) },
+            k => k,
+        }
+    }
+}
+
+impl Default for UdtCongestion {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+static CONGESTION: Mutex<UdtCongestion> = Mutex::new(UdtCongestion::DEFAULT);
+
+/// Chooses the controller (and cap) of UDT connections made from now on.
+pub fn set_congestion(c: UdtCongestion) {
+    *CONGESTION.lock().unwrap_or_else(|e| e.into_inner()) = c;
+}
+
+/// The controller UDT connections made now get.
+pub fn congestion() -> UdtCongestion {
+    *CONGESTION.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The UDT transport (stateless: every option comes with the call).
 #[derive(Debug, Default, Clone, Copy)]
@@ -55,6 +107,9 @@ fn config(opts: &ChannelOptions) -> UdtConfig {
     // A handshake that takes longer than a data connection may stall
     // fails as one would.
     c.protocol.connect_timeout = opts.timeout.max(Duration::from_secs(1));
+    let cc = congestion();
+    c.protocol.congestion = cc.capped_kind();
+    c.protocol.max_bandwidth = cc.max_rate;
     c
 }
 
@@ -261,5 +316,23 @@ mod tests {
         let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let err = udt.listen(held.local_addr().unwrap(), &opts).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn max_rate_caps_every_controller() {
+        let cap = Some(10e6);
+        let ferry = UdtCongestion { max_rate: cap, ..UdtCongestion::DEFAULT };
+        assert_eq!(ferry.capped_kind(), CongestionKind::Ferry { initial_rate: None, max_rate: cap });
+        let probed = UdtCongestion {
+            kind: CongestionKind::Ferry { initial_rate: Some(50e6), max_rate: Some(20e6) },
+            max_rate: cap,
+        };
+        assert_eq!(probed.capped_kind(), CongestionKind::Ferry { initial_rate: cap, max_rate: cap });
+        let blast = UdtCongestion { kind: CongestionKind::Blast { rate: 100e6 }, max_rate: cap };
+        assert_eq!(blast.capped_kind(), CongestionKind::Blast { rate: 10e6 });
+        // DAIMD has no ceiling of its own: the protocol's max_bandwidth is it.
+        let daimd = UdtCongestion { kind: CongestionKind::Udt, max_rate: cap };
+        assert_eq!(daimd.capped_kind(), CongestionKind::Udt);
+        assert_eq!(UdtCongestion::DEFAULT.capped_kind(), UdtCongestion::DEFAULT.kind);
     }
 }
