@@ -70,6 +70,11 @@ pub struct ServeArgs {
     /// from this server to another host).
     #[arg(long)]
     allow_third_party: bool,
+    /// Give --data-transport quic to sessions that never selected a
+    /// transport (TPRT) too, as Globus's -dc-default does; without it they
+    /// get TCP, which standard FTPS clients (curl, lftp) speak.
+    #[arg(long)]
+    data_transport_for_all: bool,
     /// Cap each transfer's rate, e.g. 100M (bytes per second, all streams).
     #[arg(long, value_parser = crate::copy::parse_size)]
     max_transfer_rate: Option<u64>,
@@ -228,6 +233,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if args.allow_third_party {
         c.allow_third_party = true;
+    }
+    if args.data_transport_for_all {
+        c.data_transport_for_all = true;
     }
     if let Some(v) = args.max_transfer_rate {
         c.max_transfer_rate = Some(v);

@@ -105,6 +105,44 @@ fn a_server_defaulting_to_quic_serves_quic_clients() {
     assert_eq!(transports_of(&server, "/d.bin"), vec!["quic"]);
 }
 
+/// A server whose default is QUIC must not push QUIC onto standard FTPS
+/// clients that never asked for it (TPRT): curl `--ssl-reqd` (PROT P) moves
+/// data up and down over TCP with TLS, and so does `ferry cp` without
+/// `--transport`; `--transport quic` still gets QUIC.
+#[test]
+fn a_quic_default_server_serves_curl_over_tcp_with_tls() {
+    let curl = require("curl");
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--data-transport", "quic", "--require-tls", "--require-protected-data"]);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (3 << 20) + 11, 23);
+    let base = format!("ftp://{}:{}@localhost:{}", ALICE.0, ALICE.1, server.addr.port());
+    let ca = pki.file("ca.pem");
+    let tls = ["--ssl-reqd", "--cacert", &ca, "-sS", "--max-time", "60"];
+    let out = Command::new(&curl).args(tls).arg("-T").arg(&src).arg(format!("{base}/up.bin")).output().unwrap();
+    assert!(out.status.success(), "curl upload: {}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert_eq!(sha256_file(&server.path("up.bin")), sha256_file(&src));
+    let back = local.path().join("back.bin");
+    let out = Command::new(&curl).args(tls).arg("-o").arg(&back).arg(format!("{base}/up.bin")).output().unwrap();
+    assert!(out.status.success(), "curl download: {}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert_eq!(sha256_file(&back), sha256_file(&src));
+    assert_eq!(transports_of(&server, "/up.bin"), vec!["tcp", "tcp"], "{}", server.log_text());
+
+    let url = ftps_url(&server, ALICE, "/up.bin");
+    let plain = local.path().join("plain.bin");
+    let (ok, out, err) = ferry(&["cp", "--json", "--ca", &ca, "--verify", &url, plain.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert!(out.contains("\"transport\":\"tcp\""), "{out}");
+    let asked = local.path().join("asked.bin");
+    let (ok, out, err) =
+        ferry(&["cp", "--json", "--transport", "quic", "--ca", &ca, "--verify", &url, asked.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert!(out.contains("\"transport\":\"quic\""), "{out}");
+    assert_eq!(sha256_file(&asked), sha256_file(&src));
+    assert_eq!(transports_of(&server, "/up.bin"), vec!["tcp", "tcp", "tcp", "quic"], "{}", server.log_text());
+}
+
 const SIZE: u64 = 48 << 20;
 
 #[test]
@@ -269,9 +307,9 @@ fn third_party_copies_asked_for_quic_move_over_tcp_for_now() {
     let b = tls_server(&pki, &["--require-tls"]);
     random_file(&a.path("x.bin"), (3 << 20) + 5, 11);
     let ca = pki.file("ca.pem");
-    let (ok, _, err) = ferry(&[
+    let (ok, out, err) = ferry(&[
         "cp",
-        "-q",
+        "--json",
         "--transport",
         "quic",
         "--ca",
@@ -285,6 +323,8 @@ fn third_party_copies_asked_for_quic_move_over_tcp_for_now() {
         &ftps_url(&b, ALICE, "/y.bin"),
     ]);
     assert!(ok, "{err}\nA:\n{}\nB:\n{}", a.log_text(), b.log_text());
+    // --json names the transport the data used, not the one TPRT accepted.
+    assert!(out.contains("\"transport\":\"tcp\"") && !out.contains("\"transport\":\"quic\""), "{out}");
     assert_eq!(sha256_file(&b.path("y.bin")), sha256_file(&a.path("x.bin")));
     assert_eq!(transports_of(&a, "/x.bin"), vec!["tcp"]);
     assert_eq!(transports_of(&b, "/y.bin"), vec!["tcp"]);

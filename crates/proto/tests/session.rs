@@ -434,6 +434,47 @@ fn quic_needs_a_tls_control_channel_and_private_data() {
     assert_eq!(req.channel.transport, TransportName::TCP);
 }
 
+/// A server whose default is QUIC gives it only to sessions that selected
+/// it: a standard FTPS client (curl, lftp) never sends TPRT, cannot speak
+/// QUIC, and gets TCP under PROT P (issue 19). Configured otherwise
+/// (`default_transport_unasked`), every private session gets the default.
+#[test]
+fn a_quic_default_goes_only_to_sessions_that_select_it() {
+    use ferry_proto::transport::TransportName;
+    let quic = TransportName::parse("quic").unwrap();
+    let cfg = |unasked| SessionConfig {
+        transports: vec![TransportName::TCP, quic],
+        default_transport: quic,
+        default_transport_unasked: unasked,
+        ..tls_config()
+    };
+    let private = |h: &mut Harness| {
+        assert_eq!(h.code("AUTH TLS"), 234);
+        assert_eq!(h.code("PBSZ 0"), 200);
+        assert_eq!(h.code("PROT P"), 200);
+        assert_eq!(h.code("USER alice"), 331);
+        assert_eq!(h.code("PASS right"), 230);
+    };
+    let mut h = Harness::with(cfg(false));
+    private(&mut h);
+    assert_eq!(h.s.data_transport(), TransportName::TCP, "never asked: FTPS over TCP");
+    assert_eq!(h.code("PASV"), 227);
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else { panic!() };
+    assert_eq!(req.channel.transport, TransportName::TCP);
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+    let generation = h.s.data_generation();
+    assert_eq!(h.code("TPRT quic"), 200);
+    assert_eq!(h.s.data_transport(), quic, "selected");
+    assert_ne!(h.s.data_generation(), generation, "cached TCP channels are not reused for QUIC");
+    let mut h = Harness::with(cfg(false));
+    private(&mut h);
+    assert_eq!(h.code("SITE SETNETSTACK quic"), 250);
+    assert_eq!(h.s.data_transport(), quic, "selected the Globus way");
+    let mut h = Harness::with(cfg(true));
+    private(&mut h);
+    assert_eq!(h.s.data_transport(), quic, "configured to give the default to every private session");
+}
+
 /// FEAT lists exactly what is implemented (and SITE HELP names the SITE
 /// commands, where the Globus client library looks for them).
 #[test]

@@ -170,6 +170,10 @@ pub struct ServerConfig {
     /// The data channels' transport until a client selects another (`TPRT`,
     /// `SITE SETNETSTACK`), as Globus's `-dc-default`: `tcp`.
     pub data_transport: String,
+    /// Give a `data_transport` that is TLS itself (`quic`) to sessions that
+    /// never selected a transport too. Off by default: they get TCP, which
+    /// standard FTPS clients (curl, lftp) speak (docs/transports.md).
+    pub data_transport_for_all: bool,
     /// How payload crosses between sockets and files (zero-copy or
     /// buffered): not a configuration item, set by `ferry serve` from
     /// `FERRY_DATA_PATH` for measurements (`docs/data-path.md`).
@@ -271,6 +275,7 @@ impl Default for ServerConfig {
             mlsr_max_entries: 200_000,
             mlsr_max_depth: 64,
             data_transport: "tcp".to_string(),
+            data_transport_for_all: false,
             data_path: ferry_io::mode_e::DataPath::ZeroCopy,
             stripe_nodes: Vec::new(),
             node_secret: None,

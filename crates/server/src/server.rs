@@ -239,6 +239,7 @@ impl Server {
             max_file_size: config.max_file_size,
             transports: offered,
             default_transport: TransportName::parse(transport.name()).unwrap_or_default(),
+            default_transport_unasked: config.data_transport_for_all,
             striped: config.striped(),
             ..SessionConfig::default()
         };

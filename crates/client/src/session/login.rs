@@ -149,8 +149,15 @@ impl ServerSession {
         Ok(())
     }
 
-    /// The transport this session's data channels use.
+    /// The transport this session's data channels use: the one `TPRT`
+    /// chose, except that a transport that is TLS itself (`quic`) is used
+    /// by the server only under `PROT P`, so a session left in `PROT C`
+    /// (a third-party copy the servers cannot run over QUIC) moved its
+    /// data over TCP.
     pub fn transport_name(&self) -> &str {
+        if self.transport == "quic" && !self.ctrl.data_private() {
+            return "tcp";
+        }
         &self.transport
     }
 

@@ -94,7 +94,9 @@ impl Session {
                 ),
             ));
         }
-        if t != self.transport {
+        let before = self.data_transport();
+        self.transport_selected = true;
+        if t != self.transport || self.data_transport() != before {
             self.new_generation();
             self.transport = t;
         }

@@ -58,6 +58,11 @@ pub struct SessionConfig {
     /// used until it does (Globus's `-dc-default`).
     pub transports: Vec<crate::transport::TransportName>,
     pub default_transport: crate::transport::TransportName,
+    /// Give a default transport that is TLS itself (`quic`) to sessions
+    /// that never selected a transport too (Globus's `-dc-default`
+    /// behaviour). Off: such sessions get TCP (with TLS under PROT P),
+    /// which every FTPS client speaks.
+    pub default_transport_unasked: bool,
 }
 
 impl Default for SessionConfig {
@@ -76,6 +81,7 @@ impl Default for SessionConfig {
             striped: false,
             transports: vec![crate::transport::TransportName::TCP],
             default_transport: crate::transport::TransportName::TCP,
+            default_transport_unasked: false,
         }
     }
 }

@@ -134,6 +134,9 @@ pub struct Session {
     allow_delayed: bool,
     /// The data channels' transport (`TPRT`, `SITE SETNETSTACK`).
     transport: crate::transport::TransportName,
+    /// The client chose the transport (`TPRT`, `SITE SETNETSTACK`): only
+    /// then does it get one that is TLS itself (see [`Self::data_transport`]).
+    transport_selected: bool,
     parallelism: u32,
     buffer_size: Option<u32>,
     /// OPTS RETR markers=N: perf markers while sending.
@@ -182,6 +185,7 @@ impl Session {
             cached: None,
             allow_delayed: false,
             transport: default_transport,
+            transport_selected: false,
             parallelism: 1,
             buffer_size: None,
             send_markers: None,
@@ -237,10 +241,17 @@ impl Session {
     /// The TCP buffer size asked for with SBUF or SITE ...BUFSIZE.
     /// The transport the next data channels use.
     /// A transport that is TLS itself (`quic`) needs private data (PROT P
-    /// after AUTH TLS); until then, and for clients that never ask for it
-    /// under a server whose default it is, data channels are TCP.
+    /// after AUTH TLS); until then data channels are TCP. And it is given
+    /// only to a session that selected it (`TPRT`, `SITE SETNETSTACK`),
+    /// unless the server is configured to give its default to every
+    /// session ([`SessionConfig::default_transport_unasked`]): a standard
+    /// FTPS client (curl, lftp) under a server whose default is QUIC never
+    /// asked, cannot speak it, and gets TCP with TLS as FTPS says.
     pub fn data_transport(&self) -> crate::transport::TransportName {
-        if self.transport.needs_tls() && !(self.tls && self.prot == ProtectionLevel::Private) {
+        if self.transport.needs_tls()
+            && (!(self.tls && self.prot == ProtectionLevel::Private)
+                || !(self.transport_selected || self.config.default_transport_unasked))
+        {
             return crate::transport::TransportName::TCP;
         }
         self.transport
