@@ -580,6 +580,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "checksum": summary.checksum_algorithm,
                 "settings": settings.to_json(),
                 "concurrency": summary.concurrency,
+                "sync_seconds": summary.sync_seconds,
                 "sizing": summary.sizing.iter().map(|(server, rtt, why)| serde_json::json!({
                     "server": server, "rtt_ms": rtt, "choice": why,
                 })).collect::<Vec<_>>(),

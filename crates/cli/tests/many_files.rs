@@ -148,3 +148,44 @@ fn concurrency_against_the_globus_server() {
     assert_eq!(json(&out)["files"], 80, "{out}");
     assert_eq!(tree_digest(&dst.join("src")), tree_digest(&tree));
 }
+
+#[test]
+fn sync_copies_only_what_differs() {
+    let server = FerryServer::start();
+    let tree = many_files(server.root.path(), 2, 30, 500);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("dl");
+    let src = server.anon_url("/many");
+    let (code, out, err) = ferry_bounded(&["cp", "-r", "--json", &src, dst.to_str().unwrap()], 60);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["files"], 60, "{out}");
+    assert!(err.contains("one syncfs"), "the tree is made durable once: {err}");
+    // The same size, other bytes, a newer time: changed at the destination.
+    let changed = dst.join("many/d1/f0007.dat");
+    random_file(&changed, 500, 999);
+    let file = std::fs::File::options().write(true).open(&changed).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(3600)).unwrap();
+    drop(file);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["cp", "-r", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[&src, dst.to_str().unwrap()]);
+        let (code, out, err) = ferry_bounded(&args, 60);
+        assert_eq!(code, 0, "{err}");
+        json(&out)["files"].as_u64().unwrap()
+    };
+    // Not older and the same size: a re-run leaves it; so does size alone.
+    assert_eq!(run(&[]), 0);
+    assert_eq!(run(&["--sync=size"]), 0);
+    assert_eq!(run(&["-sync", "-sync-level", "1"]), 0);
+    // Checksums differ: copied again, and only that file.
+    assert_eq!(run(&["-sync", "-sync-level", "3"]), 1);
+    assert_eq!(tree_digest(&dst.join("many")), tree_digest(&tree));
+    // A newer destination time differs from the source's: --sync copies it.
+    let file = std::fs::File::options().write(true).open(&changed).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(3600)).unwrap();
+    drop(file);
+    assert_eq!(run(&["--sync"]), 1);
+    assert_eq!(run(&["--sync"]), 0, "times are kept, so a second --sync finds nothing");
+    assert_eq!(run(&["--sync=checksum"]), 0);
+}

@@ -266,6 +266,8 @@ pub struct CopySummary {
     pub transports: Vec<(String, String)>,
     /// Trees: how many control sessions shared the files, and why.
     pub concurrency: Option<ConcurrencyChoice>,
+    /// Trees to local paths: seconds spent making the files durable.
+    pub sync_seconds: f64,
 }
 
 impl CopySummary {
@@ -397,10 +399,24 @@ impl Client {
                 let reason = "1 session, directory by directory as the walk goes".to_string();
                 summary.concurrency = Some(ConcurrencyChoice { sessions: 1, used: 1, reason });
             }
+            let files_before = summary.files;
             let walked = Box::pin(self.copy_tree(src, &root, "", &mut ancestors, summary)).await;
-            match self.deferred.take() {
+            let copied = match self.deferred.take() {
                 Some(pending) if walked.is_ok() => self.copy_pending(pending, summary).await,
                 _ => walked,
+            };
+            // Durable before success is reported: one sync for the tree
+            // (also for the part that arrived before a failure).
+            match (&root, summary.files > files_before && !self.opts.dry_run) {
+                (Location::Local(p), true) => match local::make_durable(p) {
+                    Ok(took) => {
+                        tracing::info!(ms = took.as_secs_f64() * 1e3, "the copied files are on disk (one syncfs)");
+                        summary.sync_seconds += took.as_secs_f64();
+                        copied
+                    }
+                    Err(e) => copied.and(Err(e)),
+                },
+                _ => copied,
             }
         } else {
             let dst = self.resolve_destination(src, dst).await?;
