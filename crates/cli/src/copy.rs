@@ -107,9 +107,28 @@ pub struct CpArgs {
     #[arg(long)]
     no_resume: bool,
     /// Transfer commands kept in flight when copying many files in MODE E
-    /// (1 turns pipelining off).
-    #[arg(long, default_value_t = 16)]
-    pipeline: usize,
+    /// (1 turns pipelining off). Default: 16, more on a long path (enough
+    /// to cover a round trip).
+    #[arg(long)]
+    pipeline: Option<usize>,
+    /// Trees: copy only files that differ from the destination's: `time`
+    /// (the default: size and modification time), `size`, `exists`, or
+    /// `checksum` (size and checksum). Without --sync a file is skipped
+    /// when it has the same size and is not older.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "time", require_equals = true, overrides_with = "sync")]
+    sync: Option<SyncArg>,
+    /// Trees: control sessions per server sharing the files (Globus's
+    /// -cc). Default: chosen from the file sizes and the round-trip time
+    /// (the choice and why are in the log and --json).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    concurrency: Option<u16>,
+    /// Most control sessions to one server (caps --concurrency, chosen or given).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    max_sessions: u16,
+    /// Most data connections to one server: sessions times parallel
+    /// streams (streams per session are lowered to fit).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    max_data_connections: u16,
     /// The client config file with per-server settings (default:
     /// $FERRY_CONFIG, else $XDG_CONFIG_HOME/ferry/client.toml or
     /// ~/.config/ferry/client.toml). Flags override it; it overrides the
@@ -217,6 +236,27 @@ impl ChannelFlags {
 /// measurements (`docs/data-path.md`); the libraries never read it.
 pub fn data_path_from_env() -> ferry_io::mode_e::DataPath {
     ferry_io::mode_e::DataPath::from_name(std::env::var("FERRY_DATA_PATH").ok().as_deref())
+}
+
+/// `--sync=RULE` (globus-url-copy `-sync-level` 0-3: exists, size, time, checksum).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SyncArg {
+    Exists,
+    Size,
+    Time,
+    Checksum,
+}
+
+impl SyncArg {
+    fn rule(self) -> ferry_client::copy::SyncRule {
+        use ferry_client::copy::SyncRule;
+        match self {
+            SyncArg::Exists => SyncRule::Exists,
+            SyncArg::Size => SyncRule::Size,
+            SyncArg::Time => SyncRule::SizeAndTime,
+            SyncArg::Checksum => SyncRule::Checksum,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -447,12 +487,17 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         max_rate: args.max_rate,
         retries: args.retries,
         resume: !args.no_resume,
-        pipeline: args.pipeline.clamp(1, 256),
+        pipeline: args.pipeline.unwrap_or(16).clamp(1, 256),
+        adaptive_pipeline: args.pipeline.is_none(),
+        concurrency: args.concurrency.map(usize::from),
+        max_sessions: args.max_sessions.into(),
+        max_data_connections: args.max_data_connections.into(),
         tls: args.tls.options(),
         credentials: credentials(),
         follow_links: args.follow_links,
         fail_fast: args.fail_fast,
         dry_run: args.dry_run,
+        sync: args.sync.map(SyncArg::rule).unwrap_or_default(),
         filter,
         ..args.channel.options(Duration::from_secs(args.out.timeout))
     };
@@ -543,6 +588,8 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "verified": summary.verified,
                 "checksum": summary.checksum_algorithm,
                 "settings": settings.to_json(),
+                "concurrency": summary.concurrency,
+                "sync_seconds": summary.sync_seconds,
                 "sizing": summary.sizing.iter().map(|(server, rtt, why)| serde_json::json!({
                     "server": server, "rtt_ms": rtt, "choice": why,
                 })).collect::<Vec<_>>(),

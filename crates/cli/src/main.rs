@@ -75,11 +75,6 @@ const FOREIGN_FLAGS: &[(&[&str], &str)] = &[
     (&["-f"], "--files-from FILE"),
     (&["-quiet"], "-q"),
     (&["-list"], "ferry ls URL"),
-    (
-        &["-cc", "-concurrency"],
-        "not in ferry cp yet (several control connections are planned); -p N and --pipeline N are",
-    ),
-    (&["-sync", "--sync", "-sync-level"], "not in ferry cp yet; a re-run of ferry cp -r skips files already complete"),
     (&["--bwlimit"], "--max-rate RATE (e.g. --max-rate 100M, bytes per second)"),
     (&["--transfers"], "--pipeline N (transfer commands in flight)"),
     (&["--multi-thread-streams"], "-p N"),
@@ -98,6 +93,44 @@ const FOREIGN_FLAGS: &[(&[&str], &str)] = &[
     ),
     (&["--netrc", "--netrc-optional"], "nothing: ferry reads ~/.netrc by itself"),
 ];
+
+/// globus-url-copy's spellings that `ferry cp` takes as they are, with the
+/// same meaning: rewritten to the Ferry flag before parsing.
+const GLOBUS_SYNONYMS: &[(&str, &str)] = &[("-cc", "--concurrency"), ("-concurrency", "--concurrency")];
+
+/// Rewrites the Globus synonyms of `ferry cp` (`-cc 4` is `--concurrency 4`).
+fn globus_synonyms(mut args: Vec<String>) -> Vec<String> {
+    if args.get(1).map(String::as_str) != Some("cp") {
+        return args;
+    }
+    // `-sync-level N` (0 exists, 1 size, 2 time, 3 checksum) says what
+    // `-sync` means; either alone turns it on.
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    if let Some(i) = args[..end].iter().position(|a| a == "-sync-level") {
+        let level = match args.get(i + 1).map(String::as_str) {
+            Some("0") => "exists",
+            Some("1") => "size",
+            Some("3") => "checksum",
+            _ => "time",
+        };
+        args.splice(i..(i + 2).min(args.len()), [format!("--sync={level}")]);
+        args.retain(|a| a != "-sync");
+    }
+    for a in args.iter_mut().skip(2).take_while(|a| *a != "--") {
+        if a == "-sync" {
+            *a = "--sync".into();
+            continue;
+        }
+        let (name, value) = a.split_once('=').map_or((a.as_str(), None), |(n, v)| (n, Some(v)));
+        if let Some((_, ferry)) = GLOBUS_SYNONYMS.iter().find(|(g, _)| *g == name) {
+            *a = match value {
+                Some(v) => format!("{ferry}={v}"),
+                None => ferry.to_string(),
+            };
+        }
+    }
+    args
+}
 
 /// "did you mean" for a foreign flag given to `ferry cp`.
 fn foreign_flag(args: &[String]) -> Option<String> {
@@ -123,7 +156,7 @@ pub fn log_filter(default: &str) -> tracing_subscriber::EnvFilter {
 
 fn main() -> ExitCode {
     use std::io::IsTerminal;
-    let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<String> = globus_synonyms(std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect());
     if let Some(hint) = foreign_flag(&args) {
         eprintln!("ferry: {}", ferry_client::credentials::redact(&hint));
         return ExitCode::from(2);

@@ -422,8 +422,6 @@ fn include_exclude_files_from_and_dry_run() {
         ("--bwlimit", "--max-rate"),
         ("-verify-checksum", "--verify"),
         ("-f", "--files-from"),
-        ("-sync", "not in ferry cp yet"),
-        ("-cc", "not in ferry cp yet"),
     ] {
         let out = Command::new(ferry_bin()).args(["cp", flag, "1M", "a", "b"]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{flag}");

@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod batch;
+mod concurrency;
 mod extended;
 mod local;
 mod measure;
@@ -51,6 +52,7 @@ mod stream_mode;
 mod tree;
 mod verify;
 
+pub use concurrency::{choose_concurrency, pipeline_depth, ConcurrencyChoice};
 use local::{copy_local, DirectOrFile, FileMeta};
 pub use measure::Measurement;
 use tree::same_place;
@@ -73,6 +75,27 @@ impl Stats {
         }
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = name.to_string();
     }
+}
+
+/// When a tree copy takes a destination file for the same as its source
+/// and skips it (`--sync`; globus-url-copy's `-sync-level`, rclone's
+/// default and `--checksum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncRule {
+    /// Same size and not older than the source (without `--sync`: a
+    /// re-run finishes the job; copies keep times, so a finished file
+    /// always passes).
+    #[default]
+    NotOlder,
+    /// It exists (`-sync-level 0`).
+    Exists,
+    /// Same size (`-sync-level 1`).
+    Size,
+    /// Same size and modification time, to the second (`--sync`, `-sync-level
+    /// 2`, rclone's default): a destination changed since is copied again.
+    SizeAndTime,
+    /// Same size and checksum (`--sync=checksum`, `-sync-level 3`).
+    Checksum,
 }
 
 /// Which transmission mode to use with GridFTP-capable servers.
@@ -110,6 +133,19 @@ pub struct CopyOptions {
     /// Transfer commands kept in flight when copying a directory's files
     /// in MODE E (1 turns pipelining off).
     pub pipeline: usize,
+    /// Deepen the pipeline beyond `pipeline` when the path is long: enough
+    /// commands in flight to cover a round trip (off when the user gave
+    /// `--pipeline`).
+    pub adaptive_pipeline: bool,
+    /// Trees: control sessions per server that share the files
+    /// (`--concurrency`, Globus's `-cc`); `None` chooses from the file
+    /// sizes and the RTT. `Some(1)` copies directory by directory as the
+    /// walk goes (the library's default).
+    pub concurrency: Option<usize>,
+    /// Most control sessions to one server for one copy's files.
+    pub max_sessions: usize,
+    /// Most data connections to one server: sessions × parallel streams.
+    pub max_data_connections: usize,
     /// `ferry profile`: where data connections register for sampling.
     pub streams: Option<ferry_profile::StreamRegistry>,
     /// MODE E file I/O with `O_DIRECT` where the file system has it
@@ -129,6 +165,8 @@ pub struct CopyOptions {
     pub fail_fast: bool,
     /// Say what would be copied, copy nothing.
     pub dry_run: bool,
+    /// Trees: which destination files count as already there.
+    pub sync: SyncRule,
     /// `--include` / `--exclude`.
     pub filter: Option<crate::filter::Filter>,
     /// `--transport`: the data-channel transport to ask servers for; TCP
@@ -154,6 +192,10 @@ impl Default for CopyOptions {
             retries: 3,
             resume: true,
             pipeline: 16,
+            adaptive_pipeline: false,
+            concurrency: Some(1),
+            max_sessions: 8,
+            max_data_connections: 64,
             streams: None,
             direct_io: false,
             tls: crate::tls::TlsOptions::default(),
@@ -162,6 +204,7 @@ impl Default for CopyOptions {
             follow_links: false,
             fail_fast: false,
             dry_run: false,
+            sync: SyncRule::NotOlder,
             filter: None,
             transport: None,
             data_path: DataPath::ZeroCopy,
@@ -221,12 +264,36 @@ pub struct CopySummary {
     pub sizing: Vec<(String, f64, String)>,
     /// The data channels' transport for each server: (server, transport).
     pub transports: Vec<(String, String)>,
+    /// Trees: how many control sessions shared the files, and why.
+    pub concurrency: Option<ConcurrencyChoice>,
+    /// Trees to local paths: seconds spent making the files durable.
+    pub sync_seconds: f64,
 }
 
 impl CopySummary {
     /// Whether everything asked for arrived (or was already there).
     pub fn is_clean(&self) -> bool {
         self.failures.is_empty() && self.passed_over.is_empty()
+    }
+
+    /// Adds what another session of the same copy did.
+    fn absorb(&mut self, o: CopySummary) {
+        self.files += o.files;
+        self.bytes += o.bytes;
+        self.dirs += o.dirs;
+        self.verified += o.verified;
+        if self.checksum_algorithm.is_none() {
+            self.checksum_algorithm = o.checksum_algorithm;
+        }
+        self.resumed += o.resumed;
+        self.resumed_files.extend(o.resumed_files);
+        self.skipped += o.skipped;
+        self.skipped_bytes += o.skipped_bytes;
+        self.links += o.links;
+        self.excluded += o.excluded;
+        self.passed_over.extend(o.passed_over);
+        self.failures.extend(o.failures);
+        self.plan.extend(o.plan);
     }
 }
 
@@ -241,6 +308,9 @@ pub struct Client {
     /// Built on first use by an `ftps://` URL, then shared by every
     /// connection (so data connections can resume its sessions).
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Trees copied with several sessions: the files the walk found,
+    /// copied after it (see `concurrency`).
+    deferred: Option<Vec<concurrency::Pending>>,
 }
 
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
@@ -255,7 +325,7 @@ fn remote_join(dir: &str, name: &str) -> String {
 impl Client {
     pub fn new(opts: CopyOptions) -> Self {
         let rate = opts.max_rate.map(|r| Arc::new(RateLimit::new(r)));
-        Self { opts, stats: Arc::new(Stats::default()), sessions: HashMap::new(), rate, tls: None }
+        Self { opts, stats: Arc::new(Stats::default()), sessions: HashMap::new(), rate, tls: None, deferred: None }
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -317,7 +387,37 @@ impl Client {
             if src_facts.unique != (0, 0) {
                 ancestors.push(src_facts.unique);
             }
-            Box::pin(self.copy_tree(src, &root, "", &mut ancestors, summary)).await
+            // `--fail-fast` without `--concurrency` keeps to the walk, so
+            // that nothing after the first failure is touched.
+            let concurrent = match self.opts.concurrency {
+                Some(n) => n > 1,
+                None => !self.opts.fail_fast,
+            } && !self.opts.dry_run;
+            if concurrent {
+                self.deferred = Some(Vec::new());
+            } else {
+                let reason = "1 session, directory by directory as the walk goes".to_string();
+                summary.concurrency = Some(ConcurrencyChoice { sessions: 1, used: 1, reason });
+            }
+            let files_before = summary.files;
+            let walked = Box::pin(self.copy_tree(src, &root, "", &mut ancestors, summary)).await;
+            let copied = match self.deferred.take() {
+                Some(pending) if walked.is_ok() => self.copy_pending(pending, summary).await,
+                _ => walked,
+            };
+            // Durable before success is reported: one sync for the tree
+            // (also for the part that arrived before a failure).
+            match (&root, summary.files > files_before && !self.opts.dry_run) {
+                (Location::Local(p), true) => match local::make_durable(p) {
+                    Ok(took) => {
+                        tracing::info!(ms = took.as_secs_f64() * 1e3, "the copied files are on disk (one syncfs)");
+                        summary.sync_seconds += took.as_secs_f64();
+                        copied
+                    }
+                    Err(e) => copied.and(Err(e)),
+                },
+                _ => copied,
+            }
         } else {
             let dst = self.resolve_destination(src, dst).await?;
             if self.opts.dry_run {

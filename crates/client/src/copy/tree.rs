@@ -25,7 +25,7 @@
 //! the summary says what was copied, skipped, resumed, passed over and
 //! failed. See `docs/trees.md`.
 
-use super::{local_err, CopySummary, PlanLine, Problem};
+use super::{local_err, CopySummary, PlanLine, Problem, SyncRule};
 use crate::error::ClientError;
 use crate::location::Location;
 use crate::resume::ResumeState;
@@ -64,13 +64,19 @@ fn join_rel(rel: &str, name: &str) -> String {
     }
 }
 
-/// Whether `dst` already holds `src`'s file: same size, and not older
-/// (times unknown on either side count as not older).
-fn up_to_date(src: &FileFacts, dst: Option<&FileFacts>) -> bool {
+/// Whether `dst` already holds `src`'s file by the facts alone, under
+/// `rule` (times unknown on either side count as matching); the checksum
+/// rule also needs the checksums compared.
+fn up_to_date(rule: SyncRule, src: &FileFacts, dst: Option<&FileFacts>) -> bool {
     let Some(d) = dst else { return false };
+    let unknown = src.modified <= 0 || d.modified <= 0;
     d.kind == FileKind::File
-        && d.size == src.size
-        && (src.modified <= 0 || d.modified <= 0 || d.modified >= src.modified)
+        && match rule {
+            SyncRule::Exists => true,
+            SyncRule::Size | SyncRule::Checksum => d.size == src.size,
+            SyncRule::NotOlder => d.size == src.size && (unknown || d.modified >= src.modified),
+            SyncRule::SizeAndTime => d.size == src.size && (unknown || d.modified == src.modified),
+        }
 }
 
 impl Client {
@@ -223,7 +229,7 @@ impl Client {
                         continue;
                     }
                     let dst_facts = at_dst.get(&name);
-                    if up_to_date(&e.facts, dst_facts) && self.same_checksum_if_asked(&s, &d).await {
+                    if up_to_date(self.opts.sync, &e.facts, dst_facts) && self.same_checksum_if_asked(&s, &d).await {
                         // A record left by a copy that finished but was
                         // stopped before it could forget it.
                         if !self.opts.dry_run {
@@ -260,6 +266,10 @@ impl Client {
             for (s, _, f) in &resume {
                 summary.plan.push(PlanLine { action: "resume", path: shown(s), bytes: f.size });
             }
+        } else if let Some(pending) = self.deferred.as_mut() {
+            // Several sessions copy them after the walk.
+            pending.extend(resume.into_iter().map(|(s, d, f)| (s, d, f, true)));
+            pending.extend(fresh.into_iter().map(|(s, d, f)| (s, d, f, false)));
         } else {
             // Interrupted files first: they are the closest to done, and a
             // copy interrupted again soon still makes progress on them.
@@ -292,7 +302,7 @@ impl Client {
     /// With `--verify`, an up-to-date file is skipped only if the
     /// checksums agree too.
     async fn same_checksum_if_asked(&mut self, src: &Location, dst: &Location) -> bool {
-        if self.opts.verify.is_none() {
+        if self.opts.verify.is_none() && self.opts.sync != SyncRule::Checksum {
             return true;
         }
         match self.verify(src, dst).await {

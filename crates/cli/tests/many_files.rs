@@ -1,0 +1,191 @@
+//! Trees of many small files (issue 18, the client side): several control
+//! sessions (`--concurrency`, `-cc`) in every direction, chosen
+//! automatically when not given, never more than a server takes; `--sync`.
+
+mod support;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// `dirs` directories of `per_dir` files of `size` bytes.
+fn many_files(base: &Path, dirs: usize, per_dir: usize, size: u64) -> PathBuf {
+    let tree = base.join("many");
+    for d in 0..dirs {
+        for f in 0..per_dir {
+            random_file(&tree.join(format!("d{d}/f{f:04}.dat")), size, (d * 10_000 + f) as u64);
+        }
+    }
+    tree
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+/// Runs ferry with a deadline, so a copy that hangs fails the test.
+fn ferry_bounded(args: &[&str], secs: u64) -> (i32, String, String) {
+    let mut child = Command::new(ferry_bin())
+        .args(args)
+        .env("FERRY_STATE_DIR", state_dir())
+        .env("FERRY_LOG", "ferry_client=info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("ferry {args:?} still running after {secs} s: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn several_sessions_copy_a_tree_in_every_direction() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = many_files(local.path(), 3, 60, 3000);
+    let want = tree_digest(&tree);
+    // Upload with Globus's spelling, download with Ferry's, third-party
+    // with the automatic choice.
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", "-cc", "4", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    assert_eq!(j["files"], 180, "{out}");
+    assert_eq!(j["concurrency"]["sessions"], 4, "{out}");
+    assert_eq!(tree_digest(&server.path("up/many")), want);
+
+    let back = local.path().join("back");
+    let (code, out, err) = ferry_bounded(
+        &["cp", "-r", "--json", "--concurrency", "3", &server.url(ALICE, "/up/many"), back.to_str().unwrap()],
+        60,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["concurrency"]["used"], 3, "{out}");
+    assert_eq!(tree_digest(&back.join("many")), want);
+
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", &server.url(ALICE, "/up/many"), &server.url(ALICE, "/tp")], 60);
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    let chosen = j["concurrency"]["sessions"].as_u64().unwrap();
+    assert!(chosen > 1, "small files on loopback get several sessions: {out}");
+    assert!(j["concurrency"]["reason"].as_str().unwrap().contains("small files"), "{out}");
+    assert!(err.contains("session(s): small files"), "the choice is in the log: {err}");
+    assert_eq!(tree_digest(&server.path("tp/many")), want);
+
+    // A re-run skips everything, with several sessions too.
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", "-cc", "4", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["skipped"], 180, "{out}");
+    assert_eq!(json(&out)["files"], 0, "{out}");
+}
+
+#[test]
+fn a_server_with_few_sessions_is_not_flooded() {
+    // Two sessions in all: the copy's first session and one more.
+    let server = FerryServer::start_with(&["--anonymous", "read", "--max-sessions", "2"]);
+    let tree = many_files(server.root.path(), 2, 100, 1000);
+    let want = tree_digest(&tree);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("dl");
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", "-cc", "6", &server.anon_url("/many"), dst.to_str().unwrap()], 60);
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    assert_eq!(j["files"], 200, "{out}");
+    assert_eq!(j["failures"].as_array().unwrap().len(), 0, "{out}");
+    let used = j["concurrency"]["used"].as_u64().unwrap();
+    assert!((1..=2).contains(&used), "{out}");
+    assert!(err.contains("backing off"), "a 421 is answered with back-off: {err}");
+    assert!(err.contains("of 6 sessions"), "and the user is told: {err}");
+    assert_eq!(tree_digest(&dst.join("many")), want);
+}
+
+#[test]
+fn the_per_server_cap_bounds_the_sessions() {
+    let server = FerryServer::start();
+    let tree = many_files(server.root.path(), 1, 200, 100);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("dl");
+    let (code, out, err) = ferry_bounded(
+        &["cp", "-r", "--json", "-cc", "6", "--max-sessions", "2", &server.anon_url("/many"), dst.to_str().unwrap()],
+        60,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["concurrency"]["sessions"], 2, "{out}");
+    assert_eq!(tree_digest(&dst.join("many")), tree_digest(&tree));
+}
+
+#[test]
+fn concurrency_against_the_globus_server() {
+    let globus = GlobusServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = many_files(local.path(), 2, 40, 2000);
+    for (rel, _) in tree_digest(&tree) {
+        let p = tree.join(&rel);
+        if p.is_file() {
+            globus.put(&format!("src/{rel}"), &p);
+        }
+    }
+    let dst = local.path().join("dl");
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", "-cc", "4", &globus.url("src"), dst.to_str().unwrap()], 120);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["files"], 80, "{out}");
+    assert_eq!(tree_digest(&dst.join("src")), tree_digest(&tree));
+}
+
+#[test]
+fn sync_copies_only_what_differs() {
+    let server = FerryServer::start();
+    let tree = many_files(server.root.path(), 2, 30, 500);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("dl");
+    let src = server.anon_url("/many");
+    let (code, out, err) = ferry_bounded(&["cp", "-r", "--json", &src, dst.to_str().unwrap()], 60);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["files"], 60, "{out}");
+    assert!(err.contains("one syncfs"), "the tree is made durable once: {err}");
+    // The same size, other bytes, a newer time: changed at the destination.
+    let changed = dst.join("many/d1/f0007.dat");
+    random_file(&changed, 500, 999);
+    let file = std::fs::File::options().write(true).open(&changed).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(3600)).unwrap();
+    drop(file);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["cp", "-r", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[&src, dst.to_str().unwrap()]);
+        let (code, out, err) = ferry_bounded(&args, 60);
+        assert_eq!(code, 0, "{err}");
+        json(&out)["files"].as_u64().unwrap()
+    };
+    // Not older and the same size: a re-run leaves it; so does size alone.
+    assert_eq!(run(&[]), 0);
+    assert_eq!(run(&["--sync=size"]), 0);
+    assert_eq!(run(&["-sync", "-sync-level", "1"]), 0);
+    // Checksums differ: copied again, and only that file.
+    assert_eq!(run(&["-sync", "-sync-level", "3"]), 1);
+    assert_eq!(tree_digest(&dst.join("many")), tree_digest(&tree));
+    // A newer destination time differs from the source's: --sync copies it.
+    let file = std::fs::File::options().write(true).open(&changed).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(3600)).unwrap();
+    drop(file);
+    assert_eq!(run(&["--sync"]), 1);
+    assert_eq!(run(&["--sync"]), 0, "times are kept, so a second --sync finds nothing");
+    assert_eq!(run(&["--sync=checksum"]), 0);
+}

@@ -1,0 +1,382 @@
+//! Several control sessions for one tree (`--concurrency N`, Globus's
+//! `-cc N`): the walk lists the tree and creates the destination
+//! directories first, collecting the files to copy; the files are then cut
+//! into chunks that N sessions take from a shared queue, each chunk going
+//! as one pipelined batch on its session's cached data channels.
+//!
+//! Why more than one session when commands are already pipelined: one
+//! session moves its files one after the other through one data channel
+//! set, and a server serves one session's commands in order, so the
+//! per-file work at both ends (open, create, rename, set the time) and the
+//! TCP slow start of a fresh window are never overlapped. Several sessions
+//! overlap them, as `globus-url-copy -cc` does.
+//!
+//! Good manners: the number of sessions is capped per server
+//! (`max_sessions`, and the sessions times their parallel streams by
+//! `max_data_connections`), and a session the server refuses with 421 or
+//! 425 (too many connections) is retried with back-off and then given up:
+//! the copy goes on with the sessions it has. See `docs/trees.md`.
+
+use super::{Client, CopySummary};
+use crate::error::ClientError;
+use crate::location::Location;
+use ferry_proto::facts::FileFacts;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One file the walk found to copy: source, destination, the source's
+/// facts, and whether a restart record says part of it arrived.
+pub(super) type Pending = (Location, Location, FileFacts, bool);
+
+/// Files of this size or more are "large": parallel streams within the
+/// file fill the path, extra sessions add little.
+const LARGE_FILE: u64 = 16 << 20;
+/// Sessions for small files on a short path (loopback, a LAN).
+const SMALL_FILES_NEAR: usize = 4;
+/// Sessions for small files on a long path (RTT of 5 ms or more): each
+/// session's files wait for its own TCP windows to open.
+const SMALL_FILES_FAR: usize = 8;
+const FAR_RTT: Duration = Duration::from_millis(5);
+/// Most files in one pipelined batch: each open file holds a descriptor
+/// until it is committed, and a chunk is the unit of work the sessions
+/// share.
+const MAX_CHUNK: usize = 512;
+/// Attempts to open a session a server refused as too many (421/425).
+const REFUSED_ATTEMPTS: u32 = 4;
+
+/// The number of sessions and why, for the log and `--json`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConcurrencyChoice {
+    /// Control sessions asked for (or chosen).
+    pub sessions: usize,
+    /// Sessions that actually copied files (fewer when a server refused).
+    pub used: usize,
+    pub reason: String,
+}
+
+/// Sessions for a tree of files of these sizes over a path with this RTT
+/// (`None`: no server involved), capped at `cap`.
+pub fn choose_concurrency(sizes: &[u64], rtt: Option<Duration>, cap: usize) -> (usize, String) {
+    let cap = cap.max(1);
+    let n = sizes.len();
+    if n < 2 {
+        return (1, format!("{n} file(s) to copy"));
+    }
+    let Some(rtt) = rtt else {
+        return (1, "no server involved".into());
+    };
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    let median = sorted[n / 2];
+    let total: u64 = sizes.iter().sum();
+    let ms = rtt.as_secs_f64() * 1e3;
+    let (want, why) = if median >= LARGE_FILE {
+        (2, format!("large files (median {} MiB): parallel streams within each file do most of the work", median >> 20))
+    } else if rtt >= FAR_RTT {
+        (SMALL_FILES_FAR, format!("small files (median {median} B) on a long path (RTT {ms:.1} ms)"))
+    } else {
+        (SMALL_FILES_NEAR, format!("small files (median {median} B) on a short path (RTT {ms:.2} ms)"))
+    };
+    // Every session should get a few chunks' worth of files.
+    let by_count = n.div_ceil(32).max(1);
+    let sessions = want.min(by_count).min(cap);
+    let mut reason = format!("{sessions} session(s): {why}, {n} files, {total} bytes");
+    if sessions < want {
+        if sessions == cap {
+            reason.push_str(&format!("; capped at {cap} per server"));
+        } else {
+            reason.push_str("; too few files for more");
+        }
+    }
+    (sessions, reason)
+}
+
+/// Commands to keep in flight on a path with this RTT for files of this
+/// mean size: enough to cover a round trip (RTT divided by the time one
+/// file takes, at least `floor`), at most 256.
+pub fn pipeline_depth(floor: usize, rtt: Duration, mean_size: u64) -> usize {
+    // A session moves a small file in about its size at ~1 Gbit/s, and
+    // never faster than the server's per-file work (~100 µs).
+    let per_file = (mean_size as f64 / 125e6).max(100e-6);
+    let cover = (rtt.as_secs_f64() / per_file).ceil() as usize + 2;
+    cover.clamp(floor.max(1), 256.max(floor))
+}
+
+/// The chunks the sessions share: resumed files one by one (each with its
+/// own resume), fresh files in runs of the same direction.
+fn chunks(pending: Vec<Pending>, sessions: usize, depth: usize) -> VecDeque<(Vec<Pending>, bool)> {
+    let (resume, fresh): (Vec<Pending>, Vec<Pending>) = pending.into_iter().partition(|p| p.3);
+    let per = fresh.len().div_ceil(sessions * 4).clamp((depth * 2).min(MAX_CHUNK), MAX_CHUNK);
+    let mut out = VecDeque::new();
+    if !resume.is_empty() {
+        out.push_back((resume, true));
+    }
+    let mut fresh = fresh.into_iter().peekable();
+    while fresh.peek().is_some() {
+        out.push_back((fresh.by_ref().take(per).collect(), false));
+    }
+    out
+}
+
+/// Whether the server said it has too many connections (421 "service not
+/// available", 425 "can't open data connection").
+fn too_many(e: &ClientError) -> bool {
+    matches!(e.reply_code(), Some(421 | 425))
+}
+
+impl Client {
+    /// A client for another session to the same servers: the same
+    /// options, counters, rate limit and TLS, its own sessions.
+    fn worker(&self, parallelism: Option<u32>) -> Client {
+        let mut opts = self.opts.clone();
+        opts.parallelism = parallelism;
+        opts.concurrency = Some(1);
+        Client {
+            opts,
+            stats: self.stats.clone(),
+            sessions: Default::default(),
+            rate: self.rate.clone(),
+            tls: self.tls.clone(),
+            deferred: None,
+        }
+    }
+
+    /// The RTT to the servers of this copy, as the walk's sessions measured it.
+    fn path_rtt(&self) -> Option<Duration> {
+        self.sessions.values().map(|s| s.rtt).max()
+    }
+
+    /// Copies what the walk collected with `--concurrency` sessions (or
+    /// as many as [`choose_concurrency`] picks).
+    pub(super) async fn copy_pending(
+        &mut self,
+        pending: Vec<Pending>,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let remote =
+            pending.first().is_some_and(|p| matches!(p.0, Location::Remote(_)) || matches!(p.1, Location::Remote(_)));
+        let rtt = if remote { Some(self.path_rtt().unwrap_or_default()) } else { None };
+        let sizes: Vec<u64> = pending.iter().map(|p| p.2.size).collect();
+        let mean = sizes.iter().sum::<u64>() / sizes.len() as u64;
+        let cap = self.opts.max_sessions.max(1);
+        let (sessions, reason) = match self.opts.concurrency {
+            Some(n) if remote => {
+                let n = n.clamp(1, cap);
+                (n, format!("{n} session(s) as asked{}", if n == cap { " (the per-server cap)" } else { "" }))
+            }
+            Some(_) => (1, "no server involved".into()),
+            None => choose_concurrency(&sizes, rtt, cap),
+        };
+        if self.opts.adaptive_pipeline {
+            if let Some(rtt) = rtt {
+                let depth = pipeline_depth(self.opts.pipeline, rtt, mean);
+                if depth != self.opts.pipeline && self.opts.pipeline > 1 {
+                    tracing::info!(
+                        depth,
+                        rtt_ms = rtt.as_secs_f64() * 1e3,
+                        mean_size = mean,
+                        "pipeline depth chosen to cover the round trip"
+                    );
+                    self.opts.pipeline = depth;
+                }
+            }
+        }
+        // Streams per session, so that sessions × streams stays under the cap.
+        let main_streams = self.sessions.values().map(|s| s.parallelism()).max().unwrap_or(1);
+        let per_session = (self.opts.max_data_connections / sessions).max(1) as u32;
+        let parallelism = match self.opts.parallelism {
+            Some(p) => Some(p.min(per_session)),
+            None if main_streams > per_session => Some(per_session),
+            None => None,
+        };
+        tracing::info!(sessions, pipeline = self.opts.pipeline, "{reason}");
+        let queue = Arc::new(Mutex::new(chunks(pending, sessions, self.opts.pipeline)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut workers: Vec<Client> = (1..sessions).map(|_| self.worker(parallelism)).collect();
+        let mut sums: Vec<CopySummary> = workers.iter().map(|_| CopySummary::default()).collect();
+        let used = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+        let refused = Arc::new(AtomicBool::new(false));
+        let (main, others) = {
+            let runs = workers.iter_mut().zip(sums.iter_mut()).map(|(w, s)| {
+                let (queue, stop, used, refused) = (queue.clone(), stop.clone(), used.clone(), refused.clone());
+                async move {
+                    if w.open_worker_sessions(&queue, &refused).await {
+                        used.fetch_add(1, Ordering::Relaxed);
+                        w.drain(&queue, &stop, s).await
+                    } else {
+                        Ok(())
+                    }
+                }
+            });
+            futures::future::join(self.drain(&queue, &stop, summary), futures::future::join_all(runs)).await
+        };
+        for (w, s) in workers.into_iter().zip(sums) {
+            summary.absorb(s);
+            w.close().await;
+        }
+        let used = used.load(Ordering::Relaxed);
+        if refused.load(Ordering::Relaxed) {
+            tracing::warn!("the server took {used} of {sessions} sessions (it answered that it has too many); the copy went on with {used}");
+        }
+        summary.concurrency = Some(ConcurrencyChoice { sessions, used, reason });
+        main?;
+        // A worker that hit a fatal error stopped the others too; the
+        // first such error is the copy's.
+        others.into_iter().collect::<Result<Vec<()>, _>>()?;
+        Ok(())
+    }
+
+    /// Opens this worker's sessions for the servers of the next chunk;
+    /// backs off when a server answers 421/425 and gives up (false) after
+    /// a few tries or when the queue runs dry meanwhile.
+    async fn open_worker_sessions(
+        &mut self,
+        queue: &Mutex<VecDeque<(Vec<Pending>, bool)>>,
+        refused: &AtomicBool,
+    ) -> bool {
+        let Some((src, dst)) = queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .front()
+            .and_then(|(files, _)| files.first().map(|p| (p.0.clone(), p.1.clone())))
+        else {
+            return false;
+        };
+        let mut wait = Duration::from_millis(250);
+        for attempt in 1..=REFUSED_ATTEMPTS {
+            let r = match (&src, &dst) {
+                (Location::Remote(s), Location::Remote(d)) => match self.take_pair(s, d).await {
+                    Ok((a, b)) => {
+                        self.put_pair(s, d, a, b);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                },
+                (Location::Remote(u), _) | (_, Location::Remote(u)) => self.session(u).await.map(|_| ()),
+                _ => Ok(()),
+            };
+            match r {
+                Ok(()) => return true,
+                Err(e) if too_many(&e) && attempt < REFUSED_ATTEMPTS => {
+                    refused.store(true, Ordering::Relaxed);
+                    tracing::info!(error = %e, attempt, wait_ms = wait.as_millis() as u64, "the server refused another session; backing off");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    if queue.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not open another session; going on with fewer");
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    /// Takes chunks until the queue is empty (or a fatal failure stops
+    /// every session).
+    async fn drain(
+        &mut self,
+        queue: &Mutex<VecDeque<(Vec<Pending>, bool)>>,
+        stop: &AtomicBool,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let Some((files, resume)) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else {
+                return Ok(());
+            };
+            let r = self.copy_chunk(files, resume, summary).await;
+            if r.is_err() {
+                stop.store(true, Ordering::Relaxed);
+                return r;
+            }
+        }
+    }
+
+    async fn copy_chunk(
+        &mut self,
+        files: Vec<Pending>,
+        resume: bool,
+        summary: &mut CopySummary,
+    ) -> Result<(), ClientError> {
+        let files: Vec<(Location, Location, FileFacts)> = files.into_iter().map(|(s, d, f, _)| (s, d, f)).collect();
+        let batched = if resume { 0 } else { self.copy_batch(&files, summary).await? };
+        for (s, d, f) in &files[batched..] {
+            if let Err(e) = self.copy_file(s, d, f, summary).await {
+                self.failed(summary, s.to_string(), e)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_files_get_more_sessions_on_long_paths() {
+        let small = vec![4096u64; 2000];
+        assert_eq!(choose_concurrency(&small, Some(Duration::from_micros(50)), 8).0, SMALL_FILES_NEAR);
+        assert_eq!(choose_concurrency(&small, Some(Duration::from_millis(20)), 16).0, SMALL_FILES_FAR);
+        // The per-server cap wins, and says so.
+        let (n, why) = choose_concurrency(&small, Some(Duration::from_millis(20)), 2);
+        assert_eq!(n, 2);
+        assert!(why.contains("capped"), "{why}");
+    }
+
+    #[test]
+    fn large_files_and_few_files_get_few_sessions() {
+        assert_eq!(choose_concurrency(&[1 << 30; 10], Some(Duration::from_millis(20)), 8).0, 1);
+        assert_eq!(choose_concurrency(&[1 << 30; 100], Some(Duration::from_millis(20)), 8).0, 2);
+        assert_eq!(choose_concurrency(&[10], Some(Duration::ZERO), 8).0, 1);
+        assert_eq!(choose_concurrency(&[10; 40], Some(Duration::ZERO), 8).0, 2);
+        assert_eq!(choose_concurrency(&[10; 4000], None, 8).0, 1);
+    }
+
+    #[test]
+    fn depth_covers_the_round_trip() {
+        assert_eq!(pipeline_depth(16, Duration::from_micros(50), 4096), 16);
+        // 256 KiB at ~1 Gbit/s is ~2.1 ms a file: 80 ms needs ~40 in flight.
+        let d = pipeline_depth(16, Duration::from_millis(80), 256 << 10);
+        assert!((38..=45).contains(&d), "{d}");
+        assert_eq!(pipeline_depth(16, Duration::from_millis(80), 4096), 256);
+        assert_eq!(pipeline_depth(1, Duration::from_millis(80), 4096), 256);
+    }
+
+    #[test]
+    fn chunks_keep_resumed_files_apart() {
+        let f = |name: &str, resume| {
+            let facts = FileFacts {
+                name: name.into(),
+                kind: ferry_proto::facts::FileKind::File,
+                size: 1,
+                modified: 0,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                nlink: 1,
+                unique: (0, 0),
+            };
+            (Location::Local(name.into()), Location::Local(name.into()), facts, resume)
+        };
+        let pending: Vec<Pending> = (0..1000).map(|i| f(&i.to_string(), i % 100 == 0)).collect();
+        let c = chunks(pending, 4, 16);
+        assert!(c[0].1 && c[0].0.len() == 10);
+        assert!(c
+            .iter()
+            .skip(1)
+            .all(|(files, r)| !r && files.len() <= MAX_CHUNK && files.len() >= 32.min(files.len())));
+        assert_eq!(c.iter().map(|(f, _)| f.len()).sum::<usize>(), 1000);
+    }
+}
