@@ -221,6 +221,8 @@ pub struct CopySummary {
     pub sizing: Vec<(String, f64, String)>,
     /// The data channels' transport for each server: (server, transport).
     pub transports: Vec<(String, String)>,
+    /// `--transport auto`: (server, the choice and why).
+    pub transport_choices: Vec<(String, String)>,
 }
 
 impl CopySummary {
@@ -330,6 +332,7 @@ impl Client {
         };
         summary.sizing = self.sizing();
         summary.transports = self.transports();
+        summary.transport_choices = self.transport_choices();
         match result {
             Err(ClientError::FailFast) => Ok(()),
             other => other,
