@@ -109,7 +109,7 @@ pub fn apply_for_copy(name: Option<&str>, transport: Option<&str>, max_rate: Opt
     match transport.as_deref() {
         Some("udt") => cc.kind = udt_kind(name).map_err(|_| not_for(name, "udt", &having))?,
         Some("quic") => quic::set_congestion(quic_kind(name).map_err(|_| not_for(name, "quic", &having))?),
-        Some("auto") => {
+        Some(t) if t == "auto" || t.starts_with("auto:") => {
             // Set it wherever it exists; `auto` then chooses among those.
             if let Ok(k) = udt_kind(name) {
                 cc.kind = k;

@@ -193,8 +193,10 @@ pub struct ChannelFlags {
     pub direct_io: bool,
     /// The data-channel transport to ask servers for (TPRT; see
     /// docs/transports.md): tcp, udt, blast (udt at the fixed rate of
-    /// --max-rate or --congestion blast:RATE) or quic. TCP when not given,
-    /// or when a server refuses.
+    /// --max-rate or --congestion blast:RATE), quic, or auto (chosen per
+    /// server from the measured RTT, loss and buffer limits and from
+    /// whether data is encrypted; --json says what and why). TCP when not
+    /// given, or when a server refuses.
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
     /// The congestion controller of the chosen transport's data channels:
@@ -206,6 +208,22 @@ pub struct ChannelFlags {
 }
 
 impl ChannelFlags {
+    /// The transport the sessions ask for: `blast` is UDT with a
+    /// fixed-rate controller (`congestion.rs`); `auto` with `--congestion`
+    /// chooses only among the transports that have that controller.
+    fn transport_to_ask(&self) -> Option<String> {
+        let t = self.transport.as_deref()?;
+        if t.eq_ignore_ascii_case("blast") {
+            return Some("udt".into());
+        }
+        match &self.congestion {
+            Some(c) if t.eq_ignore_ascii_case("auto") => {
+                Some(format!("auto:{}", crate::congestion::transports_having(c).join(",")))
+            }
+            _ => Some(t.to_string()),
+        }
+    }
+
     /// Copy options with these channel settings and everything else at
     /// its default.
     pub fn options(&self, timeout: Duration) -> CopyOptions {
@@ -221,11 +239,7 @@ impl ChannelFlags {
             tcp_buffer: self.tcp_bs,
             block_size: self.block_size.unwrap_or(CopyOptions::default().block_size),
             direct_io: self.direct_io,
-            // `blast` is UDT with a fixed-rate controller (`congestion.rs`).
-            transport: self
-                .transport
-                .as_deref()
-                .map(|t| if t.eq_ignore_ascii_case("blast") { "udt" } else { t }.to_string()),
+            transport: self.transport_to_ask(),
             data_path: data_path_from_env(),
             ..CopyOptions::default()
         }
@@ -597,6 +611,10 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "transport": summary.transports.first().map(|(_, t)| t.clone()),
                 "transports": summary.transports.iter().map(|(server, t)| serde_json::json!({
                     "server": server, "transport": t,
+                })).collect::<Vec<_>>(),
+                // `--transport auto`: what it chose and why, per server.
+                "transport_choice": summary.transport_choices.iter().map(|(server, why)| serde_json::json!({
+                    "server": server, "choice": why,
                 })).collect::<Vec<_>>(),
             })
         );

@@ -378,3 +378,165 @@ fn congestion_names_the_chosen_transport_lacks_are_refused_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown congestion control"));
 }
+
+/// The `--json` object `ferry cp` printed.
+fn json_of(out: &str) -> serde_json::Value {
+    serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap()
+}
+
+/// On loopback the path is short and clean: `auto` keeps TCP and says why.
+#[test]
+fn auto_keeps_tcp_on_a_short_clean_path() {
+    let server = FerryServer::start();
+    random_file(&server.path("a.bin"), 1 << 20, 9);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("a.bin");
+    let (ok, out, err) =
+        ferry(&["cp", "--json", "--transport", "auto", &server.url(ALICE, "/a.bin"), dst.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let v = json_of(&out);
+    assert_eq!(v["transport"], "tcp", "{out}");
+    let why = v["transport_choice"][0]["choice"].as_str().unwrap_or_default();
+    assert!(why.starts_with("tcp: RTT") && why.contains("short clean path"), "{out}");
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("a.bin")));
+}
+
+/// A process in a ferry-wan namespace, killed when dropped.
+struct InNamespace(Child);
+
+impl Drop for InNamespace {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// On an emulated long path (25 ms each way, tuned 64 MiB buffers):
+/// `auto` takes UDT from a Ferry server (FEAT `TRANSPORTS tcp;udt`) and
+/// the data moves over it; from pure-ftpd, which offers no choice, it
+/// stays on TCP and says so; `--congestion cubic` (QUIC's) leaves clear
+/// data no candidate but TCP.
+#[test]
+fn auto_takes_udt_on_a_long_path_when_offered_and_tcp_otherwise() {
+    use ferry_wan::{Link, LinkConfig, PathConfig, Side};
+    use std::io::{BufRead, BufReader, Write};
+    let name = format!("fau{}", std::process::id());
+    let link = Link::up(LinkConfig::new(name, PathConfig::delay_only(std::time::Duration::from_millis(25))))
+        .expect("ferry-wan link (the test needs root)");
+    let server_ip = link.server_ip().to_string();
+
+    // A Ferry server in the server's namespace.
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let users = work.path().join("users.toml");
+    let mut pw = Command::new(ferry_bin())
+        .args(["passwd", "--users"])
+        .arg(&users)
+        .args([ALICE.0, "--write"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    pw.stdin.take().unwrap().write_all(format!("{}\n", ALICE.1).as_bytes()).unwrap();
+    assert!(pw.wait().unwrap().success());
+    random_file(&root.path().join("far.bin"), 4 << 20, 11);
+    let log = std::fs::File::create(work.path().join("server.log")).unwrap();
+    let mut child = link
+        .command(Side::Server, ferry_bin())
+        .arg("serve")
+        .arg(root.path())
+        .arg("--users")
+        .arg(&users)
+        .args(["--log-format", "json", "--listen", &format!("{server_ip}:0")])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let _server = InNamespace(child);
+    let at = line.trim().rsplit_once(" on ftp://").map(|(_, a)| a.trim_end_matches('/').to_string());
+    let at = at.unwrap_or_else(|| panic!("server did not start: {line:?}"));
+    let url = format!("ftp://{}:{}@{at}/far.bin", ALICE.0, ALICE.1);
+
+    let local = tempfile::tempdir().unwrap();
+    let cp =
+        |args: &[&str]| ferry_with(args, link.command(Side::Client, ferry_bin()).env("FERRY_STATE_DIR", state_dir()));
+    let dst = local.path().join("far.bin");
+    let (ok, out, err) = cp(&["cp", "--json", "--transport", "auto", "--no-resume", &url, dst.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", std::fs::read_to_string(work.path().join("server.log")).unwrap_or_default());
+    let v = json_of(&out);
+    assert_eq!(v["transport"], "udt", "{out}");
+    let why = v["transport_choice"][0]["choice"].as_str().unwrap_or_default();
+    assert!(why.starts_with("udt: RTT") && why.contains("a long path; clear data, so UDT"), "{out}");
+    assert_eq!(sha256_file(&dst), sha256_file(&root.path().join("far.bin")));
+    let log = std::fs::read_to_string(work.path().join("server.log")).unwrap();
+    assert!(log.contains("\"transport\":\"udt\""), "{log}");
+
+    // --congestion names QUIC's controller: with clear data, only TCP fits.
+    let dst2 = local.path().join("far2.bin");
+    let (ok, out, err) = cp(&[
+        "cp",
+        "--json",
+        "--transport",
+        "auto",
+        "--congestion",
+        "cubic",
+        "--no-resume",
+        &url,
+        dst2.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v = json_of(&out);
+    assert_eq!(v["transport"], "tcp", "{out}");
+    assert!(
+        v["transport_choice"][0]["choice"].as_str().unwrap_or_default().contains("not among the candidates"),
+        "{out}"
+    );
+
+    // pure-ftpd in the server's namespace: no TRANSPORTS in FEAT.
+    let home = tempfile::tempdir().unwrap();
+    assert!(Command::new("chown").args(["nobody:nogroup"]).arg(home.path()).status().unwrap().success());
+    random_file(&home.path().join("p.bin"), 1 << 20, 12);
+    let passwd = work.path().join("passwd");
+    let mut add = Command::new("pure-pw")
+        .args(["useradd", PURE_USER.0, "-u", "nobody", "-g", "nogroup", "-d"])
+        .arg(home.path())
+        .arg("-f")
+        .arg(&passwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    add.stdin.take().unwrap().write_all(format!("{0}\n{0}\n", PURE_USER.1).as_bytes()).unwrap();
+    assert!(add.wait().unwrap().success());
+    let pdb = work.path().join("passwd.pdb");
+    assert!(Command::new("pure-pw").arg("mkdb").arg(&pdb).arg("-f").arg(&passwd).status().unwrap().success());
+    let port = free_port();
+    let _pure = InNamespace(
+        link.command(Side::Server, "pure-ftpd")
+            .arg("-l")
+            .arg(format!("puredb:{}", pdb.display()))
+            .args(["-S", &format!("{server_ip},{port}"), "-E", "-H", "-A"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pure_url = format!("ftp://{}:{}@{server_ip}:{port}/p.bin", PURE_USER.0, PURE_USER.1);
+    let dst3 = local.path().join("p.bin");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (ok, out, err) = loop {
+        let r = cp(&["cp", "--json", "--transport", "auto", "--no-resume", &pure_url, dst3.to_str().unwrap()]);
+        if r.0 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(ok, "{err}");
+    let v = json_of(&out);
+    assert_eq!(v["transport"], "tcp", "{out}");
+    let why = v["transport_choice"][0]["choice"].as_str().unwrap_or_default();
+    assert!(why.contains("a long path") && why.contains("does not offer a choice"), "{out}");
+    assert_eq!(sha256_file(&dst3), sha256_file(&home.path().join("p.bin")));
+}

@@ -12,6 +12,7 @@ pub mod resume;
 pub mod session;
 pub mod stripe;
 pub mod tls;
+pub mod transport_choice;
 
 pub use config::ClientConfig;
 pub use control::ControlChannel;

@@ -268,6 +268,8 @@ pub struct CopySummary {
     pub concurrency: Option<ConcurrencyChoice>,
     /// Trees to local paths: seconds spent making the files durable.
     pub sync_seconds: f64,
+    /// `--transport auto`: (server, the choice and why).
+    pub transport_choices: Vec<(String, String)>,
 }
 
 impl CopySummary {
@@ -430,6 +432,7 @@ impl Client {
         };
         summary.sizing = self.sizing();
         summary.transports = self.transports();
+        summary.transport_choices = self.transport_choices();
         match result {
             Err(ClientError::FailFast) => Ok(()),
             other => other,

@@ -193,6 +193,18 @@ impl Client {
         v
     }
 
+    /// What `--transport auto` chose for each server, and why.
+    pub fn transport_choices(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .sessions
+            .values()
+            .filter_map(|s| Some((s.url.with_path(String::new()).to_string(), s.transport_choice.clone()?)))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     pub fn sizing(&self) -> Vec<(String, f64, String)> {
         self.sessions
             .iter()

@@ -30,9 +30,38 @@ impl ServerSession {
         s.size_streams(file_size);
         s.probe = probe.zip(facts).map(|(p, f)| (p.to_string(), f));
         if let Some(name) = s.opts.transport.clone() {
-            s.select_transport(&name).await?;
+            match crate::transport_choice::parse_auto(&name) {
+                Some(candidates) => {
+                    let choice = s.choose_transport(&candidates);
+                    tracing::info!(server = %s.url, transport = choice.transport, why = %choice.reason, "transport auto");
+                    s.transport_choice = Some(format!("{}: {}", choice.transport, choice.reason));
+                    s.select_transport(choice.transport).await?;
+                }
+                None => s.select_transport(&name).await?,
+            }
         }
         Ok(s)
+    }
+
+    /// `--transport auto`: the choice for this server from what the login
+    /// measured on the control connection, the host's buffer limits, the
+    /// server's FEAT and whether data will be encrypted.
+    fn choose_transport(&self, candidates: &[String]) -> crate::transport_choice::TransportChoice {
+        use std::os::fd::AsFd;
+        let raw = ferry_io::tcpinfo::raw_tcp_info(self.ctrl.as_fd()).ok().map(|(r, _)| r);
+        let facts = crate::transport_choice::PathFacts {
+            rtt: self.rtt,
+            loss: raw.filter(|r| r.segs_out > 0).map(|r| f64::from(r.total_retrans) / f64::from(r.segs_out)),
+            retransmits: raw.map_or(0, |r| r.total_retrans),
+            socket_buffer_max: ferry_io::sizing::socket_buffer_max(),
+        };
+        let offered: Option<Vec<String>> = self
+            .ctrl
+            .features
+            .line("TRANSPORTS")
+            .and_then(ferry_proto::transport::parse_feat_line)
+            .map(|v| v.iter().map(|t| t.as_str().to_string()).collect());
+        crate::transport_choice::choose(&facts, offered.as_deref(), self.ctrl.is_tls(), candidates)
     }
 
     /// Like [`open`](Self::open) with `path` as the probe, and sends a
@@ -114,6 +143,7 @@ impl ServerSession {
             utime_works: None,
             chmod_works: None,
             transport: "tcp".to_string(),
+            transport_choice: None,
         }
     }
 

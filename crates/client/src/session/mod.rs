@@ -146,6 +146,8 @@ pub struct ServerSession {
     /// The transport of the data channels: `tcp` unless `TPRT` chose
     /// another.
     transport: String,
+    /// `--transport auto`: what it chose and why (`transport_choice.rs`).
+    pub transport_choice: Option<String>,
 }
 
 impl ServerSession {
