@@ -114,6 +114,7 @@ impl ServerSession {
             utime_works: None,
             chmod_works: None,
             transport: "tcp".to_string(),
+            data_peer: None,
         }
     }
 

@@ -146,6 +146,9 @@ pub struct ServerSession {
     /// The transport of the data channels: `tcp` unless `TPRT` chose
     /// another.
     transport: String,
+    /// The name this server was told its data channels' peer must prove
+    /// (`DCAU S`, third-party QUIC), once it accepted it.
+    data_peer: Option<String>,
 }
 
 impl ServerSession {

@@ -333,6 +333,23 @@ fn server_crypto(protection: &DataProtection) -> io::Result<Arc<QuicServerConfig
                 .with_single_cert(chain.clone(), key.clone_key())
                 .map_err(tls_error)?
         }
+        DataProtection::Peer { config, name, trust } => {
+            // The destination of a third-party copy: its own certificate,
+            // and the source's, presented as a client certificate,
+            // verified for the name the FTP client gave (DCAU S).
+            let (chain, key) = recall(server_identity(), config).ok_or_else(|| {
+                tls_error(
+                    "this server's TLS configuration has no registered identity for QUIC (register_server_identity)",
+                )
+            })?;
+            let verifier = Arc::new(ServerAsClient { inner: trust.clone(), name: name.clone() });
+            rustls::ServerConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map_err(tls_error)?
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(chain, key.clone_key())
+                .map_err(tls_error)?
+        }
     };
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.max_early_data_size = 0;
@@ -362,6 +379,32 @@ fn client_crypto(protection: &DataProtection) -> io::Result<(Arc<QuicClientConfi
                 .with_client_auth_cert(chain, key.clone_key())
                 .map_err(tls_error)?;
             (tls, THROW_AWAY_NAME.to_string(), Arc::as_ptr(config) as usize)
+        }
+        DataProtection::Peer { config, name, trust } => {
+            // The source of a third-party copy: the destination's
+            // certificate is verified as any server's, for the name the
+            // FTP client gave (DCAU S); this server's own certificate is
+            // its client certificate.
+            let (chain, key) = recall(server_identity(), config).ok_or_else(|| {
+                tls_error(
+                    "this server's TLS configuration has no registered identity for QUIC (register_server_identity)",
+                )
+            })?;
+            let tls = rustls::ClientConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map_err(tls_error)?
+                .dangerous()
+                .with_custom_certificate_verifier(trust.clone())
+                .with_client_auth_cert(chain, key.clone_key())
+                .map_err(tls_error)?;
+            let name = name.to_str().into_owned();
+            let credentials = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (Arc::as_ptr(config) as usize, Arc::as_ptr(trust) as *const () as usize, &name).hash(&mut h);
+                h.finish() as usize
+            };
+            (tls, name, credentials)
         }
     };
     tls.alpn_protocols = vec![ALPN.to_vec()];
