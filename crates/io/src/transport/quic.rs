@@ -427,6 +427,9 @@ pub enum Congestion {
     NewReno,
     #[default]
     Bbr,
+    /// `crates/udt`'s rate/RTT model (`FerryRate`) through
+    /// [`super::quic_cc`]: one controller for UDT and QUIC.
+    Ferry,
 }
 
 impl std::str::FromStr for Congestion {
@@ -437,7 +440,8 @@ impl std::str::FromStr for Congestion {
             "cubic" => Ok(Self::Cubic),
             "newreno" | "reno" => Ok(Self::NewReno),
             "bbr" => Ok(Self::Bbr),
-            _ => Err(format!("unknown congestion controller '{s}': cubic, newreno or bbr")),
+            "ferry" => Ok(Self::Ferry),
+            _ => Err(format!("unknown congestion controller '{s}': ferry, bbr, cubic or newreno")),
         }
     }
 }
@@ -468,6 +472,7 @@ fn transport_config(opts: &ChannelOptions) -> Arc<quinn::TransportConfig> {
         Congestion::Cubic => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
         Congestion::NewReno => t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default())),
         Congestion::Bbr => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
+        Congestion::Ferry => t.congestion_controller_factory(Arc::new(super::quic_cc::UdtControllerFactory::ferry())),
     };
     // Cached data channels sit idle between files: keep them alive well
     // inside the idle timeout, which is the data timeout.
@@ -966,6 +971,20 @@ mod tests {
         let ids: std::collections::HashSet<_> = ps.iter().map(|(a, _)| a.peer_addr().unwrap()).collect();
         assert_eq!(ids.len(), 1, "one QUIC connection for the set");
         let hs: Vec<_> = ps.into_iter().map(|(a, b)| move_bytes(a, b, 3_000_001)).collect();
+        for h in hs {
+            let (got, want) = tokio::task::spawn_blocking(move || h.join().unwrap()).await.unwrap();
+            assert!(got == want);
+        }
+    }
+
+    /// `crates/udt`'s controller drives quinn (nextest runs each test in
+    /// its own process, so the process-wide choice stays here).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_ferry_controller_moves_four_streams() {
+        set_congestion("ferry".parse().unwrap());
+        let (server, client) = protections();
+        let ps = pairs(server, client, 4).await;
+        let hs: Vec<_> = ps.into_iter().map(|(a, b)| move_bytes(a, b, 4_000_003)).collect();
         for h in hs {
             let (got, want) = tokio::task::spawn_blocking(move || h.join().unwrap()).await.unwrap();
             assert!(got == want);
