@@ -121,6 +121,10 @@ pub struct ServeArgs {
     /// PEM CA certificates that client certificates are verified against.
     #[arg(long)]
     tls_client_ca: Option<PathBuf>,
+    /// PEM CA certificates that other servers' certificates are verified
+    /// against in third-party copies over QUIC (DCAU S; docs/transports.md).
+    #[arg(long, requires = "tls_cert")]
+    tls_peer_ca: Option<PathBuf>,
     /// Client-certificate map: lines of `"<subject DN>" user` (grid-mapfile).
     #[arg(long)]
     cert_map: Option<PathBuf>,
@@ -263,6 +267,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = &args.tls_client_ca {
         c.tls_client_ca = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_peer_ca {
+        c.tls_peer_ca = Some(v.clone());
     }
     if let Some(v) = &args.cert_map {
         c.cert_map = Some(v.clone());

@@ -295,13 +295,12 @@ fn junk_and_initial_floods_neither_stop_nor_grow_the_server() {
     );
 }
 
-/// Third-party copies between two TLS servers send `PROT C` to both
-/// (docs/tls.md: both would be TLS servers), and QUIC is used only under
-/// `PROT P`: asked for QUIC, the servers move the data over TCP, and the
-/// copy completes. QUIC between two servers (with certificate checks both
-/// ways) is not there yet (docs/transports.md).
+/// Servers that cannot verify each other's certificate (no
+/// `--tls-peer-ca`) refuse `DCAU S`; the client then sends `PROT C` to both
+/// (docs/tls.md: over TCP both would be TLS servers), QUIC is used only
+/// under `PROT P`, so the data moves over TCP and the copy completes.
 #[test]
-fn third_party_copies_asked_for_quic_move_over_tcp_for_now() {
+fn third_party_copies_asked_for_quic_move_over_tcp_without_peer_trust() {
     let pki = TestPki::new();
     let a = tls_server(&pki, &["--require-tls"]);
     let b = tls_server(&pki, &["--require-tls"]);
@@ -328,4 +327,66 @@ fn third_party_copies_asked_for_quic_move_over_tcp_for_now() {
     assert_eq!(sha256_file(&b.path("y.bin")), sha256_file(&a.path("x.bin")));
     assert_eq!(transports_of(&a, "/x.bin"), vec!["tcp"]);
     assert_eq!(transports_of(&b, "/y.bin"), vec!["tcp"]);
+}
+
+fn third_party_quic(pki: &TestPki, a: &FerryServer, b: &FerryServer, p: &str) -> (bool, String, String) {
+    let ca = pki.file("ca.pem");
+    ferry(&[
+        "cp",
+        "--json",
+        "--transport",
+        "quic",
+        "--ca",
+        &ca,
+        "--mode",
+        "extended",
+        "-p",
+        p,
+        "--verify",
+        "--no-resume",
+        &ftps_url(a, ALICE, "/x.bin"),
+        &ftps_url(b, ALICE, "/y.bin"),
+    ])
+}
+
+/// Third-party QUIC between two Ferry servers (issue 19) with certificate
+/// checks both ways: the client names each server to the other (`DCAU S
+/// localhost`, the name it verified on the control channels), the source
+/// verifies the destination's certificate as any server's and presents its
+/// own as a client certificate, which the destination verifies for the
+/// name, both against `--tls-peer-ca`. The data moves over QUIC, and
+/// `--json` says so.
+#[test]
+fn third_party_copies_over_quic_with_certificates_checked_both_ways() {
+    let pki = TestPki::new();
+    let ca = pki.file("ca.pem");
+    let flags = ["--require-tls", "--require-protected-data", "--tls-peer-ca", ca.as_str()];
+    let a = tls_server(&pki, &flags);
+    let b = tls_server(&pki, &flags);
+    random_file(&a.path("x.bin"), (5 << 20) + 9, 13);
+    for p in ["1", "4"] {
+        let (ok, out, err) = third_party_quic(&pki, &a, &b, p);
+        assert!(ok, "-p {p}: {err}\nA:\n{}\nB:\n{}", a.log_text(), b.log_text());
+        assert!(out.contains("\"transport\":\"quic\"") && !out.contains("\"transport\":\"tcp\""), "{out}");
+        assert_eq!(sha256_file(&b.path("y.bin")), sha256_file(&a.path("x.bin")), "-p {p}");
+    }
+    assert_eq!(transports_of(&a, "/x.bin"), vec!["quic", "quic"], "{}", a.log_text());
+    assert_eq!(transports_of(&b, "/y.bin"), vec!["quic", "quic"], "{}", b.log_text());
+}
+
+/// The checks are real: a destination that trusts another CA refuses the
+/// source's certificate, and the copy fails instead of moving unverified
+/// data; nothing is stored complete.
+#[test]
+fn third_party_quic_fails_when_a_server_does_not_trust_the_other() {
+    let pki = TestPki::new();
+    let other = TestPki::new();
+    let ca = pki.file("ca.pem");
+    let wrong = other.file("ca.pem");
+    let a = tls_server(&pki, &["--require-tls", "--tls-peer-ca", ca.as_str(), "--data-timeout", "5"]);
+    let b = tls_server(&pki, &["--require-tls", "--tls-peer-ca", wrong.as_str(), "--data-timeout", "5"]);
+    random_file(&a.path("x.bin"), (1 << 20) + 1, 17);
+    let (ok, out, err) = third_party_quic(&pki, &a, &b, "2");
+    assert!(!ok, "a copy between servers that do not trust each other succeeded: {out}");
+    assert!(!b.path("y.bin").exists() || sha256_file(&b.path("y.bin")) != sha256_file(&a.path("x.bin")), "{err}");
 }

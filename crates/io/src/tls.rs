@@ -158,6 +158,16 @@ pub enum DataProtection {
         config: Arc<ClientConfig>,
         name: ServerName<'static>,
     },
+    /// A server's end of a data channel to another server (a third-party
+    /// copy, `DCAU S`): present this server's certificate (`config`) and
+    /// verify the other's with `trust` for `name`. Only QUIC carries it
+    /// (transport/quic.rs, "Third-party"); over TCP both would be TLS
+    /// servers.
+    Peer {
+        config: Arc<ServerConfig>,
+        name: ServerName<'static>,
+        trust: Arc<dyn rustls::client::danger::ServerCertVerifier>,
+    },
 }
 
 impl DataProtection {
@@ -170,6 +180,12 @@ impl DataProtection {
     pub fn wrap(&self, sock: TcpStream) -> io::Result<DataStream> {
         Ok(match self {
             DataProtection::Clear => DataStream::Plain(sock),
+            DataProtection::Peer { .. } => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a TLS data channel between two servers needs QUIC (both would be TLS servers over TCP)",
+                ))
+            }
             DataProtection::Server(config) => {
                 let conn = ServerConnection::new(config.clone()).map_err(io::Error::other)?;
                 DataStream::TlsServer(Box::new(StreamOwned::new(conn, sock)))

@@ -143,6 +143,10 @@ pub struct ServerConfig {
     /// PEM file of CA certificates that client certificates must chain to;
     /// clients without a certificate may still log in with a password.
     pub tls_client_ca: Option<PathBuf>,
+    /// PEM file of CA certificates that other servers' certificates must
+    /// chain to, for third-party copies over QUIC (`DCAU S NAME`: the
+    /// other server must hold a certificate for NAME).
+    pub tls_peer_ca: Option<PathBuf>,
     /// Maps client-certificate subjects to local users, one
     /// `"<subject DN>" user[,user...]` per line (a grid-mapfile).
     pub cert_map: Option<PathBuf>,
@@ -265,6 +269,7 @@ impl Default for ServerConfig {
             require_tls: false,
             require_protected_data: false,
             tls_client_ca: None,
+            tls_peer_ca: None,
             cert_map: None,
             shutdown_grace_secs: 60,
             max_file_size: ferry_proto::session::DEFAULT_MAX_FILE_SIZE,

@@ -745,8 +745,24 @@ impl Control {
                 let Some(root) = self.root.clone() else {
                     return Ok(Flow::Continue);
                 };
-                let protection = match (&self.ctx.tls(), req.protected) {
-                    (Some(tls), true) => ferry_io::tls::DataProtection::Server(tls.data.clone()),
+                let peer = self.session.data_peer().filter(|_| req.channel.transport.needs_tls());
+                let protection = match (&self.ctx.tls(), req.protected, peer) {
+                    // A third-party QUIC data channel (DCAU S): the other
+                    // server's certificate is verified for its name.
+                    // Without a trust store or with a name that is not one,
+                    // nothing is opened (Clear: QUIC refuses), never an
+                    // unverified channel.
+                    (Some(tls), true, Some(name)) => {
+                        match (&tls.peer_trust, rustls::pki_types::ServerName::try_from(name.to_string())) {
+                            (Some(trust), Ok(name)) => ferry_io::tls::DataProtection::Peer {
+                                config: tls.data.clone(),
+                                name,
+                                trust: trust.clone(),
+                            },
+                            _ => ferry_io::tls::DataProtection::Clear,
+                        }
+                    }
+                    (Some(tls), true, _) => ferry_io::tls::DataProtection::Server(tls.data.clone()),
                     _ => ferry_io::tls::DataProtection::Clear,
                 };
                 self.sync_channels();

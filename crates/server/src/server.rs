@@ -240,6 +240,7 @@ impl Server {
             transports: offered,
             default_transport: TransportName::parse(transport.name()).unwrap_or_default(),
             default_transport_unasked: config.data_transport_for_all,
+            peer_certificates: tls.as_ref().is_some_and(|t| t.peer_trust.is_some()),
             striped: config.striped(),
             ..SessionConfig::default()
         };

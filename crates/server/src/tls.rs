@@ -42,6 +42,9 @@ pub struct ServerTls {
     /// For protected data connections (PROT P).
     pub data: Arc<rustls::ServerConfig>,
     pub cert_map: CertMap,
+    /// Verifies other servers' certificates (`tls_peer_ca`) for
+    /// third-party QUIC data channels (`DCAU S`).
+    pub peer_trust: Option<Arc<dyn rustls::client::danger::ServerCertVerifier>>,
 }
 
 impl ServerTls {
@@ -101,7 +104,17 @@ impl ServerTls {
             Some(p) => CertMap::load(p)?,
             None => CertMap::default(),
         };
-        Ok(Some(Self { control: Arc::new(control), data, cert_map }))
+        let peer_trust = match &c.tls_peer_ca {
+            Some(ca) => {
+                let roots = Arc::new(io_tls::load_roots(ca)?);
+                let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, io_tls::provider())
+                    .build()
+                    .map_err(|e| TlsSetupError::Verifier(e.to_string()))?;
+                Some(verifier as Arc<dyn rustls::client::danger::ServerCertVerifier>)
+            }
+            None => None,
+        };
+        Ok(Some(Self { control: Arc::new(control), data, cert_map, peer_trust }))
     }
 
     /// Who the client is, from the certificate it presented (already

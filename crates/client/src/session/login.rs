@@ -144,6 +144,7 @@ impl ServerSession {
             chmod_works: None,
             transport: "tcp".to_string(),
             transport_choice: None,
+            data_peer: None,
         }
     }
 

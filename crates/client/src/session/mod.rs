@@ -148,6 +148,9 @@ pub struct ServerSession {
     transport: String,
     /// `--transport auto`: what it chose and why (`transport_choice.rs`).
     pub transport_choice: Option<String>,
+    /// The name this server was told its data channels' peer must prove
+    /// (`DCAU S`, third-party QUIC), once it accepted it.
+    data_peer: Option<String>,
 }
 
 impl ServerSession {

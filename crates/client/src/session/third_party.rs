@@ -9,7 +9,7 @@ use super::{channel_changed, Channel, Marker, ServerSession};
 use crate::control::refused;
 use crate::error::ClientError;
 use ferry_proto::client::{BatchWindow, Expect, PipelineEvent};
-use ferry_proto::command::{Allo, Command};
+use ferry_proto::command::{Allo, Command, Dcau};
 use ferry_proto::{RangeSet, Reply};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,8 +17,8 @@ use std::time::Duration;
 impl ServerSession {
     /// Queues what a third-party destination needs: MODE E, and PASV
     /// unless it listens already.
-    pub(super) fn prepare_destination(&mut self) {
-        self.set_data_protection(false);
+    pub(super) fn prepare_destination(&mut self, quic: bool) {
+        self.set_data_protection(quic);
         self.prepare_e();
         if !matches!(self.channel, Channel::Destination { .. }) {
             self.queue_passive();
@@ -41,9 +41,30 @@ impl ServerSession {
         }
     }
 
+    /// Tells this server the name its data channel's peer (the other
+    /// server) must hold a certificate for (`DCAU S`); whether it agreed.
+    async fn name_data_peer(&mut self, peer: &str) -> Result<bool, ClientError> {
+        if self.data_peer.as_deref() == Some(peer) {
+            return Ok(true);
+        }
+        self.settle().await?;
+        if !self.queued.is_empty() {
+            self.flush(&[]).await?;
+        }
+        let r = self.ctrl.command(&Command::Dcau(Dcau::Subject(peer.to_string()))).await?;
+        if !r.code.is_positive_completion() {
+            tracing::warn!(server = %self.url, reply = %r.text(), "the server cannot verify another server's certificate");
+            return Ok(false);
+        }
+        // A new data-channel generation at the server.
+        self.channel = Channel::None;
+        self.data_peer = Some(peer.to_string());
+        Ok(true)
+    }
+
     /// Queues what a third-party source needs to send to `to`.
-    pub(super) fn prepare_source(&mut self, to: SocketAddr) {
-        self.set_data_protection(false);
+    pub(super) fn prepare_source(&mut self, to: SocketAddr, quic: bool) {
+        self.set_data_protection(quic);
         self.prepare_e();
         self.set_parallelism();
         if !matches!(self.channel, Channel::Source { to: t } if t == to) {
@@ -51,6 +72,30 @@ impl ServerSession {
             self.channel = Channel::Source { to };
         }
     }
+}
+
+/// Whether a third-party copy between `src` and `dst` runs over QUIC: both
+/// sessions selected it (TPRT) on TLS control channels, and each server
+/// agreed to verify the other's certificate for the name this client
+/// verified on its control channel (`DCAU S`; the servers need
+/// `--tls-peer-ca`). Otherwise the data moves over TCP in clear (`PROT C`),
+/// as between any two FTPS servers (RFC 4217 §7), with a warning.
+async fn quic_between(src: &mut ServerSession, dst: &mut ServerSession) -> Result<bool, ClientError> {
+    let wants = |s: &ServerSession| s.transport == "quic" && s.ctrl.is_tls();
+    if !wants(src) || !wants(dst) {
+        return Ok(false);
+    }
+    let (src_name, dst_name) = (src.url.host.clone(), dst.url.host.clone());
+    if src.name_data_peer(&dst_name).await? && dst.name_data_peer(&src_name).await? {
+        return Ok(true);
+    }
+    tracing::warn!(
+        source = %src.url,
+        destination = %dst.url,
+        "third-party over QUIC needs both servers to verify each other's certificate (ferry serve --tls-peer-ca); \
+         the data moves over TCP in clear"
+    );
+    Ok(false)
 }
 
 /// A MODE E server-to-server copy: the destination listens (PASV), the
@@ -71,13 +116,14 @@ pub async fn third_party_e(
     // One write to each server: the destination's set-up and STOR first
     // (its PASV reply says where the source must connect), then the
     // source's set-up and RETR.
-    dst.prepare_destination();
+    let quic = quic_between(src, dst).await?;
+    dst.prepare_destination(quic);
     if let Some(size) = size {
         dst.queue(Command::Allo(Allo { size, record: None }), Expect::Positive);
     }
     dst.rest(done);
     let addr = dst.flush_destination(std::slice::from_ref(&stor)).await?;
-    src.prepare_source(addr);
+    src.prepare_source(addr, quic);
     src.rest(done);
     if let Err(e) = src.flush_with(std::slice::from_ref(&retr), true).await {
         // The destination waits for a source that will not come.
@@ -143,14 +189,15 @@ pub async fn third_party_many(
     let mut w = BatchWindow::new(items.len(), window);
     let result = async {
         // The set-ups and the first window go in one write to each server.
+        let quic = quic_between(src, dst).await?;
         let first = &items[w.to_send()];
-        dst.prepare_destination();
+        dst.prepare_destination(quic);
         let stors: Vec<Command> = first
             .iter()
             .flat_map(|(_, dp, sz)| [Command::Allo(Allo { size: *sz, record: None }), Command::Stor(dp.clone())])
             .collect();
         let addr = dst.flush_destination(&stors).await?;
-        src.prepare_source(addr);
+        src.prepare_source(addr, quic);
         let retrs: Vec<Command> = first.iter().map(|(sp, _, _)| Command::Retr(sp.clone())).collect();
         src.flush_with(&retrs, true).await?;
         let mut moved = 0u64;

@@ -33,6 +33,7 @@
 
 pub mod memory;
 pub mod quic;
+pub mod quic_cc;
 pub mod tcp;
 pub mod udt;
 

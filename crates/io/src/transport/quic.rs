@@ -333,6 +333,23 @@ fn server_crypto(protection: &DataProtection) -> io::Result<Arc<QuicServerConfig
                 .with_single_cert(chain.clone(), key.clone_key())
                 .map_err(tls_error)?
         }
+        DataProtection::Peer { config, name, trust } => {
+            // The destination of a third-party copy: its own certificate,
+            // and the source's, presented as a client certificate,
+            // verified for the name the FTP client gave (DCAU S).
+            let (chain, key) = recall(server_identity(), config).ok_or_else(|| {
+                tls_error(
+                    "this server's TLS configuration has no registered identity for QUIC (register_server_identity)",
+                )
+            })?;
+            let verifier = Arc::new(ServerAsClient { inner: trust.clone(), name: name.clone() });
+            rustls::ServerConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map_err(tls_error)?
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(chain, key.clone_key())
+                .map_err(tls_error)?
+        }
     };
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.max_early_data_size = 0;
@@ -363,6 +380,32 @@ fn client_crypto(protection: &DataProtection) -> io::Result<(Arc<QuicClientConfi
                 .map_err(tls_error)?;
             (tls, THROW_AWAY_NAME.to_string(), Arc::as_ptr(config) as usize)
         }
+        DataProtection::Peer { config, name, trust } => {
+            // The source of a third-party copy: the destination's
+            // certificate is verified as any server's, for the name the
+            // FTP client gave (DCAU S); this server's own certificate is
+            // its client certificate.
+            let (chain, key) = recall(server_identity(), config).ok_or_else(|| {
+                tls_error(
+                    "this server's TLS configuration has no registered identity for QUIC (register_server_identity)",
+                )
+            })?;
+            let tls = rustls::ClientConfig::builder_with_provider(provider())
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .map_err(tls_error)?
+                .dangerous()
+                .with_custom_certificate_verifier(trust.clone())
+                .with_client_auth_cert(chain, key.clone_key())
+                .map_err(tls_error)?;
+            let name = name.to_str().into_owned();
+            let credentials = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (Arc::as_ptr(config) as usize, Arc::as_ptr(trust) as *const () as usize, &name).hash(&mut h);
+                h.finish() as usize
+            };
+            (tls, name, credentials)
+        }
     };
     tls.alpn_protocols = vec![ALPN.to_vec()];
     tls.enable_early_data = false;
@@ -384,6 +427,9 @@ pub enum Congestion {
     NewReno,
     #[default]
     Bbr,
+    /// `crates/udt`'s rate/RTT model (`FerryRate`) through
+    /// [`super::quic_cc`]: one controller for UDT and QUIC.
+    Ferry,
 }
 
 impl std::str::FromStr for Congestion {
@@ -394,7 +440,8 @@ impl std::str::FromStr for Congestion {
             "cubic" => Ok(Self::Cubic),
             "newreno" | "reno" => Ok(Self::NewReno),
             "bbr" => Ok(Self::Bbr),
-            _ => Err(format!("unknown congestion controller '{s}': cubic, newreno or bbr")),
+            "ferry" => Ok(Self::Ferry),
+            _ => Err(format!("unknown congestion controller '{s}': ferry, bbr, cubic or newreno")),
         }
     }
 }
@@ -425,6 +472,7 @@ fn transport_config(opts: &ChannelOptions) -> Arc<quinn::TransportConfig> {
         Congestion::Cubic => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
         Congestion::NewReno => t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default())),
         Congestion::Bbr => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
+        Congestion::Ferry => t.congestion_controller_factory(Arc::new(super::quic_cc::UdtControllerFactory::ferry())),
     };
     // Cached data channels sit idle between files: keep them alive well
     // inside the idle timeout, which is the data timeout.
@@ -923,6 +971,20 @@ mod tests {
         let ids: std::collections::HashSet<_> = ps.iter().map(|(a, _)| a.peer_addr().unwrap()).collect();
         assert_eq!(ids.len(), 1, "one QUIC connection for the set");
         let hs: Vec<_> = ps.into_iter().map(|(a, b)| move_bytes(a, b, 3_000_001)).collect();
+        for h in hs {
+            let (got, want) = tokio::task::spawn_blocking(move || h.join().unwrap()).await.unwrap();
+            assert!(got == want);
+        }
+    }
+
+    /// `crates/udt`'s controller drives quinn (nextest runs each test in
+    /// its own process, so the process-wide choice stays here).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_ferry_controller_moves_four_streams() {
+        set_congestion("ferry".parse().unwrap());
+        let (server, client) = protections();
+        let ps = pairs(server, client, 4).await;
+        let hs: Vec<_> = ps.into_iter().map(|(a, b)| move_bytes(a, b, 4_000_003)).collect();
         for h in hs {
             let (got, want) = tokio::task::spawn_blocking(move || h.join().unwrap()).await.unwrap();
             assert!(got == want);

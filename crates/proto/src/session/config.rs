@@ -63,6 +63,10 @@ pub struct SessionConfig {
     /// behaviour). Off: such sessions get TCP (with TLS under PROT P),
     /// which every FTPS client speaks.
     pub default_transport_unasked: bool,
+    /// This server can verify another server's certificate (it has a
+    /// trust store for them), so `DCAU S NAME` is accepted on a TLS
+    /// control channel for third-party QUIC copies.
+    pub peer_certificates: bool,
 }
 
 impl Default for SessionConfig {
@@ -82,6 +86,7 @@ impl Default for SessionConfig {
             transports: vec![crate::transport::TransportName::TCP],
             default_transport: crate::transport::TransportName::TCP,
             default_transport_unasked: false,
+            peer_certificates: false,
         }
     }
 }

@@ -137,6 +137,10 @@ pub struct Session {
     /// The client chose the transport (`TPRT`, `SITE SETNETSTACK`): only
     /// then does it get one that is TLS itself (see [`Self::data_transport`]).
     transport_selected: bool,
+    /// `DCAU S NAME` (third-party QUIC, issue 19): the other server of a
+    /// third-party copy, whose certificate the data channel must show
+    /// for this name.
+    data_peer: Option<String>,
     parallelism: u32,
     buffer_size: Option<u32>,
     /// OPTS RETR markers=N: perf markers while sending.
@@ -186,6 +190,7 @@ impl Session {
             allow_delayed: false,
             transport: default_transport,
             transport_selected: false,
+            data_peer: None,
             parallelism: 1,
             buffer_size: None,
             send_markers: None,
@@ -255,6 +260,12 @@ impl Session {
             return crate::transport::TransportName::TCP;
         }
         self.transport
+    }
+
+    /// The name the data channel's peer must prove (`DCAU S`), for a
+    /// QUIC data channel between two servers.
+    pub fn data_peer(&self) -> Option<&str> {
+        self.data_peer.as_deref()
     }
 
     pub fn buffer_size(&self) -> Option<u32> {
@@ -479,7 +490,21 @@ impl Session {
             },
             C::Dcau(Dcau::None) => {
                 self.new_generation();
+                self.data_peer = None;
                 Self::reply(ReplyCode::OK, "DCAU N: data channels are not authenticated.")
+            }
+            C::Dcau(Dcau::Subject(name)) if self.config.peer_certificates && self.tls => {
+                // Ferry's reading of GFD.20's DCAU S for TLS: the peer of
+                // the data channel (the other server of a third-party
+                // copy) must hold a certificate for NAME that this server
+                // trusts. Only QUIC data channels can check it, since both
+                // servers are TLS servers on TCP (RFC 4217 §7).
+                self.new_generation();
+                let reply = format!(
+                    "DCAU S: QUIC data channels will verify the peer's certificate for {name}; select quic (TPRT)                      and PROT P."
+                );
+                self.data_peer = Some(name);
+                Self::reply(ReplyCode::OK, reply)
             }
             C::Dcau(_) => Self::reply(
                 ReplyCode::PARAMETER_NOT_IMPLEMENTED,

@@ -1,0 +1,394 @@
+//! The congestion controllers of `crates/udt` driving quinn (issue 19:
+//! one controller, two transports).
+//!
+//! quinn's `congestion::Controller` hears about packets sent, packets
+//! acknowledged (one call per packet, then one at the end of each ACK
+//! frame), and loss events, and answers with a window. A
+//! [`CongestionControl`] hears transport-neutral facts — acknowledged
+//! bytes with a delivery-rate sample, RTT samples, lost packets — and
+//! answers with a pacing rate and a window. This adapter turns the first
+//! into the second:
+//!
+//! * **Delivery-rate samples** are computed here, the way BBR's
+//!   `bbr_rate_sample` does: every send records how much had been
+//!   delivered by then (and when), and the acknowledgement of that packet
+//!   gives `delivered now − delivered then` over the longer of the send
+//!   and the ack intervals. quinn gives each acknowledged packet's send
+//!   time, which finds its record.
+//! * **One `on_ack` per ACK frame** (at quinn's `on_end_acks`), with the
+//!   bytes of all the packets it acknowledged and the sample of the newest
+//!   one, as a UDT ACK carries.
+//! * **Packets**: quinn reports a GSO batch as one send; the controller
+//!   counts packets (its loss rate is per packet), so a batch counts as
+//!   its bytes over the MTU, and a loss event's bytes likewise.
+//! * **The window and pacing.** quinn paces at 1.25 × window / smoothed
+//!   RTT and takes no rate from its controller. The controller's own
+//!   window is four bandwidth-delay products (room for UDT's cumulative
+//!   ACKs); given to quinn, that would pace at five times the model's
+//!   rate, i.e. not at all. The window given to quinn is therefore two
+//!   times the controller's pacing rate over the path's minimum RTT
+//!   (QUIC's ACK ranges repair holes without holding the window), capped
+//!   by the controller's window: quinn's pacer then runs at 2.5 times the
+//!   pacing rate with bursts of a couple of milliseconds, and the data in
+//!   flight follows the model (start-up, drain and the probe cycle).
+//! * `clone_box` (quinn uses it only when a path migrates, which Ferry's
+//!   data channels never do) gives a fresh controller of the same kind.
+
+use ferry_udt::cc::{AckSample, CongestionControl, CongestionKind, LossSample, RateSample};
+use ferry_udt::time::Time;
+use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
+use quinn_proto::RttEstimator;
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Records of packets in flight kept at most (a bound on memory if ACKs
+/// stop coming): far more than a 10 Gbit/s × 200 ms window of full packets.
+const MAX_RECORDS: usize = 1 << 20;
+
+/// Builds the adapter around a `crates/udt` controller for every QUIC
+/// connection (`quinn::TransportConfig::congestion_controller_factory`).
+#[derive(Debug, Clone, Copy)]
+pub struct UdtControllerFactory {
+    pub kind: CongestionKind,
+}
+
+impl UdtControllerFactory {
+    /// Ferry's rate/RTT model (`FerryRate`), ramping up by itself.
+    pub fn ferry() -> Self {
+        Self { kind: CongestionKind::Ferry { initial_rate: None, max_rate: None } }
+    }
+}
+
+impl ControllerFactory for UdtControllerFactory {
+    fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
+        Box::new(UdtController::new(self.kind, now, current_mtu))
+    }
+}
+
+/// What a send left for its acknowledgement to measure (BBR's per-packet
+/// rate-sample state).
+#[derive(Debug, Clone, Copy)]
+struct SendRecord {
+    sent: Instant,
+    /// Bytes delivered, and when the last of them was, when this was sent.
+    delivered: u64,
+    delivered_time: Instant,
+    /// Send time of the packet whose ACK started the current interval.
+    first_sent: Instant,
+}
+
+/// A `crates/udt` congestion controller as quinn's.
+#[derive(Debug)]
+pub struct UdtController {
+    kind: CongestionKind,
+    /// quinn wants `Sync`; `CongestionControl` is only `Send`. The lock
+    /// is uncontended (one connection's state), and `&mut self` calls take
+    /// `get_mut` without locking.
+    cc: Mutex<Box<dyn CongestionControl>>,
+    epoch: Instant,
+    mtu: u16,
+    records: VecDeque<SendRecord>,
+    delivered: u64,
+    delivered_time: Instant,
+    first_sent: Instant,
+    in_flight: u64,
+    /// Packets counted as sent so far (the controller's packet numbers).
+    packets_sent: u64,
+    /// This ACK frame so far: bytes, the newest sample, and its record.
+    acked_bytes: u64,
+    sample: Option<(SendRecord, bool)>,
+    rtt_sample: Option<Duration>,
+    smoothed_rtt: Duration,
+    min_rtt: Option<Duration>,
+}
+
+impl UdtController {
+    pub fn new(kind: CongestionKind, now: Instant, mtu: u16) -> Self {
+        let mut cc = kind.build();
+        cc.init(Time::ZERO, u64::from(mtu), u64::MAX, 0, None);
+        Self {
+            kind,
+            cc: Mutex::new(cc),
+            epoch: now,
+            mtu,
+            records: VecDeque::new(),
+            delivered: 0,
+            delivered_time: now,
+            first_sent: now,
+            in_flight: 0,
+            packets_sent: 0,
+            acked_bytes: 0,
+            sample: None,
+            rtt_sample: None,
+            smoothed_rtt: Duration::ZERO,
+            min_rtt: None,
+        }
+    }
+
+    fn cc_mut(&mut self) -> &mut dyn CongestionControl {
+        &mut **self.cc.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cc(&self) -> std::sync::MutexGuard<'_, Box<dyn CongestionControl>> {
+        self.cc.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn time(&self, at: Instant) -> Time {
+        Time::from_nanos(at.saturating_duration_since(self.epoch).as_nanos() as u64)
+    }
+
+    fn packets(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(u64::from(self.mtu.max(1))).max(1)
+    }
+
+    /// One acknowledged packet (quinn's `on_ack`, with the figures of its
+    /// RTT estimator: smoothed and minimum).
+    fn acked(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, smoothed: Duration, min: Duration) {
+        self.delivered += bytes;
+        self.delivered_time = now;
+        self.acked_bytes += bytes;
+        self.in_flight = self.in_flight.saturating_sub(bytes);
+        // This packet's own round trip (ACK delay included).
+        let sample = now.saturating_duration_since(sent);
+        self.rtt_sample = Some(self.rtt_sample.map_or(sample, |r| r.min(sample)));
+        self.smoothed_rtt = smoothed;
+        self.min_rtt = Some(min);
+        // The record of this packet's send (a GSO batch shares one); older
+        // ones are acknowledged or will be declared lost.
+        let i = self.records.partition_point(|r| r.sent < sent);
+        if let Some(r) = self.records.get(i).copied().filter(|r| r.sent == sent) {
+            if self.sample.is_none_or(|(s, _)| r.delivered >= s.delivered) {
+                self.sample = Some((r, app_limited));
+                self.first_sent = r.sent;
+            }
+        }
+        self.records.drain(..i);
+    }
+
+    /// The end of one ACK frame: one `on_ack` for the controller.
+    fn end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool, largest: Option<u64>) {
+        self.in_flight = in_flight;
+        if self.acked_bytes == 0 {
+            return;
+        }
+        let rate = self.sample.take().and_then(|(r, limited)| {
+            let send_elapsed = r.sent.saturating_duration_since(r.first_sent);
+            let ack_elapsed = self.delivered_time.saturating_duration_since(r.delivered_time);
+            let interval = send_elapsed.max(ack_elapsed);
+            let bytes = self.delivered - r.delivered;
+            // An interval shorter than the path's minimum RTT measures a
+            // burst, not the path (BBR discards those too).
+            let floor = self.min_rtt.unwrap_or_default();
+            (interval > Duration::ZERO && interval >= floor).then(|| RateSample {
+                rate: bytes as f64 / interval.as_secs_f64(),
+                interval,
+                app_limited: limited || app_limited,
+                prior_delivered: r.delivered,
+            })
+        });
+        let ack = AckSample {
+            now: self.time(now),
+            acked_bytes: std::mem::take(&mut self.acked_bytes),
+            ack_point: largest.unwrap_or(0),
+            delivered: self.delivered,
+            bytes_in_flight: in_flight,
+            rtt_sample: self.rtt_sample.take(),
+            smoothed_rtt: self.smoothed_rtt,
+            rate,
+            peer_receive_rate: None,
+            link_capacity: None,
+        };
+        self.cc_mut().on_ack(&ack);
+    }
+
+    /// The controller's state in a line (for logs and tests).
+    pub fn describe(&self) -> String {
+        self.cc().describe()
+    }
+
+    /// The controller's pacing rate, bytes per second.
+    pub fn pacing_rate(&self) -> f64 {
+        self.cc().pacing_rate()
+    }
+}
+
+impl Controller for UdtController {
+    fn on_sent(&mut self, now: Instant, bytes: u64, _last_packet_number: u64) {
+        if self.in_flight == 0 {
+            // Nothing in flight: a new interval starts here (BBR).
+            self.first_sent = now;
+            self.delivered_time = now;
+        }
+        if self.records.len() >= MAX_RECORDS {
+            self.records.pop_front();
+        }
+        self.records.push_back(SendRecord {
+            sent: now,
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent: self.first_sent,
+        });
+        self.in_flight += bytes;
+        let t = self.time(now);
+        let per = u64::from(self.mtu);
+        let mut left = bytes;
+        for _ in 0..self.packets(bytes) {
+            let b = left.min(per);
+            left -= b;
+            let (pn, inf) = (self.packets_sent, self.in_flight);
+            self.cc_mut().on_sent(t, pn, b, inf);
+            self.packets_sent += 1;
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool, rtt: &RttEstimator) {
+        self.acked(now, sent, bytes, app_limited, rtt.get(), rtt.min());
+    }
+
+    fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool, largest: Option<u64>) {
+        self.end_acks(now, in_flight, app_limited, largest);
+    }
+    fn on_congestion_event(&mut self, now: Instant, _sent: Instant, is_persistent_congestion: bool, lost_bytes: u64) {
+        let t = self.time(now);
+        if is_persistent_congestion {
+            self.cc_mut().on_timeout(t);
+        }
+        let lost_packets = self.packets(lost_bytes);
+        let (first_lost, largest_sent, bytes_in_flight) =
+            (self.packets_sent.saturating_sub(lost_packets), self.packets_sent.saturating_sub(1), self.in_flight);
+        self.cc_mut().on_loss(&LossSample {
+            now: t,
+            first_lost,
+            lost_packets,
+            lost_bytes,
+            largest_sent,
+            bytes_in_flight,
+        });
+    }
+
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.mtu = new_mtu;
+    }
+
+    /// Two pacing-rate × minimum-RTT products, capped by the controller's
+    /// window (see the module doc).
+    fn window(&self) -> u64 {
+        let floor = 16 * u64::from(self.mtu);
+        let rtt = self.min_rtt.filter(|r| !r.is_zero()).unwrap_or(Duration::from_millis(100));
+        let rate = self.cc().pacing_rate();
+        let w = if rate.is_finite() { (2.0 * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
+        w.min(self.cc().window()).max(floor)
+    }
+
+    fn metrics(&self) -> ControllerMetrics {
+        let mut m = ControllerMetrics::default();
+        m.congestion_window = self.window();
+        let rate = self.cc().pacing_rate();
+        m.pacing_rate = rate.is_finite().then(|| (rate * 8.0) as u64);
+        m
+    }
+
+    fn clone_box(&self) -> Box<dyn Controller> {
+        Box::new(UdtController::new(self.kind, Instant::now(), self.mtu))
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.window()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path of `rate` bytes/s and `rtt`, losing every `loss_every`th
+    /// packet at random positions, driven as quinn would: sends paced by
+    /// the window, one ACK frame per millisecond.
+    fn run(rate: f64, rtt: Duration, loss_every: Option<u64>, secs: u64) -> (UdtController, f64) {
+        let start = Instant::now();
+        let mtu = 1200u16;
+        let mut c = UdtController::new(CongestionKind::Ferry { initial_rate: None, max_rate: None }, start, mtu);
+        let step = Duration::from_millis(1);
+        // (arrival at the receiver's ACK back here, sent, bytes, lost)
+        let mut pipe: VecDeque<(Instant, Instant, u64, bool)> = VecDeque::new();
+        let mut link_free = start;
+        let mut n = 0u64;
+        let mut seed = 12345u64;
+        let mut delivered = 0u64;
+        let end = start + Duration::from_secs(secs);
+        let mut now = start;
+        let mut in_flight = 0u64;
+        while now < end {
+            // Send what the window allows this millisecond.
+            while in_flight + u64::from(mtu) <= c.window() && link_free < now + step {
+                let depart = link_free.max(now);
+                link_free = depart + Duration::from_secs_f64(f64::from(mtu) / rate);
+                c.on_sent(now, u64::from(mtu), n);
+                n += 1;
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let lost = loss_every.is_some_and(|k| (seed >> 33) % k == 0);
+                pipe.push_back((link_free + rtt, now, u64::from(mtu), lost));
+                in_flight += u64::from(mtu);
+            }
+            now += step;
+            let mut acked_any = false;
+            let mut lost_bytes = 0;
+            while pipe.front().is_some_and(|p| p.0 <= now) {
+                let (_, sent, bytes, lost) = pipe.pop_front().unwrap();
+                in_flight -= bytes;
+                if lost {
+                    lost_bytes += bytes;
+                } else {
+                    c.acked(now, sent, bytes, false, rtt, rtt);
+                    delivered += bytes;
+                    acked_any = true;
+                }
+            }
+            if acked_any {
+                c.on_end_acks(now, in_flight, false, Some(n));
+            }
+            if lost_bytes > 0 {
+                c.on_congestion_event(now, now, false, lost_bytes);
+            }
+        }
+        (c, delivered as f64 / secs as f64)
+    }
+
+    #[test]
+    fn it_fills_a_long_path_and_shrugs_off_random_loss() {
+        let rate = 150e6 / 8.0;
+        let rtt = Duration::from_millis(160);
+        for loss in [None, Some(100), Some(20)] {
+            let (c, got) = run(rate, rtt, loss, 20);
+            // The last ten seconds matter; over twenty, start-up included,
+            // at least 0.8 of the link (minus the loss itself).
+            let want = 0.8 * rate * (1.0 - loss.map_or(0.0, |k| 1.0 / k as f64));
+            assert!(got >= want, "loss 1/{loss:?}: {got:.0} B/s < {want:.0}: {}", c.describe());
+            assert!(c.pacing_rate() < 3.0 * rate, "{}", c.describe());
+        }
+    }
+
+    #[test]
+    fn the_window_follows_the_pacing_rate_not_four_bdps() {
+        let rate = 100e6 / 8.0;
+        let rtt = Duration::from_millis(50);
+        let (c, _) = run(rate, rtt, None, 10);
+        let bdp = rate * rtt.as_secs_f64();
+        let w = c.window() as f64;
+        assert!(w <= 3.5 * bdp && w >= 0.5 * bdp, "window {w:.0} vs bdp {bdp:.0}: {}", c.describe());
+    }
+
+    #[test]
+    fn the_factory_builds_through_quinns_trait() {
+        let f: Arc<dyn ControllerFactory + Send + Sync> = Arc::new(UdtControllerFactory::ferry());
+        let c = f.build(Instant::now(), 1200);
+        assert!(c.window() >= 16 * 1200);
+        assert!(c.into_any().downcast::<UdtController>().is_ok());
+    }
+}
