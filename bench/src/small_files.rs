@@ -308,6 +308,19 @@ fn command(
     Ok(cmd)
 }
 
+/// Removes a destination; a killed client's server may still be closing
+/// files in it, so a few tries, and then it is moved aside.
+fn clear(p: &Path) -> Result<()> {
+    for _ in 0..10 {
+        if data::remove_path(p).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let aside = p.with_extension(format!("stale{}", std::process::id()));
+    fs::rename(p, &aside).map_err(io_err("moving aside", p))
+}
+
 fn slash(p: &Path) -> PathBuf {
     PathBuf::from(format!("{}/", p.display().to_string().trim_end_matches('/')))
 }
@@ -358,7 +371,8 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
     Tree { dir: one_dir.clone(), sizes: vec![1] }.ensure(1)?;
 
     let runs = setup.out.join("runs.jsonl");
-    let mut samples: Vec<Sample> = Vec::new();
+    // Earlier invocations' records stay on the page (a run of some cases adds to them).
+    let mut samples: Vec<Sample> = if runs.exists() { read_runs(&runs)? } else { Vec::new() };
     let needs_globus = setup.rows.iter().any(|r| r.tool == Tool::Globus);
     for delay in &setup.delays {
         interrupt::check()?;
@@ -458,12 +472,12 @@ fn one_row(
         match dir {
             Direction::Download => {
                 let dst = down_dir.join(format!("{}-{tag}", r.id));
-                data::remove_path(&dst)?;
+                clear(&dst)?;
                 Ok((src.to_path_buf(), dst.clone(), dst))
             }
             Direction::Upload => {
                 let dst = up_dir.join(format!("{}-{tag}", r.id));
-                data::remove_path(&dst)?;
+                clear(&dst)?;
                 // Globus and lftp want the target directory; Ferry and rclone make it.
                 open_dir(&dst)?;
                 Ok((dst.clone(), src.to_path_buf(), dst))
@@ -479,7 +493,7 @@ fn one_row(
     let (setup_wall, setup_to, setup_err) =
         run_limited(cmd, &format!("{} set-up", r.label), logs, Duration::from_secs(60));
     let setup_ok = !setup_to && setup_err.is_none() && count_done(&landed, one.0).0 == 1;
-    data::remove_path(&landed)?;
+    clear(&landed)?;
 
     let (remote, local, landed) = places(src_dir, &tree.name)?;
     if dir == Direction::Download {
@@ -499,7 +513,7 @@ fn one_row(
         error =
             Some(format!("the one-file set-up run failed{}", setup_err.map(|e| format!(": {e}")).unwrap_or_default()));
     }
-    data::remove_path(&landed)?;
+    clear(&landed)?;
     Ok(Sample {
         path: path.into(),
         delay_ms: delay.map(|d| d.as_secs_f64() * 1e3),
