@@ -113,7 +113,8 @@ impl Batch {
             BatchKind::Retrieve => "BRET",
             BatchKind::Store => "BSTO",
         };
-        let arg = arg.map(str::trim).filter(|a| !a.is_empty()).ok_or_else(|| syntax(verb, "expected a count and paths"))?;
+        let arg =
+            arg.map(str::trim).filter(|a| !a.is_empty()).ok_or_else(|| syntax(verb, "expected a count and paths"))?;
         let mut words = arg.split(' ').filter(|w| !w.is_empty());
         let count = words.next().unwrap_or("");
         if count.is_empty() || count.len() > 6 || !count.bytes().all(|b| b.is_ascii_digit()) {
@@ -244,11 +245,10 @@ mod tests {
         let line = b.to_string();
         assert_eq!(line, "BRET 3 /a%20b/c%25d x%0Ay caf%E9");
         assert_eq!(p(&line), Ok(Command::Batch(b.clone())));
-        assert_eq!(b.expand(), vec![
-            Command::Retr("/a b/c%d".into()),
-            Command::Retr("x\ny".into()),
-            Command::Retr("caf\u{10FFE9}".into())
-        ]);
+        assert_eq!(
+            b.expand(),
+            vec![Command::Retr("/a b/c%d".into()), Command::Retr("x\ny".into()), Command::Retr("caf\u{10FFE9}".into())]
+        );
         let s = Batch::store([("/t/f1".to_string(), 10), ("/t/f2".into(), 0)]);
         assert_eq!(s.to_string(), "BSTO 2 10:/t/f1 0:/t/f2");
         assert_eq!(p(&s.to_string()), Ok(Command::Batch(s.clone())));
