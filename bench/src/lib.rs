@@ -17,6 +17,7 @@ pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod servers;
+pub mod small_files;
 pub mod stats;
 pub mod stripe;
 mod sys;

@@ -68,7 +68,12 @@ impl Server {
     ) -> Result<Server> {
         let ip = net.server_ip();
         let mut cmd = net.command(Side::Server, &ferry.to_string_lossy());
-        cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0"), "--anonymous", "read"]).args(flags);
+        cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0")]);
+        // Read-only anonymous access unless the row asks for more (uploads).
+        if !flags.iter().any(|f| f == "--anonymous") {
+            cmd.args(["--anonymous", "read"]);
+        }
+        cmd.args(flags);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let command = env_prefix(env) + &command_line(&cmd);
         let p = Spawned::start(cmd, "ferry serve", logs)?;

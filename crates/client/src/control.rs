@@ -308,6 +308,20 @@ impl ControlChannel {
         let now = std::time::Instant::now();
         for (i, (c, e)) in cmds.iter().enumerate() {
             let untimed = i >= untimed_from;
+            if let Command::Batch(b) = c {
+                // A batch (BRET/BSTO) is answered as the commands it
+                // stands for (docs/batch.md): wait for their replies.
+                tracing::debug!(command = b.verb(), files = b.files.len(), "batch sent");
+                for x in b.expand() {
+                    let e = Expect::for_command(&x);
+                    if untimed {
+                        self.pipeline.sent_untimed(x, e, now);
+                    } else {
+                        self.pipeline.sent(x, e, now);
+                    }
+                }
+                continue;
+            }
             match c {
                 Command::Pass(_) => tracing::trace!("command PASS ****"),
                 c => tracing::trace!(command = %c, "command"),

@@ -241,6 +241,9 @@ pub enum Command {
     /// `TPRT <name>`: the transport of the next data channels (FTP-ADTS;
     /// `docs/transports.md`, `crate::transport`).
     Tprt(String),
+    /// `BRET`/`BSTO`: many files in one line, Ferry to Ferry
+    /// (`crate::batch`, docs/batch.md).
+    Batch(crate::batch::Batch),
 }
 
 /// Events whose frequency `TREV` sets.
@@ -449,6 +452,8 @@ impl Command {
             "MLST" => C::Mlst(opt()),
             "MLSD" => C::Mlsd(opt()),
             "MLSR" => C::Mlsr(opt()),
+            "BRET" => C::Batch(crate::batch::Batch::parse(crate::batch::BatchKind::Retrieve, arg)?),
+            "BSTO" => C::Batch(crate::batch::Batch::parse(crate::batch::BatchKind::Store, arg)?),
             "EPRT" => C::Eprt(host_port::parse_eprt(required("EPRT", arg)?).map_err(|e| match e {
                 HostPortError::UnsupportedProtocol(_) => CommandError::ParameterNotImplemented {
                     verb: "EPRT",
@@ -591,6 +596,7 @@ impl Command {
             C::Dcau(_) => "DCAU",
             C::Cksm { .. } => "CKSM",
             C::Trev { .. } => "TREV",
+            C::Batch(b) => b.verb(),
         }
     }
 
@@ -949,6 +955,7 @@ impl fmt::Display for Command {
                 TrevEvent::Perf => write!(f, "{v} PERF {seconds}"),
                 TrevEvent::Restart => write!(f, "{v} RESTART {seconds}"),
             },
+            C::Batch(b) => write!(f, "{b}"),
         }
     }
 }

@@ -13,6 +13,13 @@ pub fn command_parser(data: &[u8]) {
         // As sent: names that are not UTF-8 as their own octets.
         let again = Command::parse(&crate::octets::encode(&cmd.to_string()));
         assert_eq!(again.as_ref(), Ok(&cmd), "{cmd}");
+        // A batch is bounded and stands for exactly its files' commands.
+        if let Command::Batch(b) = &cmd {
+            assert!(!b.files.is_empty() && b.files.len() <= crate::batch::MAX_BATCH_FILES);
+            let per = if b.kind == crate::batch::BatchKind::Store { 2 } else { 1 };
+            assert_eq!(b.expand().len(), b.files.len() * per);
+            assert!(b.files.iter().all(|f| !f.path.is_empty() && !f.path.contains('\0')));
+        }
     }
     let cfg = SessionConfig { anonymous: AnonymousAccess::Write, ..SessionConfig::default() };
     let mut session = Session::new(cfg, "127.0.0.1:1".parse().expect("literal address"));

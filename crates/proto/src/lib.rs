@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ascii;
+pub mod batch;
 pub mod client;
 pub mod command;
 pub mod facts;

@@ -410,6 +410,12 @@ impl Control {
                                 other => tracing::warn!(?other, "unexpected action during a transfer"),
                             }
                         }
+                        // A batch (BRET/BSTO, docs/batch.md) is the
+                        // pipelined commands it names, queued in its place.
+                        (_, Ok(Command::Batch(b))) => {
+                            tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files)", b.verb(), b.files.len());
+                            queue.extend(b.expand().into_iter().map(Ok));
+                        }
                         _ => queue.push_back(cmd),
                     }
                 }

@@ -103,7 +103,7 @@ impl Client {
                         record(i, &mut |r| r.clear());
                         counted(&mut *summary, i);
                     };
-                    let batch = session.retrieve_many(&items, window, control, &states, &mut on_done);
+                    let batch = session.retrieve_batch(&items, window, control, &states, &mut on_done);
                     tokio::pin!(batch);
                     let r = loop {
                         tokio::select! {
@@ -151,7 +151,7 @@ impl Client {
                     record(i, &mut |r| r.clear());
                     counted(&mut *summary, i);
                 };
-                self.session(du).await?.store_many(&items, window, control, &mut on_marker, &mut on_done).await
+                self.session(du).await?.store_batch(&items, window, control, &mut on_marker, &mut on_done).await
             }
             (Location::Remote(su), Location::Remote(du)) => {
                 let items: Vec<(String, String, u64)> = files

@@ -42,6 +42,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod batch;
 mod channel;
 mod login;
 mod replies;

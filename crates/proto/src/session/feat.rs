@@ -9,6 +9,7 @@ impl Session {
         // `DCAU N` works, and a GSI client seeing DCAU would ask for A.
         let cksm: String = CHECKSUM_ALGORITHMS.iter().map(|a| format!("{a};")).collect();
         let mut lines: Vec<String> = vec![
+            crate::batch::FEAT_LINE.into(),
             format!(" CKSM {cksm}"),
             " EPRT".into(),
             " EPSV".into(),
@@ -46,10 +47,10 @@ pub(super) const MLST_FACTS_ON: &str = "Type;Size;Modify;Perm;UNIX.mode;UNIX.uid
 /// The commands this server serves, for HELP and SITE HELP.
 pub fn help_reply(code: ReplyCode) -> Reply {
     let verbs = [
-        "ABOR", "ACCT", "ALLO", "APPE", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET", "ESTO", "FEAT",
-        "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS", "PASS", "PASV",
-        "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS", "SPOR", "STAT",
-        "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
+        "ABOR", "ACCT", "ALLO", "APPE", "BRET", "BSTO", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET",
+        "ESTO", "FEAT", "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS",
+        "PASS", "PASV", "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS",
+        "SPOR", "STAT", "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
     ];
     // globus-url-copy looks for the SITE buffer commands in this text to
     // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).

@@ -416,6 +416,12 @@ impl Session {
                 self.file_op(p.unwrap_or("."), false, FileOp::StatListing)
             }
             C::Site(s) => self.on_site(s),
+            // The driver queues a batch's commands in its place
+            // (`Batch::expand`); one that reaches the session was not.
+            C::Batch(b) => Self::reply(
+                ReplyCode::BAD_SEQUENCE,
+                format!("{} must be expanded by the server's control loop.", b.verb()),
+            ),
             C::Tprt(name) => {
                 let chosen = crate::transport::select(&self.config.transports, self.transport, &name);
                 self.set_transport(chosen).unwrap_or_else(Action::Reply)

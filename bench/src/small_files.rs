@@ -1,0 +1,713 @@
+//! Issue 18's benchmark: thousands of small files, downloads and uploads,
+//! on loopback and across `ferry-wan` at 1 Gbit/s, Ferry beside Globus,
+//! lftp and rclone (`ferry-small-files`, bench/README.md).
+//!
+//! What a row reports is **files per second** and the split between
+//! connection time and data time, as the FTP-ADTS paper did. The split is
+//! the `small` scenario's (scenario 6): every row also runs, once per
+//! case, with the same flags on a tree of one 1-byte file; that run's wall
+//! time is the command's fixed cost ("set-up s": process start,
+//! connection, login, negotiation, one listing, one data channel), and
+//! "data s" is the row's wall time minus it.
+//!
+//! Rows that would take hours (Globus `-r` pays about seven round trips a
+//! file: 20,000 files at 80 ms) run on a time limit: the client is killed
+//! when it runs out and the row reports files per second over the files
+//! that arrived complete (the destination is counted: a file counts when
+//! it has its full size under its final name; Ferry's and lftp's partial
+//! names do not match, Globus writes in place, so for it the file being
+//! written may be counted one early).
+//!
+//! Everything is one process run at a time, no repetitions by default:
+//! the ratios that matter (Ferry ÷ the best Globus row) come from rows of
+//! the same case run back to back, and the load average is recorded
+//! beside every figure.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferry_wan::Side;
+use serde::{Deserialize, Serialize};
+
+use crate::data::{self, Tree, KIB};
+use crate::error::{interrupt, BenchError, Result};
+use crate::net::{format_delay, Net, WanPath};
+use crate::plot::{self, Series};
+use crate::proc::{command_line, Spawned};
+use crate::record::Role;
+use crate::servers::Server;
+use crate::stats::Summary;
+
+/// rclone's `obscure` of "anonymous" (its FTP backend wants the password
+/// obscured; anonymous servers accept any).
+const RCLONE_PASS: &str = "CCmEnZgTMFb7DjQGraVFSemm9sc1Cz1u1A";
+
+/// A tree of the benchmark: a name, and its files' sizes.
+#[derive(Debug, Clone)]
+pub struct TreeSpec {
+    pub name: String,
+    pub sizes: Vec<u64>,
+}
+
+impl TreeSpec {
+    pub fn bytes(&self) -> u64 {
+        self.sizes.iter().sum()
+    }
+}
+
+/// The issue's three trees: 2,000 × 256 KiB, 20,000 × 4 KiB, and a mixed
+/// tree whose sizes follow Zipf's law by rank with a mean of about 1 MB
+/// (`mixed_files` files; the largest is then mean × n / H(n)).
+pub fn issue_trees(scale: usize, mixed_files: usize) -> Vec<TreeSpec> {
+    let scale = scale.max(1);
+    vec![
+        TreeSpec { name: format!("{}x256KiB", 2000 / scale), sizes: vec![256 * KIB; 2000 / scale] },
+        TreeSpec { name: format!("{}x4KiB", 20_000 / scale), sizes: vec![4 * KIB; 20_000 / scale] },
+        TreeSpec {
+            name: format!("mixed{}", mixed_files / scale),
+            sizes: data::zipf_sizes(mixed_files / scale, 1.0, 1_000_000),
+        },
+    ]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Direction {
+    Download,
+    Upload,
+}
+
+impl Direction {
+    fn name(self) -> &'static str {
+        match self {
+            Direction::Download => "download",
+            Direction::Upload => "upload",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    Ferry,
+    Globus,
+    Lftp,
+    Rclone,
+}
+
+/// One row: a tool with its flags.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub id: String,
+    pub label: String,
+    pub tool: Tool,
+    pub flags: Vec<String>,
+}
+
+fn row(id: &str, label: &str, tool: Tool, flags: &str) -> Row {
+    Row { id: id.into(), label: label.into(), tool, flags: flags.split_whitespace().map(String::from).collect() }
+}
+
+/// The issue's rows. `ferry_fixed` is the "fixed settings" row's flags.
+pub fn issue_rows(ferry_fixed: &str) -> Vec<Row> {
+    vec![
+        row("ferry", "ferry cp -r (automatic)", Tool::Ferry, "-r"),
+        row("ferry-fixed", &format!("ferry cp -r {ferry_fixed}"), Tool::Ferry, &format!("-r {ferry_fixed}")),
+        row("guc-r", "globus-url-copy -r", Tool::Globus, "-r -cd"),
+        row("guc-pp", "globus-url-copy -r -pp", Tool::Globus, "-r -cd -pp"),
+        row("guc-pp-cc4", "globus-url-copy -r -pp -cc 4", Tool::Globus, "-r -cd -pp -cc 4"),
+        row("guc-pp-cc8", "globus-url-copy -r -pp -cc 8", Tool::Globus, "-r -cd -pp -cc 8"),
+        row("guc-fast-p4-pp", "globus-url-copy -r -fast -p 4 -pp", Tool::Globus, "-r -cd -fast -p 4 -pp"),
+        row("lftp", "lftp mirror --parallel=8 (ferry serve)", Tool::Lftp, "--parallel=8"),
+        row("rclone", "rclone copy --transfers 8 (ferry serve)", Tool::Rclone, "--transfers 8"),
+    ]
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub ferry: PathBuf,
+    /// Sources, destinations and logs (on disk).
+    pub work: PathBuf,
+    /// Where runs.jsonl, README.md and the plots go.
+    pub out: PathBuf,
+    /// One-way delays; `None` is loopback.
+    pub delays: Vec<Option<Duration>>,
+    pub trees: Vec<TreeSpec>,
+    pub directions: Vec<Direction>,
+    pub rows: Vec<Row>,
+    /// A run is killed after this and reports what it finished.
+    pub time_limit: Duration,
+    /// The exact command, for the page.
+    pub command: String,
+}
+
+/// One measured run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Sample {
+    /// "loopback" or "N ms".
+    pub path: String,
+    pub delay_ms: Option<f64>,
+    /// Median TCP connect RTT across the path, ms.
+    pub rtt_ms: Option<f64>,
+    pub tree: String,
+    pub direction: Direction,
+    pub row: String,
+    pub label: String,
+    pub files: u64,
+    pub files_done: u64,
+    pub bytes_done: u64,
+    /// Wall clock of the client process (or the time limit).
+    pub wall_s: f64,
+    /// Wall clock of the same command on a one-file tree.
+    pub setup_s: Option<f64>,
+    pub timed_out: bool,
+    pub error: Option<String>,
+    /// /proc/loadavg's 1-minute figure just before the run.
+    pub load_before: f64,
+    pub load_after: f64,
+    pub command: String,
+}
+
+impl Sample {
+    pub fn files_per_s(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            self.files_done as f64 / self.wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+fn load1() -> f64 {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn io_err(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> BenchError {
+    let what = format!("{what} {}", p.display());
+    move |e| BenchError::io(what, e)
+}
+
+/// A directory everyone may write (the Globus server runs as nobody).
+fn open_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).map_err(io_err("chmod", dir))
+}
+
+/// Files under `dir` (recursively, hidden names left out) whose name and
+/// size are those of a file of `tree`: what arrived complete.
+pub fn count_done(dir: &Path, tree: &TreeSpec) -> (u64, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+                continue;
+            }
+            let idx = name
+                .strip_prefix('f')
+                .and_then(|r| r.strip_suffix(".dat"))
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| n.checked_sub(1));
+            if idx.and_then(|i| tree.sizes.get(i)) == Some(&m.len()) {
+                files += 1;
+                bytes += m.len();
+            }
+        }
+    }
+    (files, bytes)
+}
+
+struct Servers {
+    ferry: Server,
+    globus: Option<Server>,
+}
+
+/// The command of `row` moving `src` to `dst` (each a local path or a path
+/// under the server's root, by direction).
+fn command(
+    setup: &Setup,
+    net: &Net,
+    servers: &Servers,
+    row: &Row,
+    dir: Direction,
+    remote: &Path,
+    local: &Path,
+) -> Result<Command> {
+    let local_s = local.display().to_string();
+    let cmd = match row.tool {
+        Tool::Ferry => {
+            let url = servers.ferry.url(&slash(remote))?;
+            let mut c = net.command(Side::Client, &setup.ferry.to_string_lossy());
+            c.args(["cp", "--json", "--no-resume", "-q"]).args(&row.flags);
+            match dir {
+                Direction::Download => c.arg(url).arg(slash(local)),
+                Direction::Upload => c.arg(slash(local)).arg(url),
+            };
+            c
+        }
+        Tool::Globus => {
+            let g = servers
+                .globus
+                .as_ref()
+                .ok_or_else(|| BenchError::Precondition("the Globus server is not running".into()))?;
+            let url = g.url(&slash(remote))?;
+            let file = format!("file://{}/", local_s);
+            let mut c = net.command(Side::Client, "globus-url-copy");
+            c.args(&row.flags);
+            match dir {
+                Direction::Download => c.arg(url).arg(file),
+                Direction::Upload => c.arg(file).arg(url),
+            };
+            c
+        }
+        Tool::Lftp => {
+            let s = &servers.ferry;
+            let rel = remote.strip_prefix(&s.root).unwrap_or(remote).display().to_string();
+            let mirror = match dir {
+                Direction::Download => format!("mirror {} /{rel}/ {local_s}/", row.flags.join(" ")),
+                Direction::Upload => format!("mirror -R {} {local_s}/ /{rel}/", row.flags.join(" ")),
+            };
+            let script = format!(
+                "set ftp:ssl-allow no; set net:max-retries 2; set net:reconnect-interval-base 1; \
+                 open -u anonymous,ferry -p {} {}; {mirror}",
+                s.port, s.ip
+            );
+            let mut c = net.command(Side::Client, "lftp");
+            c.arg("-c").arg(script);
+            c
+        }
+        Tool::Rclone => {
+            let s = &servers.ferry;
+            let rel = remote.strip_prefix(&s.root).unwrap_or(remote).display().to_string();
+            let mut c = net.command(Side::Client, "rclone");
+            c.args(["copy", "--config", "/dev/null", "--ftp-host"]).arg(s.ip.to_string());
+            c.args(["--ftp-port", &s.port.to_string(), "--ftp-user", "anonymous", "--ftp-pass", RCLONE_PASS]);
+            c.args(&row.flags);
+            let remote_spec = format!(":ftp:{rel}");
+            match dir {
+                Direction::Download => c.arg(remote_spec).arg(&local_s),
+                Direction::Upload => c.arg(&local_s).arg(remote_spec),
+            };
+            c
+        }
+    };
+    Ok(cmd)
+}
+
+/// Removes a destination; a killed client's server may still be closing
+/// files in it, so a few tries, and then it is moved aside.
+fn clear(p: &Path) -> Result<()> {
+    for _ in 0..10 {
+        if data::remove_path(p).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let aside = p.with_extension(format!("stale{}", std::process::id()));
+    fs::rename(p, &aside).map_err(io_err("moving aside", p))
+}
+
+fn slash(p: &Path) -> PathBuf {
+    PathBuf::from(format!("{}/", p.display().to_string().trim_end_matches('/')))
+}
+
+/// Runs one command within `limit`; returns (wall, timed out, error).
+fn run_limited(cmd: Command, what: &str, logs: &Path, limit: Duration) -> (f64, bool, Option<String>) {
+    let t = Instant::now();
+    let spawned = match Spawned::start(cmd, what, logs) {
+        Ok(s) => s,
+        Err(e) => return (0.0, false, Some(e.to_string())),
+    };
+    let (out, err) = (spawned.stdout_path().to_path_buf(), spawned.stderr_path().to_path_buf());
+    let r = spawned.wait(limit);
+    Spawned::remove_logs(&out, &err);
+    match r {
+        Ok(f) => {
+            let wall = f.wall.as_secs_f64();
+            match f.check(what) {
+                Ok(_) => (wall, false, None),
+                Err(e) => (wall, false, Some(e.to_string())),
+            }
+        }
+        Err(BenchError::Timeout { .. }) => (t.elapsed().as_secs_f64().min(limit.as_secs_f64()), true, None),
+        Err(e) => (t.elapsed().as_secs_f64(), false, Some(e.to_string())),
+    }
+}
+
+/// Runs the whole plan, appending every sample to `out/runs.jsonl` and
+/// rewriting the page and the plots after every case.
+pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
+    let data_dir = setup.work.join("data");
+    let up_dir = setup.work.join("up");
+    let down_dir = setup.work.join("down");
+    let logs = setup.work.join("logs");
+    for d in [&setup.work, &data_dir, &up_dir, &down_dir, &logs, &setup.out] {
+        open_dir(d)?;
+    }
+    // Everything above the work directory must be searchable by nobody.
+    let mut trees: Vec<(TreeSpec, PathBuf)> = Vec::new();
+    for (i, t) in setup.trees.iter().enumerate() {
+        let tree = Tree { dir: data_dir.join(&t.name), sizes: t.sizes.clone() };
+        eprintln!("small-files: making {} ({} files, {:.1} MB)", t.name, t.sizes.len(), t.bytes() as f64 / 1e6);
+        tree.ensure(0x5eed + i as u64)?;
+        trees.push((t.clone(), tree.dir));
+    }
+    let one = TreeSpec { name: "one".into(), sizes: vec![1] };
+    let one_dir = data_dir.join("one");
+    Tree { dir: one_dir.clone(), sizes: vec![1] }.ensure(1)?;
+
+    let runs = setup.out.join("runs.jsonl");
+    // Earlier invocations' records stay on the page (a run of some cases adds to them).
+    let mut samples: Vec<Sample> = if runs.exists() { read_runs(&runs)? } else { Vec::new() };
+    let needs_globus = setup.rows.iter().any(|r| r.tool == Tool::Globus);
+    for delay in &setup.delays {
+        interrupt::check()?;
+        let net = match delay {
+            None => Net::Loopback,
+            Some(d) => Net::wan(WanPath::gbit(*d))?,
+        };
+        let rtt_ms = net.connect_rtt_ms()?;
+        let path = delay.map_or("loopback".to_string(), format_delay);
+        eprintln!("small-files: {path} ({})", net.describe());
+        let ferry = Server::start_ferry_with(
+            &net,
+            &setup.ferry,
+            &setup.work,
+            &logs,
+            &["--anonymous".into(), "write".into()],
+            &[],
+        )?;
+        let globus = if needs_globus { Some(Server::start_globus(&net, &logs)?) } else { None };
+        let servers = Servers { ferry, globus };
+        for (tree, src_dir) in &trees {
+            for &dir in &setup.directions {
+                let mut case: Vec<Sample> = Vec::new();
+                for r in &setup.rows {
+                    interrupt::check()?;
+                    let s = one_row(
+                        setup,
+                        &net,
+                        &servers,
+                        r,
+                        dir,
+                        tree,
+                        src_dir,
+                        (&one, &one_dir),
+                        &up_dir,
+                        &down_dir,
+                        &logs,
+                        &path,
+                        *delay,
+                        rtt_ms,
+                    )?;
+                    eprintln!(
+                        "  {} {} {:<40} {:>6}/{} files {:>7.1} s  {:>8.1} files/s  set-up {:>5.2} s  load {:.2}{}",
+                        tree.name,
+                        dir.name(),
+                        r.label,
+                        s.files_done,
+                        s.files,
+                        s.wall_s,
+                        s.files_per_s(),
+                        s.setup_s.unwrap_or(f64::NAN),
+                        s.load_before,
+                        if s.timed_out { " (time limit)" } else { "" }.to_string()
+                            + &s.error
+                                .as_ref()
+                                .map(|e| format!(" ERROR {}", crate::proc::tail(e, 200)))
+                                .unwrap_or_default()
+                    );
+                    let mut f = fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&runs)
+                        .map_err(io_err("opening", &runs))?;
+                    let line = serde_json::to_string(&s).map_err(|e| BenchError::output("json", e.to_string()))?;
+                    writeln!(f, "{line}").map_err(io_err("writing", &runs))?;
+                    case.push(s);
+                }
+                samples.extend(case);
+                publish(setup, &samples)?;
+            }
+        }
+        drop(servers);
+        net.down()?;
+    }
+    Ok(samples)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_row(
+    setup: &Setup,
+    net: &Net,
+    servers: &Servers,
+    r: &Row,
+    dir: Direction,
+    tree: &TreeSpec,
+    src_dir: &Path,
+    one: (&TreeSpec, &Path),
+    up_dir: &Path,
+    down_dir: &Path,
+    logs: &Path,
+    path: &str,
+    delay: Option<Duration>,
+    rtt_ms: Option<f64>,
+) -> Result<Sample> {
+    // (remote, local, where it lands) for a tree source.
+    let places = |src: &Path, tag: &str| -> Result<(PathBuf, PathBuf, PathBuf)> {
+        match dir {
+            Direction::Download => {
+                let dst = down_dir.join(format!("{}-{tag}", r.id));
+                clear(&dst)?;
+                Ok((src.to_path_buf(), dst.clone(), dst))
+            }
+            Direction::Upload => {
+                let dst = up_dir.join(format!("{}-{tag}", r.id));
+                clear(&dst)?;
+                // Globus and lftp want the target directory; Ferry and rclone make it.
+                open_dir(&dst)?;
+                Ok((dst.clone(), src.to_path_buf(), dst))
+            }
+        }
+    };
+    // Set-up: the same command on a one-file tree.
+    let (remote, local, landed) = places(one.1, "one")?;
+    if dir == Direction::Download {
+        open_dir(&landed)?;
+    }
+    let cmd = command(setup, net, servers, r, dir, &remote, &local)?;
+    let (setup_wall, setup_to, setup_err) =
+        run_limited(cmd, &format!("{} set-up", r.label), logs, Duration::from_secs(60));
+    let setup_ok = !setup_to && setup_err.is_none() && count_done(&landed, one.0).0 == 1;
+    clear(&landed)?;
+
+    let (remote, local, landed) = places(src_dir, &tree.name)?;
+    if dir == Direction::Download {
+        open_dir(&landed)?;
+    }
+    let cmd = command(setup, net, servers, r, dir, &remote, &local)?;
+    let line = command_line(&cmd);
+    let load_before = load1();
+    let (wall, timed_out, error) = run_limited(cmd, &r.label, logs, setup.time_limit);
+    let load_after = load1();
+    let (files_done, bytes_done) = count_done(&landed, tree);
+    let mut error = error;
+    if error.is_none() && !timed_out && files_done != tree.sizes.len() as u64 {
+        error = Some(format!("{} of {} files arrived complete", files_done, tree.sizes.len()));
+    }
+    if !setup_ok && error.is_none() {
+        error =
+            Some(format!("the one-file set-up run failed{}", setup_err.map(|e| format!(": {e}")).unwrap_or_default()));
+    }
+    clear(&landed)?;
+    Ok(Sample {
+        path: path.into(),
+        delay_ms: delay.map(|d| d.as_secs_f64() * 1e3),
+        rtt_ms,
+        tree: tree.name.clone(),
+        direction: dir,
+        row: r.id.clone(),
+        label: r.label.clone(),
+        files: tree.sizes.len() as u64,
+        files_done,
+        bytes_done,
+        wall_s: wall,
+        setup_s: setup_ok.then_some(setup_wall),
+        timed_out,
+        error,
+        load_before,
+        load_after,
+        command: line,
+    })
+}
+
+fn best_globus<'a>(case: &[&'a Sample]) -> Option<&'a Sample> {
+    case.iter()
+        .filter(|s| s.row.starts_with("guc") && s.error.is_none())
+        .max_by(|a, b| a.files_per_s().total_cmp(&b.files_per_s()))
+        .copied()
+}
+
+/// The page: one table per tree and direction, ratios to the best Globus
+/// row of the same case, and a plot of files per second against the path.
+pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
+    let mut md = String::new();
+    md += "# Thousands of small files (issue 18)\n\n";
+    md += "Files per second for trees of small files, downloads and uploads, on loopback and across the emulated \
+           1 Gbit/s path (`ferry-wan`, tbf shaper, tuned TCP buffers). Ferry and lftp/rclone run against `ferry \
+           serve`, `globus-url-copy` against `globus-gridftp-server` (as nobody, anonymous). Each row is the wall \
+           clock of one client process; **set-up s** is the same command on a tree of one 1-byte file (process \
+           start, connection, login, negotiation, one listing, one data channel), **data s** the rest, **ms/file** \
+           data s over the files. A row that hit the time limit reports files per second over the files that \
+           arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run. \
+           **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
+           work).\n\n";
+    md += &format!("Command: `{setup_command}`\n\n");
+    let mut keys: Vec<(String, Direction)> = Vec::new();
+    for s in samples {
+        if !keys.contains(&(s.tree.clone(), s.direction)) {
+            keys.push((s.tree.clone(), s.direction));
+        }
+    }
+    for (tree, dir) in &keys {
+        md += &format!("## {tree}, {}\n\n", dir.name());
+        md += &format!("![{tree} {}](files-per-s-{tree}-{}.svg)\n\n", dir.name(), dir.name());
+        md += "| path | row | files | s | set-up s | data s | ms/file | files/s | MB/s | vs best Globus | load |\n";
+        md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        let mut paths: Vec<String> = Vec::new();
+        for s in samples.iter().filter(|s| &s.tree == tree && s.direction == *dir) {
+            if !paths.contains(&s.path) {
+                paths.push(s.path.clone());
+            }
+        }
+        for p in &paths {
+            let case: Vec<&Sample> =
+                samples.iter().filter(|s| &s.tree == tree && s.direction == *dir && &s.path == p).collect();
+            let best = best_globus(&case);
+            for s in &case {
+                let data_s = s.setup_s.map(|u| (s.wall_s - u).max(0.0));
+                let ms_file = data_s.map(|d| if s.files_done > 0 { d * 1e3 / s.files_done as f64 } else { f64::NAN });
+                let ratio = match (best, s.error.is_none()) {
+                    (Some(b), true) if b.files_per_s() > 0.0 && !s.row.starts_with("guc") => {
+                        format!("{:.2}×", s.files_per_s() / b.files_per_s())
+                    }
+                    (Some(b), _) if std::ptr::eq(*s, b) => "anchor".into(),
+                    _ => String::new(),
+                };
+                let note = if let Some(e) = &s.error {
+                    format!(" — failed: {}", crate::proc::tail(e, 120).replace('|', "/"))
+                } else if s.timed_out {
+                    " (time limit)".into()
+                } else {
+                    String::new()
+                };
+                let rtt = s.rtt_ms.map(|r| format!(" (RTT {r:.1} ms)")).unwrap_or_default();
+                md += &format!(
+                    "| {}{rtt} | {}{note} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {ratio} | {:.2} |\n",
+                    s.path,
+                    s.label,
+                    s.files_done,
+                    s.files,
+                    s.wall_s,
+                    s.setup_s.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into()),
+                    data_s.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into()),
+                    ms_file.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into()),
+                    s.files_per_s(),
+                    s.bytes_done as f64 / 1e6 / s.wall_s.max(1e-9),
+                    s.load_before,
+                );
+            }
+        }
+        md += "\n";
+    }
+    md += "## Commands\n\n";
+    let mut seen = Vec::new();
+    for s in samples {
+        if !seen.contains(&s.row) {
+            seen.push(s.row.clone());
+            md += &format!("* {}: `{}`\n", s.label, s.command);
+        }
+    }
+    md
+}
+
+fn publish(setup: &Setup, samples: &[Sample]) -> Result<()> {
+    let page = setup.out.join("README.md");
+    fs::write(&page, markdown(&setup.command, samples)).map_err(io_err("writing", &page))?;
+    plots(&setup.out, samples)
+}
+
+/// One bar chart per tree and direction: files per second by path, one
+/// bar per row.
+pub fn plots(out: &Path, samples: &[Sample]) -> Result<()> {
+    let mut keys: Vec<(String, Direction)> = Vec::new();
+    for s in samples {
+        if !keys.contains(&(s.tree.clone(), s.direction)) {
+            keys.push((s.tree.clone(), s.direction));
+        }
+    }
+    for (tree, dir) in keys {
+        let case: Vec<&Sample> = samples.iter().filter(|s| s.tree == tree && s.direction == dir).collect();
+        let mut paths: Vec<String> = Vec::new();
+        let mut rows: Vec<(String, String)> = Vec::new();
+        for s in &case {
+            if !paths.contains(&s.path) {
+                paths.push(s.path.clone());
+            }
+            if !rows.iter().any(|(id, _)| id == &s.row) {
+                rows.push((s.row.clone(), s.label.clone()));
+            }
+        }
+        let series: Vec<Series> = rows
+            .iter()
+            .map(|(id, label)| Series {
+                name: label.clone(),
+                role: if id.starts_with("ferry") {
+                    Role::Ferry
+                } else if id.starts_with("guc") {
+                    Role::Globus
+                } else {
+                    Role::Cross
+                },
+                points: case
+                    .iter()
+                    .filter(|s| &s.row == id && s.error.is_none())
+                    .filter_map(|s| {
+                        let i = paths.iter().position(|p| p == &s.path)?;
+                        Some((i, Summary::of([s.files_per_s()])?))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let file = out.join(format!("files-per-s-{tree}-{}.svg", dir.name()));
+        plot::bars(&file, &format!("{tree}, {}: files per second", dir.name()), "files/s", &paths, &series)?;
+    }
+    Ok(())
+}
+
+/// Reads a runs.jsonl back (to rebuild the page).
+pub fn read_runs(path: &Path) -> Result<Vec<Sample>> {
+    let text = fs::read_to_string(path).map_err(io_err("reading", path))?;
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}
+
+/// The default mixed tree: 1,000 files, Zipf by rank, mean 1 MB.
+pub const MIXED_FILES: usize = 1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trees_have_the_issue_shapes() {
+        let t = issue_trees(1, MIXED_FILES);
+        assert_eq!(t[0].sizes.len(), 2000);
+        assert_eq!(t[1].bytes(), 20_000 * 4 * KIB);
+        let mean = t[2].bytes() as f64 / t[2].sizes.len() as f64;
+        assert!((mean - 1e6).abs() < 1e4, "mean {mean}");
+    }
+
+    #[test]
+    fn counting_needs_full_size_and_final_name() {
+        let d = tempfile::tempdir().unwrap();
+        let t = TreeSpec { name: "t".into(), sizes: vec![3, 5] };
+        fs::write(d.path().join("f00001.dat"), b"abc").unwrap();
+        fs::write(d.path().join("f00002.dat"), b"ab").unwrap();
+        fs::write(d.path().join(".f00002.dat.ferry-part"), b"abcde").unwrap();
+        assert_eq!(count_done(d.path(), &t), (1, 3));
+    }
+}

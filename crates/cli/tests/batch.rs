@@ -1,0 +1,113 @@
+//! Ferry-to-Ferry batches (`BRET`/`BSTO`, docs/batch.md): a tree copied
+//! both ways with the files named in batch lines arrives byte-identical; a
+//! batch killed mid-way resumes file by file and range by range; a
+//! malformed batch is refused with 501 and runs nothing.
+
+mod support;
+
+use std::process::Command;
+use support::*;
+
+/// A tree of `n` files of mixed sizes (one with a space in its name).
+fn make_tree(dir: &std::path::Path, n: u64, big: u64) {
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    for i in 0..n {
+        let size = if i % 7 == 0 { big } else { 1 + i * 997 % 70_000 };
+        let name = if i == 3 { format!("f {i}.dat") } else { format!("f{i:03}.dat") };
+        let path = if i % 2 == 0 { dir.join(&name) } else { dir.join("sub").join(&name) };
+        random_file(&path, size, 900 + i);
+    }
+}
+
+fn cp(args: &[&str], state: &std::path::Path) -> (bool, String, String) {
+    let out = Command::new(ferry_bin())
+        .args(["cp", "--json"])
+        .args(args)
+        .env("FERRY_STATE_DIR", state)
+        .env("FERRY_LOG", "ferry_client=debug")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn batch_upload_and_download_of_a_tree_are_byte_identical() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    make_tree(&src, 60, 300_000);
+    let up = server.url(ALICE, "/up/");
+    let (ok, _, err) = cp(&["-r", &format!("{}/", src.display()), &up], state.path());
+    assert!(ok, "{err}");
+    assert!(err.contains("BSTO"), "the upload named its files in BSTO lines: {err}");
+    assert_eq!(tree_digest(&server.path("up")), tree_digest(&src));
+    let dst = local.path().join("dst");
+    let (ok, _, err) = cp(&["-r", &server.url(ALICE, "/up/"), &format!("{}/", dst.display())], state.path());
+    assert!(ok, "{err}");
+    assert!(err.contains("BRET"), "the download named its files in BRET lines: {err}");
+    assert_eq!(tree_digest(&dst), tree_digest(&src));
+}
+
+#[test]
+fn a_killed_batch_resumes_file_by_file_and_range_by_range() {
+    for upload in [false, true] {
+        let server = FerryServer::start_with(&["--anonymous", "read", "--marker-interval", "1"]);
+        let local = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let tree = if upload { local.path().join("src") } else { server.path("tree") };
+        // 14 files, two of them 24 MiB: at 16 MB/s the kill lands mid-batch.
+        make_tree(&tree, 14, 24 << 20);
+        let (from, to) = if upload {
+            (format!("{}/", tree.display()), server.url(ALICE, "/tree/"))
+        } else {
+            (server.url(ALICE, "/tree/"), format!("{}/", local.path().join("dst").display()))
+        };
+        start_and_kill(&["-r", &from, &to], state.path(), 8 << 20);
+        let (ok, out, err) = cp(&["-r", "-p", "4", &from, &to], state.path());
+        assert!(ok, "upload={upload}: {err}");
+        let dst = if upload { server.path("tree") } else { local.path().join("dst") };
+        let src = if upload { local.path().join("src") } else { server.path("tree") };
+        assert_eq!(tree_digest(&dst), tree_digest(&src), "upload={upload}");
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
+        let kept = v["skipped"].as_u64().unwrap_or(0) + v["resumed"].as_u64().unwrap_or(0);
+        assert!(kept > 0, "upload={upload}: the second run kept what the first moved: {out}");
+        assert!(v["bytes"].as_u64().unwrap_or(u64::MAX) < 48 << 20, "upload={upload}: moved everything again: {out}");
+    }
+}
+
+#[test]
+fn a_malformed_batch_is_refused_and_the_session_goes_on() {
+    let server = FerryServer::start();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    let feat = c.cmd("FEAT");
+    assert!(feat.contains(" BATCH RETR,STOR"), "{feat}");
+    for line in [
+        "BRET",
+        "BRET 2 /a",
+        "BRET 1 /a /b",
+        "BRET 0",
+        "BRET 100000 /a",
+        "BRET 1 /a%zz",
+        "BRET 1 /a%00",
+        "BSTO 1 /a",
+        "BSTO 1 -5:/a",
+        "BSTO 1 999999999999999999999:/a",
+    ] {
+        let r = c.cmd(line);
+        assert!(r.starts_with("501"), "{line}: {r}");
+    }
+    let r = c.cmd(&format!("BRET 1 {}", "a".repeat(9000)));
+    assert!(r.starts_with("500") || r.starts_with("501"), "an over-long line: {r}");
+    assert!(c.cmd("NOOP").starts_with("200"));
+    // A batch of a missing file answers like its RETR.
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let r = c.cmd("BRET 1 /missing.dat");
+    assert!(r.starts_with("4") || r.starts_with("5"), "{r}");
+    assert!(c.cmd("NOOP").starts_with("200"));
+}
