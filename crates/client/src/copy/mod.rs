@@ -64,9 +64,20 @@ pub struct Stats {
     pub expected: AtomicU64,
     pub files_done: AtomicU64,
     pub current: Mutex<String>,
+    /// How local files were read and written (`ferry_io::disk`), each once.
+    pub disk: Mutex<Vec<String>>,
 }
 
 impl Stats {
+    /// Logs a disk plan and keeps it for the summary (each distinct one once).
+    pub(crate) fn disk_plan(&self, plan: &ferry_io::disk::DiskPlan) {
+        tracing::info!(disk = %plan, "disk plan");
+        let mut d = self.disk.lock().unwrap_or_else(|e| e.into_inner());
+        if !d.contains(&plan.reason) {
+            d.push(plan.reason.clone());
+        }
+    }
+
     fn begin(&self, name: &str, size: Option<u64>) {
         if let Some(s) = size {
             self.expected.fetch_add(s, Ordering::Relaxed);
@@ -221,6 +232,8 @@ pub struct CopySummary {
     pub sizing: Vec<(String, f64, String)>,
     /// The data channels' transport for each server: (server, transport).
     pub transports: Vec<(String, String)>,
+    /// How local files were read and written (`ferry_io::disk::DiskPlan`).
+    pub disk: Vec<String>,
 }
 
 impl CopySummary {
@@ -330,6 +343,7 @@ impl Client {
         };
         summary.sizing = self.sizing();
         summary.transports = self.transports();
+        summary.disk = self.stats.disk.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match result {
             Err(ClientError::FailFast) => Ok(()),
             other => other,
