@@ -218,4 +218,16 @@ impl BlockSink for DirectOrFile {
             Self::File(f) => BlockSink::write_at(f, data, offset),
         }
     }
+
+    fn splice_from(
+        &self,
+        sock: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> Option<std::io::Result<usize>> {
+        match self {
+            Self::Direct(_) => None,
+            Self::File(f) => f.splice_from(sock, offset, len),
+        }
+    }
 }
