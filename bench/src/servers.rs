@@ -68,7 +68,7 @@ impl Server {
     ) -> Result<Server> {
         let ip = net.server_ip();
         let mut cmd = net.command(Side::Server, &ferry.to_string_lossy());
-        cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0"), "--anonymous", "read"]).args(flags);
+        cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0"), "--anonymous", "write"]).args(flags);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let command = env_prefix(env) + &command_line(&cmd);
         let p = Spawned::start(cmd, "ferry serve", logs)?;
