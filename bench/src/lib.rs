@@ -6,6 +6,7 @@
 
 pub mod bottlenecks;
 pub mod data;
+pub mod disk_io;
 pub mod error;
 pub mod machine;
 pub mod net;

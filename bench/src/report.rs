@@ -243,7 +243,7 @@ pub fn main_table(s: &ScenarioData) -> String {
                     cols.push(fmt_summary(st.until_sync_rate));
                     cols.push(fmt_median(st.server_peak_rss_mib));
                     let rt = match (st.seconds, g.rtt_ms) {
-                        (Some(t), Some(rtt)) if rtt > 0.0 && !matches!(v.role, Role::Network | Role::Disk) => {
+                        (Some(t), Some(rtt)) if rtt >= 1.0 && !matches!(v.role, Role::Network | Role::Disk) => {
                             fmt_num(t.median / (rtt / 1e3))
                         }
                         _ => "–".into(),

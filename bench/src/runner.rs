@@ -615,7 +615,7 @@ fn verify(client: ClientKind, dest: &Dest, bytes: u64, files: u64, stdout: &str)
             // globus-url-copy prints nothing; its exit status was checked.
             Ok(())
         }
-        Dest::File(p) => {
+        Dest::File(p) | Dest::Upload(p) => {
             let size = fs::metadata(p).map(|m| m.len()).unwrap_or(0);
             if size == bytes {
                 Ok(())

@@ -346,7 +346,7 @@ pub const NAMES: [&str; 8] = ["mem", "disk", "delay", "climate", "vis", "zipf", 
 /// Scenarios that run only when named (`--scenario NAME`): they answer one
 /// question each rather than place Ferry among its anchors. `old-new`
 /// needs `--ferry-old PATH`.
-pub const EXTRA: [&str; 3] = ["old-new", "data-path", "tune"];
+pub const EXTRA: [&str; 4] = ["old-new", "data-path", "tune", "disk-io"];
 
 /// Every scenario name, the suite's and the extra ones.
 pub fn every_name() -> Vec<&'static str> {
@@ -356,7 +356,7 @@ pub fn every_name() -> Vec<&'static str> {
 /// The scenarios of the plan, in issue order: the suite when `only` is
 /// empty, otherwise the named ones (extra scenarios only when named).
 pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<Scenario> {
-    let builders: [(&str, &dyn Fn() -> Scenario); 11] = [
+    let builders: [(&str, &dyn Fn() -> Scenario); 12] = [
         ("mem", &|| mem(plan, dirs, udt_reason)),
         ("disk", &|| disk(plan, dirs)),
         ("delay", &|| delay(plan, dirs, udt_reason)),
@@ -368,6 +368,7 @@ pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<S
         ("old-new", &|| old_new(plan, dirs)),
         ("data-path", &|| data_path(plan, dirs)),
         ("tune", &|| tune(plan, dirs)),
+        ("disk-io", &|| crate::disk_io::disk_io(plan, dirs)),
     ];
     builders
         .iter()
@@ -409,6 +410,7 @@ fn transfer(
         Dest::DevNull => Dest::DevNull,
         Dest::File(_) => Dest::File(out.join(dest_name)),
         Dest::Dir(_) => Dest::Dir(out.join(dest_name)),
+        Dest::Upload(_) => Dest::Upload(out.join(dest_name)),
     };
     Variant {
         info: v,
@@ -560,7 +562,7 @@ fn tree_rows(x: &Xfer, out: &Path, with_cc: bool, iperf4: bool) -> (Vec<Variant>
     (v, c)
 }
 
-fn gb(bytes: u64) -> String {
+pub(crate) fn gb(bytes: u64) -> String {
     if bytes >= GIB && bytes % GIB == 0 {
         format!("{} GiB", bytes / GIB)
     } else if bytes >= MIB && bytes % MIB == 0 {

@@ -69,9 +69,10 @@ impl Server {
         let ip = net.server_ip();
         let mut cmd = net.command(Side::Server, &ferry.to_string_lossy());
         cmd.arg("serve").arg(root).args(["--listen", &format!("{ip}:0")]);
-        // Read-only anonymous access unless the row asks for more (uploads).
+        // Anonymous access with writes (the upload rows need them: the
+        // server lives only for the benchmark) unless the row says otherwise.
         if !flags.iter().any(|f| f == "--anonymous") {
-            cmd.args(["--anonymous", "read"]);
+            cmd.args(["--anonymous", "write"]);
         }
         cmd.args(flags);
         cmd.envs(env.iter().map(|(k, v)| (k, v)));

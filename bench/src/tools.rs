@@ -30,13 +30,17 @@ pub enum Dest {
     File(PathBuf),
     /// A directory that must not exist yet (many-files copies).
     Dir(PathBuf),
+    /// An upload: the source is a local file and this file, on the
+    /// server's file system (under its served directory, in a directory
+    /// the Globus server's `nobody` may write), is the destination.
+    Upload(PathBuf),
 }
 
 impl Dest {
     pub fn path(&self) -> Option<&Path> {
         match self {
             Dest::DevNull => None,
-            Dest::File(p) | Dest::Dir(p) => Some(p),
+            Dest::File(p) | Dest::Dir(p) | Dest::Upload(p) => Some(p),
         }
     }
 }
@@ -67,6 +71,23 @@ pub fn transfer_command(
     source: &Path,
     dest: &Dest,
 ) -> Result<Command> {
+    if let Dest::Upload(to) = dest {
+        let url = server.url(to)?;
+        let mut c = match client {
+            ClientKind::Ferry | ClientKind::FerryOld => {
+                let mut c = net.command(Side::Client, &ferry_bin.to_string_lossy());
+                c.args(["cp", "--json", "--no-resume"]).args(flags).arg(source);
+                c
+            }
+            ClientKind::GlobusUrlCopy => {
+                let mut c = net.command(Side::Client, "globus-url-copy");
+                c.args(flags).arg(format!("file://{}", source.display()));
+                c
+            }
+        };
+        c.arg(url);
+        return Ok(c);
+    }
     let src = server.url(source)?;
     let cmd = match client {
         ClientKind::Ferry | ClientKind::FerryOld => {
@@ -77,6 +98,7 @@ pub fn transfer_command(
             match dest {
                 Dest::DevNull => c.arg("/dev/null"),
                 Dest::File(p) | Dest::Dir(p) => c.arg(p),
+                Dest::Upload(_) => unreachable!("handled above"),
             };
             c
         }
@@ -88,6 +110,7 @@ pub fn transfer_command(
                 Dest::File(p) => c.arg(format!("file://{}", p.display())),
                 // Directory URLs must end in '/' (reference §6.10).
                 Dest::Dir(p) => c.arg(format!("file://{}/", p.display())),
+                Dest::Upload(_) => unreachable!("handled above"),
             };
             c
         }

@@ -607,6 +607,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "sizing": summary.sizing.iter().map(|(server, rtt, why)| serde_json::json!({
                     "server": server, "rtt_ms": rtt, "choice": why,
                 })).collect::<Vec<_>>(),
+                "disk": summary.disk,
                 // The data channels' transport (null for a local copy).
                 "transport": summary.transports.first().map(|(_, t)| t.clone()),
                 "transports": summary.transports.iter().map(|(server, t)| serde_json::json!({

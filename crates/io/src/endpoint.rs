@@ -49,6 +49,15 @@ pub trait BlockSource: Send + Sync {
 pub trait BlockSink: Send + Sync {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()>;
 
+    /// Moves up to `len` bytes from the plain TCP socket `sock` to
+    /// `offset` inside the kernel (`splice(2)` through a pipe: one copy,
+    /// into the page cache, instead of two), if this sink is a file that
+    /// can; `None` when it cannot, and the caller reads into a buffer.
+    /// `Some(Ok(0))` is the end of the stream.
+    fn splice_from(&self, _sock: BorrowedFd<'_>, _offset: u64, _len: usize) -> Option<io::Result<usize>> {
+        None
+    }
+
     /// Whether this sink drops everything, so the transport may discard
     /// the bytes without copying them out.
     fn zero_copy(&self) -> bool {
@@ -73,6 +82,10 @@ impl BlockSource for File {
 impl BlockSink for File {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         self.write_all_at(data, offset)
+    }
+
+    fn splice_from(&self, sock: BorrowedFd<'_>, offset: u64, len: usize) -> Option<io::Result<usize>> {
+        Some(crate::disk::splice_to_file(sock, self, offset, len, None))
     }
 }
 
@@ -105,6 +118,10 @@ impl BlockSink for SerialFile {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
         let _turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         self.file.write_all_at(data, offset)
+    }
+
+    fn splice_from(&self, sock: BorrowedFd<'_>, offset: u64, len: usize) -> Option<io::Result<usize>> {
+        Some(crate::disk::splice_to_file(sock, &self.file, offset, len, Some(&self.turn)))
     }
 }
 

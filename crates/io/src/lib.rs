@@ -3,6 +3,7 @@
 //! descriptor lives here; the protocol rules live in `ferry-proto`.
 
 pub mod checksum;
+pub mod disk;
 pub mod endpoint;
 pub mod mode_e;
 pub mod partial;

@@ -414,6 +414,13 @@ pub fn receive_stream(
 ) -> Result<Option<DataConn>, CopyError> {
     let m = ctl.meter();
     let discard = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
+    // A plain TCP socket into a file: splice(2), one copy instead of two.
+    let splice = ctl.path == DataPath::ZeroCopy
+        && !discard
+        && staging.is_none()
+        && sock.zero_copy()
+        && sock.transport() == "tcp"
+        && sock.socket().is_some();
     let mut buf = if discard || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
     let mut reader = BlockReader::new(BlockLimits::new(spec.limit));
     let mut raw = [0u8; HEADER_LEN];
@@ -463,6 +470,19 @@ pub fn receive_stream(
                         return Err(CopyError::Aborted);
                     }
                     n
+                } else if let Some(r) = splice.then(|| sock.socket()).flatten().and_then(|fd| {
+                    sink.splice_from(fd, spec.base + offset, len.min(DEFAULT_BLOCK_SIZE as u64) as usize)
+                }) {
+                    match r {
+                        Ok(0) => {
+                            let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
+                            return Err(m.net(e));
+                        }
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) if crate::disk::is_network(&e) => return Err(m.net(e)),
+                        Err(e) => return Err(CopyError::Disk(e)),
+                    }
                 } else {
                     let n = len.min(buf.len() as u64) as usize;
                     sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;

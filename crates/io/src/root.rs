@@ -134,6 +134,11 @@ pub struct Upload {
 }
 
 impl Upload {
+    /// The size ALLO announced, if it did: what the disk plan sizes for.
+    pub fn allocation(&self) -> Option<u64> {
+        self.allocated
+    }
+
     /// Whether the data goes into the final file itself (APPE, a resume
     /// of a complete file).
     pub fn in_place(&self) -> bool {

@@ -148,11 +148,28 @@ struct Queue<T> {
     changed: Condvar,
     low: usize,
     high: usize,
+    /// "send" or "receive": which ring the fill-level trace is about.
+    side: &'static str,
+    pushes: std::sync::atomic::AtomicU64,
 }
 
+/// Every this many buffers a ring traces its fill level
+/// (`FERRY_LOG=ferry_io::staging=debug`): how full the ring runs says
+/// which side waits — a full send ring or an empty receive ring means the
+/// network is the slower side; an empty send ring or a full receive ring,
+/// the disk (docs/data-path.md, "Disk to disk").
+const TRACE_EVERY: u64 = 64;
+
 impl<T> Queue<T> {
-    fn new(low: usize, high: usize) -> Self {
-        Self { items: Mutex::new((VecDeque::new(), false)), changed: Condvar::new(), low, high }
+    fn new(low: usize, high: usize, side: &'static str) -> Self {
+        Self {
+            items: Mutex::new((VecDeque::new(), false)),
+            changed: Condvar::new(),
+            low,
+            high,
+            side,
+            pushes: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     /// Producer side: waits while the queue is at its high-water mark;
@@ -172,6 +189,10 @@ impl<T> Queue<T> {
             }
         }
         q.0.push_back(item);
+        let n = self.pushes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n % TRACE_EVERY == 0 {
+            tracing::debug!(side = self.side, filled = q.0.len(), high = self.high, buffers = n, "staging ring");
+        }
         self.changed.notify_all();
         true
     }
@@ -228,7 +249,7 @@ impl SendStaging {
         let staging = Arc::new(SendStaging {
             pool: Arc::new(BufferPool::new(count, config.block)),
             // Prefetch again once half the ring has gone out.
-            queue: Queue::new(count / 2, count),
+            queue: Queue::new(count / 2, count, "send"),
             error: Mutex::new(None),
         });
         let cursor = Arc::new(Mutex::new(crate::mode_e::BlockCursor::new(ranges.to_vec(), config.block as u64)));
@@ -313,7 +334,7 @@ impl ReceiveStaging {
     ) -> Arc<Self> {
         let count = config.buffers();
         let pool = Arc::new(BufferPool::new(count, config.block));
-        let queue: Arc<Queue<(u64, AlignedBuf, usize)>> = Arc::new(Queue::new(count, count));
+        let queue: Arc<Queue<(u64, AlignedBuf, usize)>> = Arc::new(Queue::new(count, count, "receive"));
         let error = Arc::new(Mutex::new(None));
         let writers = (0..config.disk_threads)
             .map(|_| {

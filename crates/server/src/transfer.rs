@@ -267,10 +267,16 @@ impl Destination {
         match self {
             Destination::Upload { upload, .. } => {
                 let file = upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?;
-                Ok(match direct_file(&file, direct) {
+                let d = direct_file(&file, direct);
+                let plan = ferry_io::disk::DiskPlan::for_write(&file, upload.allocation(), d.is_some());
+                tracing::info!(disk = %plan, "disk plan");
+                let sink: Arc<dyn BlockSink> = match d {
                     Some(d) => Arc::new(d),
-                    None => Arc::new(ferry_io::endpoint::SerialFile::new(file)),
-                })
+                    None => Arc::new(ferry_io::endpoint::SerialFile::new(
+                        file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?,
+                    )),
+                };
+                plan.wrap_sink(&file, sink).map_err(|e| TransferError::Local(e.to_string()))
             }
             Destination::Discard => Ok(Arc::new(NullSink)),
         }
@@ -1118,7 +1124,11 @@ fn prepare(
                     // Stream mode sends with sendfile from the page cache:
                     // direct I/O is for the staged MODE E path.
                     let direct = config.direct_io && req.mode == TransferMode::ExtendedBlock;
-                    match direct_file(&file, direct) {
+                    let d = direct_file(&file, direct);
+                    let plan = ferry_io::disk::DiskPlan::for_read(&file, d.is_some());
+                    plan.apply_read(&file);
+                    tracing::info!(disk = %plan, "disk plan");
+                    match d {
                         Some(d) => (Arc::new(d), facts.size),
                         None => (Arc::new(file), facts.size),
                     }

@@ -33,7 +33,12 @@ impl Client {
         }
         let done = resume.done().clone();
         let file = match sink.file_for_blocks()? {
-            Some(f) => self.endpoint(f),
+            Some(f) => {
+                let ep = self.endpoint(f);
+                let plan = ferry_io::disk::DiskPlan::for_write(&sink.file, Some(size), ep.is_direct());
+                self.stats.disk_plan(&plan);
+                plan.wrap_sink(&sink.file, ep).map_err(|e| ClientError::local(dst.display(), e))?
+            }
             None => sink.block_sink()?,
         };
         let state = Arc::new(ReceiveState::default());
@@ -71,7 +76,11 @@ impl Client {
         size: u64,
         resume: &mut ResumeState,
     ) -> Result<u64, ClientError> {
-        let file = self.endpoint(File::open(src).map_err(local_err(src))?);
+        let opened = File::open(src).map_err(local_err(src))?;
+        let file = self.endpoint(opened.try_clone().map_err(local_err(src))?);
+        let plan = ferry_io::disk::DiskPlan::for_read(&opened, file.is_direct());
+        plan.apply_read(&opened);
+        self.stats.disk_plan(&plan);
         if self.opts.resume && resume.interrupted() {
             if let Some(held) = self.verified_partial(src, dst, size).await? {
                 resume.replace(held);

@@ -68,7 +68,10 @@ impl LocalSink {
             return Ok(Arc::new(ferry_io::endpoint::NullSink));
         }
         let file = self.file.try_clone().map_err(local_err(&self.target))?;
-        Ok(Arc::new(ferry_io::endpoint::SerialFile::new(file)))
+        // Size unknown here: the write-behind kicks only once 32 MiB are written.
+        let plan = ferry_io::disk::DiskPlan::for_write(&file, None, false);
+        let sink = Arc::new(ferry_io::endpoint::SerialFile::new(file.try_clone().map_err(local_err(&self.target))?));
+        plan.wrap_sink(&file, sink).map_err(local_err(&self.target))
     }
 
     /// Sets the final length (MODE E writes blocks at offsets, a resumed
@@ -83,6 +86,13 @@ impl LocalSink {
     /// Gives the partial file the source's mode and time, then its name.
     pub(super) fn commit(self) -> Result<(), ClientError> {
         if let Some(partial) = &self.partial {
+            // Durable before it has its name, and before the copy reports
+            // success: a large file's fsync finds little left to write after
+            // the write-behind (ferry_io::disk). Small files are left to the
+            // kernel, one fsync each would dominate a tree of them.
+            if self.file.metadata().is_ok_and(|m| m.len() >= ferry_io::disk::WRITE_BEHIND_MIN_FILE) {
+                self.file.sync_data().map_err(local_err(partial))?;
+            }
             self.meta.apply(&self.file).map_err(local_err(partial))?;
             std::fs::rename(partial, &self.target).map_err(local_err(&self.target))?;
         }
@@ -175,6 +185,12 @@ pub(super) enum DirectOrFile {
     File(ferry_io::endpoint::SerialFile),
 }
 
+impl DirectOrFile {
+    pub(super) fn is_direct(&self) -> bool {
+        matches!(self, Self::Direct(_))
+    }
+}
+
 impl BlockSource for DirectOrFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
         match self {
@@ -200,6 +216,18 @@ impl BlockSink for DirectOrFile {
         match self {
             Self::Direct(d) => d.write_at(data, offset),
             Self::File(f) => BlockSink::write_at(f, data, offset),
+        }
+    }
+
+    fn splice_from(
+        &self,
+        sock: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> Option<std::io::Result<usize>> {
+        match self {
+            Self::Direct(_) => None,
+            Self::File(f) => f.splice_from(sock, offset, len),
         }
     }
 }

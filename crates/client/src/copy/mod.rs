@@ -66,9 +66,20 @@ pub struct Stats {
     pub expected: AtomicU64,
     pub files_done: AtomicU64,
     pub current: Mutex<String>,
+    /// How local files were read and written (`ferry_io::disk`), each once.
+    pub disk: Mutex<Vec<String>>,
 }
 
 impl Stats {
+    /// Logs a disk plan and keeps it for the summary (each distinct one once).
+    pub(crate) fn disk_plan(&self, plan: &ferry_io::disk::DiskPlan) {
+        tracing::info!(disk = %plan, "disk plan");
+        let mut d = self.disk.lock().unwrap_or_else(|e| e.into_inner());
+        if !d.contains(&plan.reason) {
+            d.push(plan.reason.clone());
+        }
+    }
+
     fn begin(&self, name: &str, size: Option<u64>) {
         if let Some(s) = size {
             self.expected.fetch_add(s, Ordering::Relaxed);
@@ -270,6 +281,8 @@ pub struct CopySummary {
     pub sync_seconds: f64,
     /// `--transport auto`: (server, the choice and why).
     pub transport_choices: Vec<(String, String)>,
+    /// How local files were read and written (`ferry_io::disk::DiskPlan`).
+    pub disk: Vec<String>,
 }
 
 impl CopySummary {
@@ -433,6 +446,7 @@ impl Client {
         summary.sizing = self.sizing();
         summary.transports = self.transports();
         summary.transport_choices = self.transport_choices();
+        summary.disk = self.stats.disk.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match result {
             Err(ClientError::FailFast) => Ok(()),
             other => other,
