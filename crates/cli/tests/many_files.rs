@@ -189,3 +189,117 @@ fn sync_copies_only_what_differs() {
     assert_eq!(run(&["--sync"]), 0, "times are kept, so a second --sync finds nothing");
     assert_eq!(run(&["--sync=checksum"]), 0);
 }
+
+#[test]
+fn awkward_names_fail_alone_and_the_rest_arrives() {
+    use std::os::unix::ffi::OsStrExt;
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = many_files(local.path(), 2, 20, 700);
+    // A name with a line break would end an FTP command early; one that
+    // is not UTF-8 travels as its octets.
+    random_file(&tree.join("d0/two\nlines"), 10, 1);
+    random_file(&tree.join("d0/carriage\rreturn"), 10, 2);
+    let latin1 = tree.join(std::ffi::OsStr::from_bytes(b"d1/caf\xe9.txt"));
+    random_file(&latin1, 30, 3);
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
+    assert_eq!(code, 1, "failures make the exit status non-zero: {err}");
+    let j = json(&out);
+    assert_eq!(j["files"], 41, "{out}");
+    let failures = j["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{out}");
+    assert!(failures.iter().all(|f| f["reason"].as_str().unwrap().contains("line break")), "{out}");
+    assert_eq!(err.matches("ferry: failed:").count(), 2, "every failure is listed: {err}");
+    assert!(!server.path("up/many/d0/two").exists() && !server.path("up/many/d0/lines").exists());
+    assert_eq!(
+        std::fs::read(server.root.path().join(std::ffi::OsStr::from_bytes(b"up/many/d1/caf\xe9.txt"))).unwrap(),
+        std::fs::read(&latin1).unwrap()
+    );
+    // The non-UTF-8 name comes back as it was.
+    let back = local.path().join("back");
+    let (code, _, err) =
+        ferry_bounded(&["cp", "-r", "-q", &server.url(ALICE, "/up/many/d1"), back.to_str().unwrap()], 60);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read(back.join(std::ffi::OsStr::from_bytes(b"d1/caf\xe9.txt"))).unwrap(),
+        std::fs::read(&latin1).unwrap()
+    );
+}
+
+#[test]
+fn files_that_vanish_after_the_listing_fail_alone() {
+    // Uploads: the walk lists, then the sources go before the copy.
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = many_files(local.path(), 1, 300, 200);
+    // A slow first session gives the test time to remove files: the walk
+    // is over when the first file arrives.
+    let child = Command::new(ferry_bin())
+        .args([
+            "cp",
+            "-r",
+            "--json",
+            "-cc",
+            "2",
+            "--pipeline",
+            "2",
+            "--max-rate",
+            "20k",
+            tree.to_str().unwrap(),
+            &server.url(ALICE, "/up"),
+        ])
+        .env("FERRY_STATE_DIR", state_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !server.path("up/many/d0").exists() {
+        assert!(Instant::now() < deadline, "the copy did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let gone = ["f0150.dat", "f0151.dat", "f0299.dat"];
+    for g in gone {
+        std::fs::remove_file(tree.join("d0").join(g)).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let j = json(&stdout);
+    assert_eq!(j["files"], 297, "{stdout}");
+    let failed: Vec<&str> = j["failures"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(failed.len(), 3, "{stdout}");
+    for g in gone {
+        assert!(failed.iter().any(|p| p.ends_with(g)), "{g} in {failed:?}");
+        assert!(stderr.contains(&format!("failed: {}", tree.join("d0").join(g).display())), "{stderr}");
+    }
+    assert_eq!(tree_digest(&server.path("up/many")), tree_digest(&tree));
+}
+
+#[test]
+fn a_tree_of_thousands_of_entries_in_bounded_time() {
+    // The suite's stand-in for 100,000 entries: 5,000 files in 50
+    // directories, empty and tiny, both ways.
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = local.path().join("big");
+    for d in 0..50 {
+        let dir = tree.join(format!("d{d:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("{f}")), if f % 2 == 0 { &b""[..] } else { &b"x"[..] }).unwrap();
+        }
+    }
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 240);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["files"], 5000, "{out}");
+    let back = local.path().join("back");
+    let (code, out, err) =
+        ferry_bounded(&["cp", "-r", "--json", &server.url(ALICE, "/up/big"), back.to_str().unwrap()], 240);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["files"], 5000, "{out}");
+    assert_eq!(tree_digest(&back.join("big")), tree_digest(&tree));
+}

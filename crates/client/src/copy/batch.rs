@@ -3,13 +3,13 @@
 //! so thousands of small files do not pay a round trip each.
 
 use super::local::{FileMeta, LocalSink};
-use super::{local_err, CopySummary};
+use super::CopySummary;
 use crate::error::ClientError;
 use crate::location::Location;
 use crate::resume::ResumeState;
 use crate::session::{third_party_many, BatchFile, Marker};
 use crate::Client;
-use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, TransferControl};
+use ferry_io::mode_e::{BlockSource, ReceiveState, TransferControl};
 use ferry_proto::facts::FileFacts;
 use std::fs::File;
 use std::sync::atomic::Ordering;
@@ -85,8 +85,10 @@ impl Client {
                 let mut items = Vec::new();
                 for (s, d, f) in files {
                     let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
-                    let sink = LocalSink::open(p, false, FileMeta::of(f))?;
-                    let file: Arc<dyn BlockSink> = sink.block_sink()?;
+                    // A destination that cannot be opened ends the batch
+                    // before it: the file fails on its own, one by one.
+                    let Ok(sink) = LocalSink::open(p, false, FileMeta::of(f)) else { break };
+                    let Ok(file) = sink.block_sink() else { break };
                     items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
                     sinks.push(Some(sink));
                 }
@@ -139,7 +141,10 @@ impl Client {
                 let mut items = Vec::new();
                 for (s, d, f) in files {
                     let (Location::Local(p), Location::Remote(u)) = (s, d) else { break };
-                    let file: Arc<dyn BlockSource> = Arc::new(File::open(p).map_err(local_err(p))?);
+                    // A source gone since the listing ends the batch before
+                    // it: that file fails on its own, with its own message.
+                    let Ok(file) = File::open(p) else { break };
+                    let file: Arc<dyn BlockSource> = Arc::new(file);
                     items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
                 }
                 let mut on_marker = |i: usize, m: Marker| {

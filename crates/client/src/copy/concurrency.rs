@@ -310,10 +310,25 @@ impl Client {
         summary: &mut CopySummary,
     ) -> Result<(), ClientError> {
         let files: Vec<(Location, Location, FileFacts)> = files.into_iter().map(|(s, d, f, _)| (s, d, f)).collect();
-        let batched = if resume { 0 } else { self.copy_batch(&files, summary).await? };
-        for (s, d, f) in &files[batched..] {
-            if let Err(e) = self.copy_file(s, d, f, summary).await {
-                self.failed(summary, s.to_string(), e)?;
+        if resume {
+            for (s, d, f) in &files {
+                if let Err(e) = self.copy_file(s, d, f, summary).await {
+                    self.failed(summary, s.to_string(), e)?;
+                }
+            }
+            return Ok(());
+        }
+        // A file that stops the batch (gone since the listing, changed,
+        // refused) is copied on its own, where it fails with its own
+        // message; the files after it go on in a new batch.
+        let mut start = 0;
+        while start < files.len() {
+            start += self.copy_batch(&files[start..], summary).await?;
+            if let Some((s, d, f)) = files.get(start) {
+                if let Err(e) = self.copy_file(s, d, f, summary).await {
+                    self.failed(summary, s.to_string(), e)?;
+                }
+                start += 1;
             }
         }
         Ok(())

@@ -64,6 +64,20 @@ fn join_rel(rel: &str, name: &str) -> String {
     }
 }
 
+/// A name with a line break cannot travel in an FTP command (RFC 959
+/// §4.1.3: a command ends at CRLF; RFC 2640 §3.1 can escape a CR as CR
+/// NUL, but an LF has no escape). Sent as it is, it would end the command
+/// early and the rest of the name would be taken for another command.
+fn line_safe(src: &Location, dst: &Location, name: &str) -> Result<(), ClientError> {
+    let remote = matches!(src, Location::Remote(_)) || matches!(dst, Location::Remote(_));
+    if remote && name.contains(['\r', '\n']) {
+        return Err(ClientError::Usage(format!(
+            "{name:?}: the name has a line break, which an FTP command cannot carry; rename it to copy it"
+        )));
+    }
+    Ok(())
+}
+
 /// Whether `dst` already holds `src`'s file by the facts alone, under
 /// `rule` (times unknown on either side count as matching); the checksum
 /// rule also needs the checksums compared.
@@ -199,6 +213,10 @@ impl Client {
             let name = e.facts.name.clone();
             let child_rel = join_rel(rel, &name);
             let (s, d) = (src.child(&name), dst.child(&name));
+            if let Err(e) = line_safe(&s, &d, &name) {
+                self.failed(summary, shown(&s), e)?;
+                continue;
+            }
             if let Some(target) = &e.link {
                 self.copy_link(&s, &d, target, at_dst.get(&name), summary)?;
                 continue;
