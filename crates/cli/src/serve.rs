@@ -70,6 +70,10 @@ pub struct ServeArgs {
     /// from this server to another host).
     #[arg(long)]
     allow_third_party: bool,
+    /// Do not advertise batches (BRET/BSTO, docs/batch.md) in FEAT: Ferry
+    /// clients then pipeline one command per file.
+    #[arg(long)]
+    no_batch: bool,
     /// Cap each transfer's rate, e.g. 100M (bytes per second, all streams).
     #[arg(long, value_parser = crate::copy::parse_size)]
     max_transfer_rate: Option<u64>,
@@ -227,6 +231,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if args.allow_third_party {
         c.allow_third_party = true;
+    }
+    if args.no_batch {
+        c.batch = false;
     }
     if let Some(v) = args.max_transfer_rate {
         c.max_transfer_rate = Some(v);

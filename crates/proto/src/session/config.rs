@@ -58,6 +58,9 @@ pub struct SessionConfig {
     /// used until it does (Globus's `-dc-default`).
     pub transports: Vec<crate::transport::TransportName>,
     pub default_transport: crate::transport::TransportName,
+    /// Whether FEAT lists `BATCH` (docs/batch.md). Batches are served
+    /// either way; without the line Ferry's client pipelines instead.
+    pub batch: bool,
 }
 
 impl Default for SessionConfig {
@@ -76,6 +79,7 @@ impl Default for SessionConfig {
             striped: false,
             transports: vec![crate::transport::TransportName::TCP],
             default_transport: crate::transport::TransportName::TCP,
+            batch: true,
         }
     }
 }
