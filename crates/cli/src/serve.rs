@@ -75,6 +75,10 @@ pub struct ServeArgs {
     /// get TCP, which standard FTPS clients (curl, lftp) speak.
     #[arg(long)]
     data_transport_for_all: bool,
+    /// Do not advertise batches (BRET/BSTO, docs/batch.md) in FEAT: Ferry
+    /// clients then pipeline one command per file.
+    #[arg(long)]
+    no_batch: bool,
     /// Cap each transfer's rate, e.g. 100M (bytes per second, all streams).
     #[arg(long, value_parser = crate::copy::parse_size)]
     max_transfer_rate: Option<u64>,
@@ -240,6 +244,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if args.data_transport_for_all {
         c.data_transport_for_all = true;
+    }
+    if args.no_batch {
+        c.batch = false;
     }
     if let Some(v) = args.max_transfer_rate {
         c.max_transfer_rate = Some(v);

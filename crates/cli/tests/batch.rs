@@ -111,3 +111,16 @@ fn a_malformed_batch_is_refused_and_the_session_goes_on() {
     assert!(r.starts_with("4") || r.starts_with("5"), "{r}");
     assert!(c.cmd("NOOP").starts_with("200"));
 }
+
+#[test]
+fn without_batch_in_feat_the_client_pipelines() {
+    let server = FerryServer::start_with(&["--anonymous", "read", "--no-batch"]);
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    make_tree(&src, 20, 50_000);
+    let (ok, _, err) = cp(&["-r", &format!("{}/", src.display()), &server.url(ALICE, "/up/")], state.path());
+    assert!(ok, "{err}");
+    assert!(!err.contains("batch sent"), "no BSTO to a server that does not list BATCH: {err}");
+    assert_eq!(tree_digest(&server.path("up")), tree_digest(&src));
+}

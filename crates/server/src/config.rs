@@ -156,6 +156,9 @@ pub struct ServerConfig {
     /// The largest file an upload may create, in bytes (ALLO, ESTO offsets
     /// and every byte written are bounded by it). Default 4 TiB.
     pub max_file_size: u64,
+    /// Advertise Ferry-to-Ferry batches (`BATCH` in FEAT, docs/batch.md).
+    /// Default on; off makes Ferry's client pipeline one command per file.
+    pub batch: bool,
     /// Seconds an abandoned partial upload is kept before it is removed
     /// (see `docs/partial-files.md`); 0 keeps them for ever. Default a week.
     pub partial_expiry_secs: u64,
@@ -273,6 +276,7 @@ impl Default for ServerConfig {
             cert_map: None,
             shutdown_grace_secs: 60,
             max_file_size: ferry_proto::session::DEFAULT_MAX_FILE_SIZE,
+            batch: true,
             partial_expiry_secs: 7 * 24 * 3600,
             max_checksums: 4,
             max_data_connections_per_session: 64,

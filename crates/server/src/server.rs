@@ -237,6 +237,7 @@ impl Server {
             require_tls: config.require_tls,
             require_protected_data: config.require_protected_data,
             max_file_size: config.max_file_size,
+            batch: config.batch,
             transports: offered,
             default_transport: TransportName::parse(transport.name()).unwrap_or_default(),
             default_transport_unasked: config.data_transport_for_all,

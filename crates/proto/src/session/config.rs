@@ -67,6 +67,9 @@ pub struct SessionConfig {
     /// trust store for them), so `DCAU S NAME` is accepted on a TLS
     /// control channel for third-party QUIC copies.
     pub peer_certificates: bool,
+    /// Whether FEAT lists `BATCH` (docs/batch.md). Batches are served
+    /// either way; without the line Ferry's client pipelines instead.
+    pub batch: bool,
 }
 
 impl Default for SessionConfig {
@@ -87,6 +90,7 @@ impl Default for SessionConfig {
             default_transport: crate::transport::TransportName::TCP,
             default_transport_unasked: false,
             peer_certificates: false,
+            batch: true,
         }
     }
 }

@@ -9,7 +9,6 @@ impl Session {
         // `DCAU N` works, and a GSI client seeing DCAU would ask for A.
         let cksm: String = CHECKSUM_ALGORITHMS.iter().map(|a| format!("{a};")).collect();
         let mut lines: Vec<String> = vec![
-            crate::batch::FEAT_LINE.into(),
             format!(" CKSM {cksm}"),
             " EPRT".into(),
             " EPSV".into(),
@@ -31,6 +30,9 @@ impl Session {
             " TVFS".into(),
             " UTF8".into(),
         ];
+        if self.config.batch {
+            lines.insert(0, crate::batch::FEAT_LINE.into());
+        }
         if self.config.tls_available {
             lines.insert(0, " AUTH TLS".into());
             lines.push(" PBSZ".into());
