@@ -338,9 +338,12 @@ fn run_limited(cmd: Command, what: &str, logs: &Path, limit: Duration) -> (f64, 
     match r {
         Ok(f) => {
             let wall = f.wall.as_secs_f64();
-            match f.check(what) {
-                Ok(_) => (wall, false, None),
-                Err(e) => (wall, false, Some(e.to_string())),
+            if f.status.success() {
+                (wall, false, None)
+            } else {
+                // stderr says why; a JSON summary on stdout does not.
+                let why = crate::proc::tail(&f.stderr, 300);
+                (wall, false, Some(format!("{what} failed ({}): {why}", f.status)))
             }
         }
         Err(BenchError::Timeout { .. }) => (t.elapsed().as_secs_f64().min(limit.as_secs_f64()), true, None),
@@ -556,7 +559,11 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run. \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
            work).\n\n";
-    md += &format!("Command: `{setup_command}`\n\n");
+    md += "Invocations whose runs are on this page:\n\n";
+    for c in setup_command.lines().filter(|l| !l.trim().is_empty()) {
+        md += &format!("* `{}`\n", c.trim());
+    }
+    md += "\n";
     let mut keys: Vec<(String, Direction)> = Vec::new();
     for s in samples {
         if !keys.contains(&(s.tree.clone(), s.direction)) {
@@ -627,7 +634,8 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
 
 fn publish(setup: &Setup, samples: &[Sample]) -> Result<()> {
     let page = setup.out.join("README.md");
-    fs::write(&page, markdown(&setup.command, samples)).map_err(io_err("writing", &page))?;
+    let commands = fs::read_to_string(setup.out.join("command.txt")).unwrap_or_else(|_| setup.command.clone());
+    fs::write(&page, page_with_notes(&setup.out, &markdown(&commands, samples))).map_err(io_err("writing", &page))?;
     plots(&setup.out, samples)
 }
 
@@ -677,6 +685,18 @@ pub fn plots(out: &Path, samples: &[Sample]) -> Result<()> {
         plot::bars(&file, &format!("{tree}, {}: files per second", dir.name()), "files/s", &paths, &series)?;
     }
     Ok(())
+}
+
+/// The page with `OUT/notes.md` (what a person found out about these
+/// runs, written by hand) after its first paragraph.
+pub fn page_with_notes(out: &Path, page: &str) -> String {
+    match fs::read_to_string(out.join("notes.md")) {
+        Ok(notes) if !notes.trim().is_empty() => match page.find("Invocations whose runs") {
+            Some(i) => format!("{}{}\n\n{}", &page[..i], notes.trim(), &page[i..]),
+            None => format!("{page}\n{notes}"),
+        },
+        _ => page.to_string(),
+    }
 }
 
 /// Reads a runs.jsonl back (to rebuild the page).
