@@ -92,6 +92,9 @@ impl Direction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {
     Ferry,
+    /// `ferry cp` against a `ferry serve --no-batch`: the pipelined path
+    /// (one command per file) beside the batch (docs/batch.md).
+    FerryPipelined,
     Globus,
     Lftp,
     Rclone,
@@ -115,6 +118,7 @@ pub fn issue_rows(ferry_fixed: &str) -> Vec<Row> {
     vec![
         row("ferry", "ferry cp -r (automatic)", Tool::Ferry, "-r"),
         row("ferry-fixed", &format!("ferry cp -r {ferry_fixed}"), Tool::Ferry, &format!("-r {ferry_fixed}")),
+        row("ferry-pipelined", "ferry cp -r (serve --no-batch: pipelined)", Tool::FerryPipelined, "-r"),
         row("guc-r", "globus-url-copy -r", Tool::Globus, "-r -cd"),
         row("guc-pp", "globus-url-copy -r -pp", Tool::Globus, "-r -cd -pp"),
         row("guc-pp-cc4", "globus-url-copy -r -pp -cc 4", Tool::Globus, "-r -cd -pp -cc 4"),
@@ -233,6 +237,8 @@ pub fn count_done(dir: &Path, tree: &TreeSpec) -> (u64, u64) {
 
 struct Servers {
     ferry: Server,
+    /// `--no-batch`, for the pipelined row.
+    ferry_pipelined: Option<Server>,
     globus: Option<Server>,
 }
 
@@ -249,8 +255,15 @@ fn command(
 ) -> Result<Command> {
     let local_s = local.display().to_string();
     let cmd = match row.tool {
-        Tool::Ferry => {
-            let url = servers.ferry.url(&slash(remote))?;
+        Tool::Ferry | Tool::FerryPipelined => {
+            let server = match row.tool {
+                Tool::FerryPipelined => servers
+                    .ferry_pipelined
+                    .as_ref()
+                    .ok_or_else(|| BenchError::Precondition("the --no-batch server is not running".into()))?,
+                _ => &servers.ferry,
+            };
+            let url = server.url(&slash(remote))?;
             let mut c = net.command(Side::Client, &setup.ferry.to_string_lossy());
             c.args(["cp", "--json", "--no-resume", "-q"]).args(&row.flags);
             match dir {
@@ -395,12 +408,28 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
             &[],
         )?;
         let globus = if needs_globus { Some(Server::start_globus(&net, &logs)?) } else { None };
-        let servers = Servers { ferry, globus };
+        let ferry_pipelined = if setup.rows.iter().any(|r| r.tool == Tool::FerryPipelined) {
+            let flags = ["--anonymous".to_string(), "write".into(), "--no-batch".into()];
+            match Server::start_ferry_with(&net, &setup.ferry, &setup.work, &logs, &flags, &[]) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    // A build older than the batch mode has no --no-batch.
+                    eprintln!("small-files: no pipelined row on this path: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let servers = Servers { ferry, ferry_pipelined, globus };
         for (tree, src_dir) in &trees {
             for &dir in &setup.directions {
                 let mut case: Vec<Sample> = Vec::new();
                 for r in &setup.rows {
                     interrupt::check()?;
+                    if r.tool == Tool::FerryPipelined && servers.ferry_pipelined.is_none() {
+                        continue;
+                    }
                     let s = one_row(
                         setup,
                         &net,
