@@ -92,6 +92,9 @@ impl Direction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {
     Ferry,
+    /// `ferry cp` against a `ferry serve --no-batch`: the pipelined path
+    /// (one command per file) beside the batch (docs/batch.md).
+    FerryPipelined,
     Globus,
     Lftp,
     Rclone,
@@ -115,6 +118,7 @@ pub fn issue_rows(ferry_fixed: &str) -> Vec<Row> {
     vec![
         row("ferry", "ferry cp -r (automatic)", Tool::Ferry, "-r"),
         row("ferry-fixed", &format!("ferry cp -r {ferry_fixed}"), Tool::Ferry, &format!("-r {ferry_fixed}")),
+        row("ferry-pipelined", "ferry cp -r (serve --no-batch: pipelined)", Tool::FerryPipelined, "-r"),
         row("guc-r", "globus-url-copy -r", Tool::Globus, "-r -cd"),
         row("guc-pp", "globus-url-copy -r -pp", Tool::Globus, "-r -cd -pp"),
         row("guc-pp-cc4", "globus-url-copy -r -pp -cc 4", Tool::Globus, "-r -cd -pp -cc 4"),
@@ -233,6 +237,8 @@ pub fn count_done(dir: &Path, tree: &TreeSpec) -> (u64, u64) {
 
 struct Servers {
     ferry: Server,
+    /// `--no-batch`, for the pipelined row.
+    ferry_pipelined: Option<Server>,
     globus: Option<Server>,
 }
 
@@ -249,8 +255,15 @@ fn command(
 ) -> Result<Command> {
     let local_s = local.display().to_string();
     let cmd = match row.tool {
-        Tool::Ferry => {
-            let url = servers.ferry.url(&slash(remote))?;
+        Tool::Ferry | Tool::FerryPipelined => {
+            let server = match row.tool {
+                Tool::FerryPipelined => servers
+                    .ferry_pipelined
+                    .as_ref()
+                    .ok_or_else(|| BenchError::Precondition("the --no-batch server is not running".into()))?,
+                _ => &servers.ferry,
+            };
+            let url = server.url(&slash(remote))?;
             let mut c = net.command(Side::Client, &setup.ferry.to_string_lossy());
             c.args(["cp", "--json", "--no-resume", "-q"]).args(&row.flags);
             match dir {
@@ -338,9 +351,12 @@ fn run_limited(cmd: Command, what: &str, logs: &Path, limit: Duration) -> (f64, 
     match r {
         Ok(f) => {
             let wall = f.wall.as_secs_f64();
-            match f.check(what) {
-                Ok(_) => (wall, false, None),
-                Err(e) => (wall, false, Some(e.to_string())),
+            if f.status.success() {
+                (wall, false, None)
+            } else {
+                // stderr says why; a JSON summary on stdout does not.
+                let why = crate::proc::tail(&f.stderr, 300);
+                (wall, false, Some(format!("{what} failed ({}): {why}", f.status)))
             }
         }
         Err(BenchError::Timeout { .. }) => (t.elapsed().as_secs_f64().min(limit.as_secs_f64()), true, None),
@@ -392,12 +408,28 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
             &[],
         )?;
         let globus = if needs_globus { Some(Server::start_globus(&net, &logs)?) } else { None };
-        let servers = Servers { ferry, globus };
+        let ferry_pipelined = if setup.rows.iter().any(|r| r.tool == Tool::FerryPipelined) {
+            let flags = ["--anonymous".to_string(), "write".into(), "--no-batch".into()];
+            match Server::start_ferry_with(&net, &setup.ferry, &setup.work, &logs, &flags, &[]) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    // A build older than the batch mode has no --no-batch.
+                    eprintln!("small-files: no pipelined row on this path: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let servers = Servers { ferry, ferry_pipelined, globus };
         for (tree, src_dir) in &trees {
             for &dir in &setup.directions {
                 let mut case: Vec<Sample> = Vec::new();
                 for r in &setup.rows {
                     interrupt::check()?;
+                    if r.tool == Tool::FerryPipelined && servers.ferry_pipelined.is_none() {
+                        continue;
+                    }
                     let s = one_row(
                         setup,
                         &net,
@@ -556,7 +588,11 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run. \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
            work).\n\n";
-    md += &format!("Command: `{setup_command}`\n\n");
+    md += "Invocations whose runs are on this page:\n\n";
+    for c in setup_command.lines().filter(|l| !l.trim().is_empty()) {
+        md += &format!("* `{}`\n", c.trim());
+    }
+    md += "\n";
     let mut keys: Vec<(String, Direction)> = Vec::new();
     for s in samples {
         if !keys.contains(&(s.tree.clone(), s.direction)) {
@@ -627,7 +663,8 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
 
 fn publish(setup: &Setup, samples: &[Sample]) -> Result<()> {
     let page = setup.out.join("README.md");
-    fs::write(&page, markdown(&setup.command, samples)).map_err(io_err("writing", &page))?;
+    let commands = fs::read_to_string(setup.out.join("command.txt")).unwrap_or_else(|_| setup.command.clone());
+    fs::write(&page, page_with_notes(&setup.out, &markdown(&commands, samples))).map_err(io_err("writing", &page))?;
     plots(&setup.out, samples)
 }
 
@@ -677,6 +714,18 @@ pub fn plots(out: &Path, samples: &[Sample]) -> Result<()> {
         plot::bars(&file, &format!("{tree}, {}: files per second", dir.name()), "files/s", &paths, &series)?;
     }
     Ok(())
+}
+
+/// The page with `OUT/notes.md` (what a person found out about these
+/// runs, written by hand) after its first paragraph.
+pub fn page_with_notes(out: &Path, page: &str) -> String {
+    match fs::read_to_string(out.join("notes.md")) {
+        Ok(notes) if !notes.trim().is_empty() => match page.find("Invocations whose runs") {
+            Some(i) => format!("{}{}\n\n{}", &page[..i], notes.trim(), &page[i..]),
+            None => format!("{page}\n{notes}"),
+        },
+        _ => page.to_string(),
+    }
 }
 
 /// Reads a runs.jsonl back (to rebuild the page).

@@ -32,7 +32,7 @@ struct Args {
     /// download, upload
     #[arg(long, value_delimiter = ',', default_values_t = vec!["download".to_string(), "upload".into()])]
     directions: Vec<String>,
-    /// Only these rows (ids: ferry, ferry-fixed, guc-r, guc-pp, guc-pp-cc4, guc-pp-cc8, guc-fast-p4-pp, lftp, rclone).
+    /// Only these rows (ids: ferry, ferry-fixed, ferry-pipelined, guc-r, guc-pp, guc-pp-cc4, guc-pp-cc8, guc-fast-p4-pp, lftp, rclone).
     #[arg(long, value_delimiter = ',')]
     rows: Vec<String>,
     /// Flags of the "Ferry with fixed settings" row.
@@ -54,7 +54,8 @@ fn main() -> Result<()> {
     if a.report_only {
         let samples = small_files::read_runs(&a.out.join("runs.jsonl"))?;
         let command = std::fs::read_to_string(a.out.join("command.txt")).unwrap_or_default();
-        std::fs::write(a.out.join("README.md"), small_files::markdown(command.trim(), &samples))?;
+        let page = small_files::markdown(command.trim(), &samples);
+        std::fs::write(a.out.join("README.md"), small_files::page_with_notes(&a.out, &page))?;
         small_files::plots(&a.out, &samples)?;
         return Ok(());
     }
@@ -95,7 +96,9 @@ fn main() -> Result<()> {
     let command =
         std::env::var("FERRY_BENCH_COMMAND").unwrap_or_else(|_| std::env::args().collect::<Vec<_>>().join(" "));
     std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("command.txt"), &command)?;
+    // Every invocation that adds runs to this directory.
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(a.out.join("command.txt"))?;
+    std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes())?;
     let setup = Setup {
         ferry,
         work: a.work,

@@ -23,7 +23,8 @@ fn small_files_benchmark_runs_end_to_end() {
         command: "cargo nextest run -p ferry --test small_files_bench".into(),
     };
     let samples = small_files::run(&setup).expect("the benchmark runs");
-    assert_eq!(samples.len(), 3 * 2 * 2);
+    // ferry, ferry-fixed and ferry-pipelined (against serve --no-batch).
+    assert_eq!(samples.len(), 3 * 2 * 3);
     for s in &samples {
         assert!(s.error.is_none() && !s.timed_out, "{s:?}");
         assert_eq!(s.files_done, s.files, "{s:?}");
