@@ -16,8 +16,10 @@
 //!   (SBUF, `--tcp-bs`) that is the path's bandwidth-delay product, and the
 //!   protocol's windows are four of it ([`UdtConfig::for_path`]); without
 //!   one, libudt's defaults (8192 packets, about 12 MB of window).
-//! * **Stalls.** The driver declares a silent peer dead (UDT's EXP timer,
-//!   `Config::dead_after`); a read or write then fails.
+//! * **Stalls.** A read or write that makes no progress for the session's
+//!   data timeout fails with `TimedOut` (`UdtStream::set_read_timeout`), as
+//!   on TCP; the driver also declares a silent peer dead (UDT's EXP timer,
+//!   `Config::dead_after`, about 40 s).
 
 use super::{AbortHandle, BoxFuture, ChannelOptions, Connection, DataConn, DataListener, Transport, TransportStats};
 use crate::udt::{UdtConfig, UdtListener, UdtStream};
@@ -149,6 +151,11 @@ impl Transport for Udt {
 }
 
 fn open(stream: UdtStream, opts: &ChannelOptions) -> DataConn {
+    // Stalls fail within the session's data timeout, as a TCP data
+    // socket's SO_RCVTIMEO/SO_SNDTIMEO make them (not only after UDT's
+    // EXP timer, about 40 s).
+    stream.set_read_timeout(Some(opts.timeout));
+    stream.set_write_timeout(Some(opts.timeout));
     let peer = stream.peer_addr().ok();
     let conn: DataConn = Box::new(UdtConnection { stream: Arc::new(stream), peer });
     opts.observe(&*conn);
@@ -334,5 +341,38 @@ mod tests {
         let daimd = UdtCongestion { kind: CongestionKind::Udt, max_rate: cap };
         assert_eq!(daimd.capped_kind(), CongestionKind::Udt);
         assert_eq!(UdtCongestion::DEFAULT.capped_kind(), UdtCongestion::DEFAULT.kind);
+    }
+
+    /// A peer that sends nothing fails the read within the data timeout
+    /// (here 400 ms), long before UDT's EXP timer would (about 40 s), and
+    /// the connection still works afterwards, as a TCP socket's does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_silent_peer_fails_the_read_within_the_data_timeout() {
+        let udt = by_name("udt").unwrap();
+        let opts = ChannelOptions::new(Duration::from_millis(400));
+        let l = udt.listen("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let to = l.local_addr().unwrap();
+        let (accepted, client) = tokio::join!(l.accept(&opts, None), udt.connect(to, None, &opts));
+        let (mut server, _) = accepted.unwrap();
+        let mut client = client.unwrap();
+        let (took, got, server) = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let mut b = [0u8; 16];
+            let got = server.read(&mut b);
+            (started.elapsed(), got.map_err(|e| e.kind()), server)
+        })
+        .await
+        .unwrap();
+        assert_eq!(got, Err(io::ErrorKind::TimedOut));
+        assert!(took >= Duration::from_millis(350) && took < Duration::from_secs(5), "{took:?}");
+        let mut server = server;
+        tokio::task::spawn_blocking(move || {
+            client.write_all(b"late").unwrap();
+            let mut b = [0u8; 4];
+            server.read_exact(&mut b).unwrap();
+            assert_eq!(&b, b"late");
+        })
+        .await
+        .unwrap();
     }
 }

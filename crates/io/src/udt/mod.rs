@@ -21,7 +21,7 @@ use endpoint::{Entry, Shared};
 use ferry_udt::{Config, CongestionKind, Connection, ConnectionError, State};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -115,9 +115,58 @@ pub struct UdtStream {
     id: u32,
     /// This stream owns its endpoint (connect) rather than sharing a listener's.
     owns_endpoint: bool,
+    /// Stall timeouts of one `read` / `write` call, nanoseconds (0: none).
+    /// UDT's own EXP timer declares a silent peer dead only after 16
+    /// expirations and `dead_after` (about 40 s, as libudt); a data channel
+    /// must fail within the session's data timeout as a TCP socket's
+    /// `SO_RCVTIMEO`/`SO_SNDTIMEO` make it.
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
 }
 
 impl UdtStream {
+    fn new(shared: Arc<Shared>, id: u32, owns_endpoint: bool) -> UdtStream {
+        UdtStream { shared, id, owns_endpoint, read_timeout: AtomicU64::new(0), write_timeout: AtomicU64::new(0) }
+    }
+
+    /// A `read` that receives nothing for `timeout` fails with `TimedOut`
+    /// (the connection stays up, as a TCP socket's does). `None`: wait
+    /// until data, the end of the stream or UDT declares the peer dead.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) {
+        self.read_timeout.store(nanos(timeout), Ordering::Relaxed);
+    }
+
+    /// A `write` that can queue nothing for `timeout` (the send buffer
+    /// stays full: the peer acknowledges nothing) fails with `TimedOut`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) {
+        self.write_timeout.store(nanos(timeout), Ordering::Relaxed);
+    }
+
+    fn deadline(timeout: &AtomicU64) -> Option<Instant> {
+        match timeout.load(Ordering::Relaxed) {
+            0 => None,
+            n => Instant::now().checked_add(Duration::from_nanos(n)),
+        }
+    }
+
+    fn stalled(what: &str, timeout: &AtomicU64) -> io::Error {
+        let t = Duration::from_nanos(timeout.load(Ordering::Relaxed));
+        io::Error::new(io::ErrorKind::TimedOut, format!("UDT peer stalled: nothing could be {what} for {t:?}"))
+    }
+
+    /// How long to wait for the next change: 50 ms, or until `deadline`;
+    /// `None` once it has passed.
+    fn wait_limit(deadline: Option<Instant>) -> Option<Duration> {
+        let step = Duration::from_millis(50);
+        match deadline {
+            None => Some(step),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| left.min(step))
+            }
+        }
+    }
+
     /// Connects to `peer` from a new UDP socket, waiting for the handshake
     /// (libudt's 3 s connect timeout unless configured otherwise).
     pub fn connect(peer: SocketAddr, config: UdtConfig) -> io::Result<UdtStream> {
@@ -133,7 +182,7 @@ impl UdtStream {
             id
         };
         shared.kick();
-        let stream = UdtStream { shared, id, owns_endpoint: true };
+        let stream = UdtStream::new(shared, id, true);
         stream.wait_until(|c| !matches!(c.state(), State::Connecting))?;
         let st = stream.shared.lock();
         match st.conns.get(&id).map(|e| e.conn.state().clone()) {
@@ -182,6 +231,7 @@ impl UdtStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        let deadline = Self::deadline(&self.write_timeout);
         let mut st = self.shared.lock();
         loop {
             let now = self.shared.now();
@@ -200,7 +250,9 @@ impl UdtStream {
             if let Some(d) = &st.dead {
                 return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
             }
-            st = self.shared.wait(st, Duration::from_millis(50));
+            st = self
+                .shared
+                .wait(st, Self::wait_limit(deadline).ok_or_else(|| Self::stalled("sent", &self.write_timeout))?);
         }
     }
 
@@ -218,6 +270,7 @@ impl UdtStream {
         if buf.is_empty() {
             return Ok(0);
         }
+        let deadline = Self::deadline(&self.read_timeout);
         let mut st = self.shared.lock();
         loop {
             let e = st.conns.get_mut(&self.id).ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?;
@@ -238,7 +291,9 @@ impl UdtStream {
             if let Some(d) = &st.dead {
                 return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
             }
-            st = self.shared.wait(st, Duration::from_millis(50));
+            st = self
+                .shared
+                .wait(st, Self::wait_limit(deadline).ok_or_else(|| Self::stalled("read", &self.read_timeout))?);
         }
     }
 
@@ -379,7 +434,7 @@ impl UdtListener {
         let mut st = self.shared.lock();
         loop {
             if let Some(id) = st.accept_queue.pop_front() {
-                return Ok(Some(UdtStream { shared: Arc::clone(&self.shared), id, owns_endpoint: false }));
+                return Ok(Some(UdtStream::new(Arc::clone(&self.shared), id, false)));
             }
             if let Some(d) = &st.dead {
                 return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
@@ -416,4 +471,9 @@ impl Drop for UdtListener {
         self.shared.stop.store(true, Ordering::Release);
         self.shared.kick();
     }
+}
+
+/// A timeout as stored: nanoseconds, 0 for none (a zero timeout is 1 ns).
+fn nanos(timeout: Option<Duration>) -> u64 {
+    timeout.map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1))
 }

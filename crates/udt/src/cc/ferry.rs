@@ -190,7 +190,15 @@ impl FerryRate {
                 // drain phase empties it)
                 // (only on a queue: loss alone, far above a loss rate not
                 // yet learnt, is not reason enough to stop ramping up)
-                Phase::Startup if queue => self.phase = Phase::Drain,
+                // ...and only once the estimate has stopped growing (a
+                // round without 25 % more): a queue start-up made is at the
+                // bottleneck, where the delivered rate no longer grows.
+                // Early RTT figures under loss can look queued (a smoothed
+                // RTT still settling, ACKs re-sent for lost ACK2s); leaving
+                // on them stranded a cold start at 5 % loss at 1 % of the
+                // link in the simulator
+                // (`cold_start_at_five_percent_loss_does_not_strand_at_an_early_queue_signal`).
+                Phase::Startup if queue && self.full_bw_rounds >= 1 => self.phase = Phase::Drain,
                 Phase::Startup => {}
                 Phase::Drain => {}
                 // one cut per probe cycle: the cap lasts until the next
