@@ -292,7 +292,7 @@ impl Controller for UdtController {
         let mut m = ControllerMetrics::default();
         m.congestion_window = self.window();
         let rate = self.cc().pacing_rate();
-        m.pacing_rate = rate.is_finite().then(|| (rate * 8.0) as u64);
+        m.pacing_rate = rate.is_finite().then_some((rate * 8.0) as u64);
         m
     }
 
