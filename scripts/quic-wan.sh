@@ -4,8 +4,12 @@
 # repetitions. Run as root from the repository, after
 # `cargo build --release -p ferry -p ferry-wan`:
 #
-#   scripts/quic-wan.sh 80ms 1gbit 0.1%            # tcp, quic (cubic), quic (bbr)
-#   ROWS="quic:newreno" SIZE=33554432 scripts/quic-wan.sh 80ms 1gbit 1%
+#   scripts/quic-wan.sh 80ms 150mbit 1%            # tcp, quic (bbr), quic (ferry)
+#   ROWS="quic:cubic quic:newreno" SIZE=33554432 scripts/quic-wan.sh 80ms 1gbit 1%
+#   FERRY=target/debug/ferry FERRY_WAN=target/debug/ferry-wan scripts/quic-wan.sh ...
+#
+# 150 Mbit/s is what this shared 2-core machine forwards while both ends
+# run (docs/udt.md, "Long path").
 #
 # Prints one line per row: transport, congestion controller, seconds,
 # Mbit/s, and the client's user/system CPU seconds. A row that does not
@@ -46,7 +50,7 @@ echo "transport=$t cc=${cc:-default} p=${P:-4} rc=$rc bytes=$sz secs=$(echo "$en
   "Mbit/s=$(echo "scale=1; $sz*8/($end - $start)/1000000" | bc) client_cpu_user_sys=$(tail -1 $W/time.out)"
 kill $SP
 ROW
-for row in ${ROWS:-tcp: quic: quic:bbr}; do
+for row in ${ROWS:-tcp: quic:bbr quic:ferry}; do
   t=${row%%:*}; cc=${row#*:}
   $WAN up --name fqw --delay $DELAY --rate $RATE --loss $LOSS -- bash $W/row.sh "$t" "$cc" $W $F 2>&1 \
     | grep '^transport=' | sed "s|^|delay=$DELAY rate=$RATE loss=$LOSS |"

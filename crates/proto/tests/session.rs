@@ -475,6 +475,36 @@ fn a_quic_default_goes_only_to_sessions_that_select_it() {
     assert_eq!(h.s.data_transport(), quic, "configured to give the default to every private session");
 }
 
+/// `DCAU S NAME` (third-party QUIC): accepted only on a TLS control
+/// channel of a server that can verify other servers' certificates;
+/// `DCAU N` forgets the name; elsewhere it stays 504 as before.
+#[test]
+fn dcau_s_names_the_data_channels_peer_only_where_it_can_be_checked() {
+    let mut h = Harness::with(SessionConfig { peer_certificates: true, ..tls_config() });
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.code("DCAU S other.example"), 504, "clear control channel");
+    let mut h = Harness::with(SessionConfig { peer_certificates: true, ..tls_config() });
+    assert_eq!(h.code("AUTH TLS"), 234);
+    assert_eq!(h.code("PBSZ 0"), 200);
+    assert_eq!(h.code("PROT P"), 200);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    let generation = h.s.data_generation();
+    assert_eq!(h.code("DCAU S other.example"), 200);
+    assert_eq!(h.s.data_peer(), Some("other.example"));
+    assert_ne!(h.s.data_generation(), generation, "no cached channel outlives a new peer");
+    assert_eq!(h.code("DCAU N"), 200);
+    assert_eq!(h.s.data_peer(), None);
+    assert_eq!(h.code("DCAU A"), 504);
+    let mut h = Harness::with(tls_config());
+    assert_eq!(h.code("AUTH TLS"), 234);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert_eq!(h.code("DCAU S other.example"), 504, "no trust store for other servers");
+    assert_eq!(h.s.data_peer(), None);
+}
+
 /// FEAT lists exactly what is implemented (and SITE HELP names the SITE
 /// commands, where the Globus client library looks for them).
 #[test]

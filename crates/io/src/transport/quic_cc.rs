@@ -22,15 +22,14 @@
 //!   counts packets (its loss rate is per packet), so a batch counts as
 //!   its bytes over the MTU, and a loss event's bytes likewise.
 //! * **The window and pacing.** quinn paces at 1.25 × window / smoothed
-//!   RTT and takes no rate from its controller. The controller's own
-//!   window is four bandwidth-delay products (room for UDT's cumulative
-//!   ACKs); given to quinn, that would pace at five times the model's
-//!   rate, i.e. not at all. The window given to quinn is therefore two
-//!   times the controller's pacing rate over the path's minimum RTT
-//!   (QUIC's ACK ranges repair holes without holding the window), capped
-//!   by the controller's window: quinn's pacer then runs at 2.5 times the
-//!   pacing rate with bursts of a couple of milliseconds, and the data in
-//!   flight follows the model (start-up, drain and the probe cycle).
+//!   RTT and takes no rate from its controller. The window given to quinn
+//!   is [`WINDOW_GAIN`] times the controller's pacing rate over the path's
+//!   minimum RTT, capped by the controller's own window (four
+//!   bandwidth-delay products): the data in flight follows the model
+//!   (start-up, drain, the probe cycle and a congestion cap), and quinn's
+//!   pacer spreads each window over the round trip in bursts of a couple
+//!   of milliseconds. Smaller gains (1.5, 2, 3) were measured slower on
+//!   the emulated long lossy path (see the constant).
 //! * `clone_box` (quinn uses it only when a path migrates, which Ferry's
 //!   data channels never do) gives a fresh controller of the same kind.
 
@@ -42,6 +41,13 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The window given to quinn in pacing-rate × minimum-RTT products. At
+/// 150 Mbit/s, 80 ms one way, 1 % loss (scripts/quic-wan.sh, one run each
+/// on a loaded machine): 1.5 → 83, 2 → 77, 3 → 91, 4 → 97 Mbit/s. quinn's
+/// pacer (1.25 × window / RTT) then paces at five times the model's rate,
+/// so the window, not the pacer, keeps the data in flight to the model.
+const WINDOW_GAIN: f64 = 4.0;
 
 /// Records of packets in flight kept at most (a bound on memory if ACKs
 /// stop coming): far more than a 10 Gbit/s × 200 ms window of full packets.
@@ -278,7 +284,7 @@ impl Controller for UdtController {
         let floor = 16 * u64::from(self.mtu);
         let rtt = self.min_rtt.filter(|r| !r.is_zero()).unwrap_or(Duration::from_millis(100));
         let rate = self.cc().pacing_rate();
-        let w = if rate.is_finite() { (2.0 * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
+        let w = if rate.is_finite() { (WINDOW_GAIN * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
         w.min(self.cc().window()).max(floor)
     }
 
@@ -286,7 +292,7 @@ impl Controller for UdtController {
         let mut m = ControllerMetrics::default();
         m.congestion_window = self.window();
         let rate = self.cc().pacing_rate();
-        m.pacing_rate = rate.is_finite().then(|| (rate * 8.0) as u64);
+        m.pacing_rate = rate.is_finite().then_some((rate * 8.0) as u64);
         m
     }
 
@@ -375,13 +381,13 @@ mod tests {
     }
 
     #[test]
-    fn the_window_follows_the_pacing_rate_not_four_bdps() {
+    fn the_window_stays_within_a_few_bdps() {
         let rate = 100e6 / 8.0;
         let rtt = Duration::from_millis(50);
         let (c, _) = run(rate, rtt, None, 10);
         let bdp = rate * rtt.as_secs_f64();
         let w = c.window() as f64;
-        assert!(w <= 3.5 * bdp && w >= 0.5 * bdp, "window {w:.0} vs bdp {bdp:.0}: {}", c.describe());
+        assert!(w <= 6.0 * bdp && w >= 0.5 * bdp, "window {w:.0} vs bdp {bdp:.0}: {}", c.describe());
     }
 
     #[test]
