@@ -124,9 +124,18 @@ pub fn disk_io(plan: &Plan, dirs: &Dirs) -> Scenario {
                 upload("f.dat"),
                 size,
             ),
+            ferry(
+                "ferry-direct",
+                "ferry cp -p 4, O_DIRECT both ends",
+                "--direct-io",
+                direct,
+                &src,
+                upload("f.dat"),
+                size,
+            ),
             globus(&src, upload("g.dat"), size),
         ],
-        versus_disk(&["ferry", "ferry-staged"]),
+        versus_disk(&["ferry", "ferry-staged", "ferry-direct"]),
     );
     let to_mem = group(
         "disk-mem",
