@@ -413,11 +413,11 @@ impl Drop for InNamespace {
 
 /// On an emulated long path (25 ms each way, tuned 64 MiB buffers):
 /// `auto` takes UDT from a Ferry server (FEAT `TRANSPORTS tcp;udt`) and
-/// the data moves over it; from pure-ftpd, which offers no choice, it
-/// stays on TCP and says so; `--congestion cubic` (QUIC's) leaves clear
-/// data no candidate but TCP.
+/// the data moves over it; over FTPS (data under PROT P) it takes QUIC;
+/// from pure-ftpd, which offers no choice, it stays on TCP and says so;
+/// `--congestion cubic` (QUIC's) leaves clear data no candidate but TCP.
 #[test]
-fn auto_takes_udt_on_a_long_path_when_offered_and_tcp_otherwise() {
+fn auto_takes_udt_or_quic_on_a_long_path_when_offered_and_tcp_otherwise() {
     use ferry_wan::{Link, LinkConfig, PathConfig, Side};
     use std::io::{BufRead, BufReader, Write};
     let name = format!("fau{}", std::process::id());
@@ -440,23 +440,27 @@ fn auto_takes_udt_on_a_long_path_when_offered_and_tcp_otherwise() {
     pw.stdin.take().unwrap().write_all(format!("{}\n", ALICE.1).as_bytes()).unwrap();
     assert!(pw.wait().unwrap().success());
     random_file(&root.path().join("far.bin"), 4 << 20, 11);
-    let log = std::fs::File::create(work.path().join("server.log")).unwrap();
-    let mut child = link
-        .command(Side::Server, ferry_bin())
-        .arg("serve")
-        .arg(root.path())
-        .arg("--users")
-        .arg(&users)
-        .args(["--log-format", "json", "--listen", &format!("{server_ip}:0")])
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let _server = InNamespace(child);
-    let at = line.trim().rsplit_once(" on ftp://").map(|(_, a)| a.trim_end_matches('/').to_string());
-    let at = at.unwrap_or_else(|| panic!("server did not start: {line:?}"));
+    let serve = |log: &str, extra: &[String]| {
+        let log = std::fs::File::create(work.path().join(log)).unwrap();
+        let mut child = link
+            .command(Side::Server, ferry_bin())
+            .arg("serve")
+            .arg(root.path())
+            .arg("--users")
+            .arg(&users)
+            .args(["--log-format", "json", "--listen", &format!("{server_ip}:0")])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let server = InNamespace(child);
+        let at = line.trim().rsplit_once("://").map(|(_, a)| a.trim_end_matches('/').to_string());
+        (server, at.unwrap_or_else(|| panic!("server did not start: {line:?}")))
+    };
+    let (_server, at) = serve("server.log", &[]);
     let url = format!("ftp://{}:{}@{at}/far.bin", ALICE.0, ALICE.1);
 
     let local = tempfile::tempdir().unwrap();
@@ -493,6 +497,21 @@ fn auto_takes_udt_on_a_long_path_when_offered_and_tcp_otherwise() {
         v["transport_choice"][0]["choice"].as_str().unwrap_or_default().contains("not among the candidates"),
         "{out}"
     );
+
+    // Under TLS (PROT P data) the long path takes QUIC, never UDT.
+    let pki = TestPki::new();
+    let (_tls_server, tls_at) = serve("tls.log", &pki.serve_flags());
+    let port = tls_at.rsplit_once(':').map(|(_, p)| p.to_string()).unwrap();
+    let ftps = format!("ftps://{}:{}@{server_ip}:{port}/far.bin", ALICE.0, ALICE.1);
+    let dst4 = local.path().join("far4.bin");
+    let ca = pki.file("ca.pem");
+    let (ok, out, err) =
+        cp(&["cp", "--json", "--transport", "auto", "--ca", &ca, "--no-resume", &ftps, dst4.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", std::fs::read_to_string(work.path().join("tls.log")).unwrap_or_default());
+    let v = json_of(&out);
+    assert_eq!(v["transport"], "quic", "{out}");
+    assert!(v["transport_choice"][0]["choice"].as_str().unwrap_or_default().contains("PROT P"), "{out}");
+    assert_eq!(sha256_file(&dst4), sha256_file(&root.path().join("far.bin")));
 
     // pure-ftpd in the server's namespace: no TRANSPORTS in FEAT.
     let home = tempfile::tempdir().unwrap();

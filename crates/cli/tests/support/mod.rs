@@ -585,7 +585,9 @@ impl TestPki {
         let (ca, ca_key) = make_ca("Ferry Test CA");
         let (rogue_ca, rogue_key) = make_ca("Somebody Else's CA");
         write("ca.pem", ca.pem());
-        let mut p = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        // (10.77.0.2: ferry-wan's server address, for tests on an emulated path.)
+        let names = ["localhost", "127.0.0.1", "10.77.0.2"].map(String::from).to_vec();
+        let mut p = CertificateParams::new(names).unwrap();
         p.distinguished_name = DistinguishedName::new();
         p.distinguished_name.push(DnType::CommonName, "localhost");
         p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
