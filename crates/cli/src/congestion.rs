@@ -71,7 +71,7 @@ pub fn parse_name(s: &str) -> Result<String, String> {
     }
     Err(format!(
         "unknown congestion control '{s}': udt data channels have ferry (default), udt and blast:RATE; \
-         quic data channels have bbr (default), cubic and newreno"
+         quic data channels have ferry (default), bbr, cubic and newreno"
     ))
 }
 
@@ -133,7 +133,7 @@ pub fn apply_for_copy(name: Option<&str>, transport: Option<&str>, max_rate: Opt
 fn not_for(name: &str, transport: &str, having: &[&str]) -> anyhow::Error {
     let has = match transport {
         "udt" => "ferry (default), udt and blast:RATE",
-        _ => "bbr (default), cubic and newreno",
+        _ => "ferry (default), bbr, cubic and newreno",
     };
     anyhow::anyhow!(
         "--congestion {name} is not a {transport} controller ({transport} has {has}); {name} is {}'s",

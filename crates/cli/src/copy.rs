@@ -201,8 +201,9 @@ pub struct ChannelFlags {
     pub transport: Option<String>,
     /// The congestion controller of the chosen transport's data channels:
     /// for udt ferry (default), udt (UDT's DAIMD) or blast:RATE (fixed
-    /// rate, bytes/s, dedicated circuits only); for quic bbr (default),
-    /// cubic or newreno (docs/udt.md, docs/transports.md).
+    /// rate, bytes/s, dedicated circuits only); for quic ferry (default,
+    /// the same rate-based controller), bbr, cubic or newreno (docs/udt.md,
+    /// docs/transports.md).
     #[arg(long, value_name = "NAME", value_parser = crate::congestion::parse_name)]
     pub congestion: Option<String>,
 }

@@ -107,7 +107,8 @@ pub struct ServeArgs {
     data_transport: Option<String>,
     /// The congestion controller of data channels, for every transport
     /// that has it: udt's ferry (default), udt (DAIMD) or blast:RATE;
-    /// quic's bbr (default), cubic or newreno.
+    /// quic's ferry (default: the same rate-based controller), bbr, cubic
+    /// or newreno.
     #[arg(long, value_name = "NAME", value_parser = crate::congestion::parse_name)]
     congestion: Option<String>,
     /// PEM certificate chain for AUTH TLS (explicit FTPS, RFC 4217).
