@@ -559,3 +559,84 @@ fn auto_takes_udt_or_quic_on_a_long_path_when_offered_and_tcp_otherwise() {
     assert!(why.contains("a long path") && why.contains("does not offer a choice"), "{out}");
     assert_eq!(sha256_file(&dst3), sha256_file(&home.path().join("p.bin")));
 }
+
+/// A third-party copy under `--transport auto` on the emulated long path,
+/// from a Globus server (no `TRANSPORTS` in FEAT: its session stays on
+/// TCP) to `ferry serve` (whose session chose UDT): the data channel runs
+/// between the two servers, so both go back to TCP, and the copy arrives.
+#[test]
+fn auto_third_party_between_servers_that_chose_differently_agrees_on_tcp() {
+    use ferry_wan::{Link, LinkConfig, PathConfig, Side};
+    use std::io::{BufRead, BufReader, Write};
+    require("globus-gridftp-server");
+    let name = format!("fat{}", std::process::id());
+    let link = Link::up(LinkConfig::new(name, PathConfig::delay_only(std::time::Duration::from_millis(25))))
+        .expect("ferry-wan link (the test needs root)");
+    let server_ip = link.server_ip().to_string();
+
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let users = work.path().join("users.toml");
+    let mut pw = Command::new(ferry_bin())
+        .args(["passwd", "--users"])
+        .arg(&users)
+        .args([ALICE.0, "--write"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    pw.stdin.take().unwrap().write_all(format!("{}\n", ALICE.1).as_bytes()).unwrap();
+    assert!(pw.wait().unwrap().success());
+    let log = std::fs::File::create(work.path().join("server.log")).unwrap();
+    let mut child = link
+        .command(Side::Server, ferry_bin())
+        .arg("serve")
+        .arg(root.path())
+        .arg("--users")
+        .arg(&users)
+        .args(["--log-format", "json", "--allow-third-party", "--listen", &format!("{server_ip}:0")])
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let _ferry = InNamespace(child);
+    let at = line.trim().rsplit_once("://").map(|(_, a)| a.trim_end_matches('/').to_string()).unwrap();
+
+    let gdir = tempfile::tempdir().unwrap();
+    random_file(&gdir.path().join("g.bin"), 3 << 20, 21);
+    chown_nobody(gdir.path());
+    let gport = free_port();
+    let _globus = InNamespace(
+        link.command(Side::Server, "setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+            .args(["-c", "/dev/null", "-aa", "-p", &gport.to_string()])
+            .args(["-control-interface", &server_ip, "-data-interface", &server_ip, "-l"])
+            .arg(gdir.path().join("server.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let src = format!("ftp://{server_ip}:{gport}{}/g.bin", gdir.path().display());
+    let dst = format!("ftp://{}:{}@{at}/t.bin", ALICE.0, ALICE.1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (ok, out, err) = loop {
+        let r = ferry_with(
+            &["cp", "--json", "--transport", "auto", "--retries", "0", "--no-resume", &src, &dst],
+            link.command(Side::Client, ferry_bin()).env("FERRY_STATE_DIR", state_dir()),
+        );
+        if r.0 || std::time::Instant::now() > deadline || !r.2.contains("onnect") {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    assert!(ok, "{err}\n{}", std::fs::read_to_string(work.path().join("server.log")).unwrap_or_default());
+    let v = json_of(&out);
+    let used: Vec<&str> = v["transports"].as_array().unwrap().iter().filter_map(|t| t["transport"].as_str()).collect();
+    assert_eq!(used, vec!["tcp", "tcp"], "{out}");
+    let choices = v["transport_choice"].to_string();
+    assert!(choices.contains("then tcp: third-party copy"), "{out}");
+    assert_eq!(sha256_file(&root.path().join("t.bin")), sha256_file(&gdir.path().join("g.bin")));
+}

@@ -180,6 +180,31 @@ impl ServerSession {
         Ok(())
     }
 
+    /// Moves this session's data channels back to TCP (`TPRT tcp`, or
+    /// Globus's `SITE SETNETSTACK tcp` where TPRT is unknown): the two
+    /// servers of a third-party copy must use one transport between them.
+    pub async fn fall_back_to_tcp(&mut self, why: &str) -> Result<(), ClientError> {
+        if self.transport == "tcp" {
+            return Ok(());
+        }
+        let tprt = Command::Tprt("tcp".into());
+        let mut r = self.ctrl.command(&tprt).await?;
+        if matches!(r.code.get(), 500 | 502) {
+            r = self.ctrl.command(&Command::Site(SiteCommand::SetNetStack("tcp".into()))).await?;
+        }
+        if !r.code.is_positive_completion() {
+            return Err(crate::control::refused(&tprt, r));
+        }
+        tracing::warn!(server = %self.url, from = %self.transport, why, "data channels back to tcp");
+        if let Some(c) = &mut self.transport_choice {
+            c.push_str(&format!("; then tcp: {why}"));
+        }
+        self.transport = "tcp".to_string();
+        // A listener or cached connection of the old transport is no use.
+        self.channel = Channel::None;
+        Ok(())
+    }
+
     /// The transport this session's data channels use: the one `TPRT`
     /// chose, except that a transport that is TLS itself (`quic`) is used
     /// by the server only under `PROT P`, so a session left in `PROT C`

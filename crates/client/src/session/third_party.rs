@@ -111,6 +111,7 @@ pub async fn third_party_e(
     done: &RangeSet,
     on_marker: &mut (dyn FnMut(Marker) + Send),
 ) -> Result<(), ClientError> {
+    agree_on_transport(src, dst).await?;
     let stor = Command::Stor(dst_path.to_string());
     let retr = Command::Retr(src_path.to_string());
     // One write to each server: the destination's set-up and STOR first
@@ -164,6 +165,20 @@ pub async fn third_party_e(
     Ok(())
 }
 
+/// The data channel of a third-party copy runs between the two servers,
+/// so both must use one transport. Their sessions choose each for itself
+/// (`--transport auto` measures each client-to-server path and sees each
+/// server's offer; a server may refuse `TPRT udt`); when the choices
+/// differ, both go back to TCP, which every server has.
+async fn agree_on_transport(src: &mut ServerSession, dst: &mut ServerSession) -> Result<(), ClientError> {
+    let (s, d) = (src.transport_name().to_string(), dst.transport_name().to_string());
+    if s == d {
+        return Ok(());
+    }
+    src.fall_back_to_tcp(&format!("third-party copy to {} whose data channels use {d}", dst.url)).await?;
+    dst.fall_back_to_tcp(&format!("third-party copy from {} whose data channels use {s}", src.url)).await
+}
+
 async fn drain_abort_reply(session: &mut ServerSession, last: &Reply) {
     if last.code.get() == 426 {
         let _ = tokio::time::timeout(Duration::from_secs(5), session.ctrl.reply()).await;
@@ -185,6 +200,9 @@ pub async fn third_party_many(
 ) -> (usize, Result<(), ClientError>) {
     if items.is_empty() {
         return (0, Ok(()));
+    }
+    if let Err(e) = agree_on_transport(src, dst).await {
+        return (0, Err(e));
     }
     let mut w = BatchWindow::new(items.len(), window);
     let result = async {
