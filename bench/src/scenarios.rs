@@ -1794,7 +1794,11 @@ mod tests {
                         for c in &g.comparisons {
                             assert!(ids.contains(&c.ferry.as_str()), "{}/{}: {}", s.name, g.id, c.ferry);
                             let anchor_group = match &c.anchor_group {
-                                Some(id) => st.groups.iter().find(|x| &x.id == id).expect("anchor group"),
+                                // In any stage: the disk-io scenario compares its tmpfs-source
+                                // rows with the fio rows of the disk stage.
+                                Some(id) => {
+                                    s.stages.iter().flat_map(|x| &x.groups).find(|x| &x.id == id).expect("anchor group")
+                                }
                                 None => g,
                             };
                             assert!(
