@@ -303,3 +303,26 @@ fn a_tree_of_thousands_of_entries_in_bounded_time() {
     assert_eq!(json(&out)["files"], 5000, "{out}");
     assert_eq!(tree_digest(&back.join("big")), tree_digest(&tree));
 }
+
+#[test]
+fn a_tree_is_verified_with_pipelined_checksums() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let tree = many_files(local.path(), 2, 50, 5000);
+    let (code, out, err) = ferry_bounded(
+        &["cp", "-r", "--json", "--verify", "-cc", "2", tree.to_str().unwrap(), &server.url(ALICE, "/up")],
+        60,
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    assert_eq!((j["files"].as_u64(), j["verified"].as_u64()), (Some(100), Some(100)), "{out}");
+    // Server to server: both ends' checksums come from the servers.
+    let (code, out, err) = ferry_bounded(
+        &["cp", "-r", "--json", "--verify=MD5", &server.url(ALICE, "/up/many"), &server.url(ALICE, "/tp")],
+        60,
+    );
+    assert_eq!(code, 0, "{err}");
+    let j = json(&out);
+    assert_eq!((j["verified"].as_u64(), j["checksum"].as_str()), (Some(100), Some("MD5")), "{out}");
+    assert_eq!(tree_digest(&server.path("tp/many")), tree_digest(&tree));
+}

@@ -217,37 +217,44 @@ impl Client {
                 r.save();
             }
         }
-        let mut meta = Vec::new();
-        for (s, d, f) in files.iter().take(done) {
-            self.stats.files_done.fetch_add(1, Ordering::Relaxed);
-            if let Location::Remote(u) = d {
-                meta.push((u.path.clone(), f.clone()));
-            }
-            if self.opts.verify.is_some() {
-                match self.verify(s, d).await {
-                    Ok(alg) => {
-                        summary.verified += 1;
-                        summary.checksum_algorithm = Some(alg);
-                    }
-                    Err(e) => {
-                        summary.files -= 1;
-                        summary.bytes -= f.size;
-                        self.failed(summary, s.to_string(), e)?;
-                        continue;
-                    }
-                }
-            }
-        }
-        if let (Some((_, Location::Remote(u), _)), false) = (files.first(), meta.is_empty()) {
-            self.set_remote_meta(u, &meta).await;
-        }
-        if let Err(e) = result {
+        if let Err(e) = &result {
             tracing::warn!(error = %e, completed = done, "pipelined batch stopped; copying the rest one by one");
             let broken: Vec<String> =
                 self.sessions.iter().filter(|(_, s)| s.is_broken()).map(|(k, _)| k.clone()).collect();
             for k in broken {
                 self.sessions.remove(&k);
             }
+        }
+        // `--verify`: the checksums of the whole batch, pipelined.
+        let verdicts = if self.opts.verify.is_some() {
+            let pairs: Vec<(Location, Location)> =
+                files.iter().take(done).map(|(s, d, _)| (s.clone(), d.clone())).collect();
+            Some(self.verify_many(&pairs).await)
+        } else {
+            None
+        };
+        let mut verdicts = verdicts.map(Vec::into_iter);
+        let mut meta = Vec::new();
+        for (s, d, f) in files.iter().take(done) {
+            self.stats.files_done.fetch_add(1, Ordering::Relaxed);
+            if let Location::Remote(u) = d {
+                meta.push((u.path.clone(), f.clone()));
+            }
+            match verdicts.as_mut().and_then(Iterator::next) {
+                None => {}
+                Some(Ok(alg)) => {
+                    summary.verified += 1;
+                    summary.checksum_algorithm = Some(alg);
+                }
+                Some(Err(e)) => {
+                    summary.files -= 1;
+                    summary.bytes -= f.size;
+                    self.failed(summary, s.to_string(), e)?;
+                }
+            }
+        }
+        if let (Some((_, Location::Remote(u), _)), false) = (files.first(), meta.is_empty()) {
+            self.set_remote_meta(u, &meta).await;
         }
         Ok(done)
     }

@@ -129,7 +129,7 @@ fn too_many(e: &ClientError) -> bool {
 impl Client {
     /// A client for another session to the same servers: the same
     /// options, counters, rate limit and TLS, its own sessions.
-    fn worker(&self, parallelism: Option<u32>) -> Client {
+    pub(super) fn worker(&self, parallelism: Option<u32>) -> Client {
         let mut opts = self.opts.clone();
         opts.parallelism = parallelism;
         opts.concurrency = Some(1);
@@ -140,6 +140,9 @@ impl Client {
             rate: self.rate.clone(),
             tls: self.tls.clone(),
             deferred: None,
+            listed: Default::default(),
+            listers: Vec::new(),
+            listers_failed: false,
         }
     }
 

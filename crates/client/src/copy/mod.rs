@@ -326,6 +326,12 @@ pub struct Client {
     /// Trees copied with several sessions: the files the walk found,
     /// copied after it (see `concurrency`).
     deferred: Option<Vec<concurrency::Pending>>,
+    /// Source listings fetched ahead by `listers` (see `tree.rs`), by URL.
+    listed: HashMap<String, Vec<FileFacts>>,
+    /// Extra sessions that list a remote tree's directories in parallel.
+    listers: Vec<Client>,
+    /// A lister failed: the walk makes no more.
+    listers_failed: bool,
 }
 
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
@@ -340,7 +346,17 @@ fn remote_join(dir: &str, name: &str) -> String {
 impl Client {
     pub fn new(opts: CopyOptions) -> Self {
         let rate = opts.max_rate.map(|r| Arc::new(RateLimit::new(r)));
-        Self { opts, stats: Arc::new(Stats::default()), sessions: HashMap::new(), rate, tls: None, deferred: None }
+        Self {
+            opts,
+            stats: Arc::new(Stats::default()),
+            sessions: HashMap::new(),
+            rate,
+            tls: None,
+            deferred: None,
+            listed: HashMap::new(),
+            listers: Vec::new(),
+            listers_failed: false,
+        }
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -416,6 +432,10 @@ impl Client {
             }
             let files_before = summary.files;
             let walked = Box::pin(self.copy_tree(src, &root, "", &mut ancestors, summary)).await;
+            for l in std::mem::take(&mut self.listers) {
+                l.close().await;
+            }
+            self.listed.clear();
             let copied = match self.deferred.take() {
                 Some(pending) if walked.is_ok() => self.copy_pending(pending, summary).await,
                 _ => walked,

@@ -36,6 +36,8 @@ use std::path::{Path, PathBuf};
 
 /// Deeper than this is taken for a loop the identities did not reveal.
 const MAX_DEPTH: usize = 256;
+/// Extra sessions that list a remote tree's directories in parallel.
+const LISTERS: usize = 4;
 
 /// One entry of a source directory.
 struct Entry {
@@ -144,9 +146,68 @@ impl Client {
                 Ok(out)
             }
             Location::Remote(_) => {
-                Ok(self.read_dir(loc).await?.into_iter().map(|facts| Entry { facts, link: None }).collect())
+                let list = match self.listed.remove(&loc.to_string()) {
+                    Some(list) => list,
+                    None => self.read_dir(loc).await?,
+                };
+                Ok(list.into_iter().map(|facts| Entry { facts, link: None }).collect())
             }
         }
+    }
+
+    /// Lists the remote source directories `dirs` ahead, in parallel, on
+    /// up to [`LISTERS`] extra sessions (only when the files are copied
+    /// after the walk, by several sessions): the children of a directory
+    /// cost one listing round together instead of one each. A lister that
+    /// fails is dropped; its directories are listed by the walk itself.
+    async fn prefetch_listings(&mut self, dirs: &[Location]) {
+        let remote: Vec<Location> = dirs.iter().filter(|d| matches!(d, Location::Remote(_))).cloned().collect();
+        if remote.len() < 2 || self.deferred.is_none() || self.opts.concurrency == Some(1) {
+            return;
+        }
+        // The walk's own sessions (data and listing) count against the cap.
+        let want = if self.listers_failed {
+            self.listers.len()
+        } else {
+            remote.len().min(LISTERS).min(self.opts.max_sessions.saturating_sub(2))
+        };
+        while self.listers.len() < want {
+            let w = self.worker(None);
+            self.listers.push(w);
+        }
+        let mut listers = std::mem::take(&mut self.listers);
+        let n = listers.len();
+        if n == 0 {
+            return;
+        }
+        let runs = listers.iter_mut().enumerate().map(|(k, c)| {
+            let mine: Vec<Location> = remote.iter().skip(k).step_by(n).cloned().collect();
+            async move {
+                let mut out = Vec::new();
+                for loc in mine {
+                    match c.read_dir(&loc).await {
+                        Ok(list) => out.push((loc.to_string(), list)),
+                        Err(e) => {
+                            tracing::debug!(error = %e, "a listing session failed; the walk lists on its own");
+                            return (out, false);
+                        }
+                    }
+                }
+                (out, true)
+            }
+        });
+        let results = futures::future::join_all(runs).await;
+        let mut keep = Vec::new();
+        for (c, (lists, ok)) in listers.into_iter().zip(results) {
+            self.listed.extend(lists);
+            if ok {
+                keep.push(c);
+            } else {
+                // Refused (a session limit) or broken: no new ones.
+                self.listers_failed = true;
+            }
+        }
+        self.listers = keep;
     }
 
     /// What the destination directory holds, by name (links not followed).
@@ -303,6 +364,8 @@ impl Client {
                 }
             }
         }
+        let children: Vec<Location> = dirs.iter().map(|(s, ..)| s.clone()).collect();
+        self.prefetch_listings(&children).await;
         for (s, d, child_rel, unique) in dirs {
             let pushed = unique != (0, 0);
             if pushed {

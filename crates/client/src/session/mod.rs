@@ -255,6 +255,34 @@ impl ServerSession {
         }
     }
 
+    /// Checksums of many files, `window` CKSM commands at a time in one
+    /// write (the control channel answers in order, RFC 959 §4.2). The
+    /// outer error is for the session; the inner ones are per file.
+    pub async fn checksum_many(
+        &mut self,
+        algorithm: &str,
+        paths: &[String],
+        window: usize,
+    ) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+        self.flush(&[]).await?;
+        let mut out = Vec::with_capacity(paths.len());
+        for group in paths.chunks(window.max(1)) {
+            let cmds: Vec<Command> = group
+                .iter()
+                .map(|p| Command::Cksm { algorithm: algorithm.to_string(), offset: 0, length: None, path: p.clone() })
+                .collect();
+            self.ctrl.send_batch(&cmds).await?;
+            for cmd in cmds {
+                let r = self.ctrl.reply().await?;
+                out.push(match ferry_proto::client::parse::checksum(&r) {
+                    Some(hex) => Ok(hex),
+                    None => Err(refused(&cmd, r)),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// Forgets the data channels (after an error: their state is unknown).
     pub fn reset_channel(&mut self) {
         self.channel = Channel::None;
