@@ -167,8 +167,8 @@ impl Upload {
             let _ = self.parent.remove_dir(AREA);
         }
         // The rename (or an APPE's new length) survives a crash too.
-        if let Ok(d) = self.parent.open_dir(".") {
-            let _ = d.into_std_file().sync_all();
+        if let Err(e) = sync_dir(&self.parent) {
+            tracing::warn!(name = ?self.name, error = %e, "could not sync the directory after the rename");
         }
         Ok(())
     }
@@ -749,6 +749,13 @@ fn unreachable_in_place() -> (u64, RangeSet) {
 }
 
 /// Opens (creating) the partial area of `parent`, private to the server.
+/// `fsync`s a directory, so a rename in it survives a crash. cap-std opens
+/// directories with `O_PATH`, on which `fsync` fails with `EBADF`: the
+/// directory is opened again for reading, which `fsync` accepts.
+fn sync_dir(dir: &Dir) -> std::io::Result<()> {
+    dir.open_with(".", OpenOptions::new().read(true))?.into_std().sync_all()
+}
+
 fn open_area(parent: &Dir) -> Result<Dir, FsError> {
     use cap_std::fs::DirBuilder;
     for _ in 0..3 {
@@ -830,6 +837,16 @@ mod tests {
 
     fn vp(s: &str) -> VirtualPath {
         VirtualPath::root().resolve(s).unwrap()
+    }
+
+    /// A committed upload's directory is really synced: the directory
+    /// handle cap-std gives is `O_PATH`, which `fsync` refuses (`EBADF`),
+    /// and the error used to be dropped.
+    #[test]
+    fn a_directory_can_be_synced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), ambient_authority()).unwrap();
+        sync_dir(&dir).unwrap();
     }
 
     fn info() -> UploadInfo {
