@@ -421,7 +421,11 @@ pub fn receive_stream(
         && sock.zero_copy()
         && sock.transport() == "tcp"
         && sock.socket().is_some();
-    let mut buf = if discard || staging.is_some() { Vec::new() } else { vec![0u8; DEFAULT_BLOCK_SIZE] };
+    // Grown on first use to what the blocks need, at most a block: a fresh
+    // 1 MiB buffer zeroed per file and stream was 8 % of a client's CPU
+    // receiving 4 KiB files, and the discard, splice and staged paths never
+    // touch it.
+    let mut buf = Vec::new();
     let mut reader = BlockReader::new(BlockLimits::new(spec.limit));
     let mut raw = [0u8; HEADER_LEN];
     loop {
@@ -484,7 +488,10 @@ pub fn receive_stream(
                         Err(e) => return Err(CopyError::Disk(e)),
                     }
                 } else {
-                    let n = len.min(buf.len() as u64) as usize;
+                    let n = len.min(DEFAULT_BLOCK_SIZE as u64) as usize;
+                    if buf.len() < n {
+                        buf.resize(n, 0);
+                    }
                     sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;
                     sink.write_at(&buf[..n], spec.base + offset).map_err(CopyError::Disk)?;
                     n
