@@ -232,6 +232,32 @@ impl BlockSink for DirectOrFile {
     }
 }
 
+/// Makes one downloaded file durable: its data and its directory entry
+/// (the rename from the partial name). Devices and pipes (`/dev/null`)
+/// are left alone.
+pub(super) fn make_file_durable(path: &Path) -> Result<(), ClientError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        // A file whose copied mode forbids reading (e.g. 0200) cannot be
+        // opened to sync it as a user other than root: say so, the copy
+        // itself succeeded.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            tracing::warn!(path = %path.display(), "cannot open the copied file to sync it: {e}");
+            return Ok(());
+        }
+        Err(e) => return Err(local_err(path)(e)),
+    };
+    if !file.metadata().map_err(local_err(path))?.is_file() {
+        return Ok(());
+    }
+    file.sync_all().map_err(local_err(path))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(parent).and_then(|d| d.sync_all()).map_err(local_err(parent))
+}
+
 /// Makes a tree's local files durable with one `syncfs(2)` of the file
 /// system holding `root`, instead of an fsync per file (thousands of small
 /// files would pay one disk flush each). Data and the renames that gave

@@ -460,7 +460,14 @@ impl Client {
                 summary.plan.push(PlanLine { action, path: dst.to_string(), bytes: src_facts.size });
                 Ok(())
             } else {
-                self.copy_file(src, &dst, &src_facts, summary).await
+                let copied = self.copy_file(src, &dst, &src_facts, summary).await;
+                // Durable before success is reported: the file's data and
+                // the rename that gave it its name (a large file's data was
+                // already synced before the rename).
+                match (&dst, copied) {
+                    (Location::Local(p), Ok(())) => local::make_file_durable(p),
+                    (_, other) => other,
+                }
             }
         };
         summary.sizing = self.sizing();
