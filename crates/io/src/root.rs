@@ -471,18 +471,32 @@ impl Root {
                 _claim: claim,
             });
         }
-        let area = open_area(&parent)?;
         let (part, meta) = (format!("{id}.part"), format!("{id}.meta"));
-        // The partial is never a symlink we follow, nor a hard link to
-        // another file: remove one if planted (it is not ours to resume).
-        if let Ok(md) = area.symlink_metadata(&part) {
-            if !md.is_file() || md.nlink() > 1 {
-                area.remove_file(&part).map_err(|e| fs_error(&e))?;
-            }
-        }
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true);
-        let (file, md) = open_regular(&area, Path::new(&part), &mut opts)?;
+        // Another upload's commit removes the area when it finds it empty,
+        // which it is until our partial exists in it: creating the partial
+        // in a removed area fails with NotFound (seen with eight lftp
+        // sessions uploading into one directory), and then the area is
+        // made again.
+        let mut attempts = 0;
+        let (area, file, md) = loop {
+            let area = open_area(&parent)?;
+            // The partial is never a symlink we follow, nor a hard link to
+            // another file: remove one if planted (it is not ours to resume).
+            if let Ok(md) = area.symlink_metadata(&part) {
+                if !md.is_file() || md.nlink() > 1 {
+                    area.remove_file(&part).map_err(|e| fs_error(&e))?;
+                }
+            }
+            match open_regular(&area, Path::new(&part), &mut opts) {
+                Err(FsError::NotFound) if attempts < 5 => attempts += 1,
+                r => {
+                    let (file, md) = r?;
+                    break (area, file, md);
+                }
+            }
+        };
         // Checked on the open file (a link made meanwhile), before it is
         // truncated: nothing is written through a hard link.
         not_hard_linked(&md)?;
@@ -972,6 +986,35 @@ mod tests {
         let reserved = vp(&format!("/{AREA}/x"));
         assert!(matches!(root.begin_store(&reserved, StoreMode::Replace, &info()), Err(FsError::InvalidName(_))));
         assert!(matches!(root.is_dir(&vp(&format!("/{AREA}"))), Err(FsError::InvalidName(_))));
+    }
+
+    /// Uploads into one directory from many sessions at once: a commit
+    /// removes the partial area when it is empty, which it is between
+    /// another upload's opening of the area and the creation of its
+    /// partial; that upload must make the area again, not fail.
+    #[test]
+    fn concurrent_uploads_into_one_directory_all_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::sync::Arc::new(Root::open(d.path()).unwrap());
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let root = root.clone();
+                std::thread::spawn(move || {
+                    for i in 0..300 {
+                        let p = vp(&format!("/f{t}-{i}.bin"));
+                        let mut up = root.begin_store(&p, StoreMode::Replace, &info()).unwrap_or_else(|e| {
+                            panic!("upload {t}-{i} could not start: {e:?}");
+                        });
+                        up.file.write_all(b"x").unwrap();
+                        up.commit().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(root.list(&vp("/"), false).unwrap().len(), 8 * 300);
     }
 
     #[test]
