@@ -23,32 +23,10 @@ fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
-/// Runs ferry with a deadline, so a copy that hangs fails the test.
-fn ferry_bounded(args: &[&str], secs: u64) -> (i32, String, String) {
-    let mut child = Command::new(ferry_bin())
-        .args(args)
-        .env("FERRY_STATE_DIR", state_dir())
-        .env("FERRY_LOG", "ferry_client=info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("ferry {args:?} still running after {secs} s: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// `ferry` with the client's log on (the tests read its decisions) and a
+/// deadline.
+fn ferry_logged(args: &[&str], secs: u64) -> (i32, String, String) {
+    ferry_bounded(args, &[("FERRY_LOG", "ferry_client=info")], secs)
 }
 
 #[test]
@@ -60,7 +38,7 @@ fn several_sessions_copy_a_tree_in_every_direction() {
     // Upload with Globus's spelling, download with Ferry's, third-party
     // with the automatic choice.
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", "-cc", "4", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
+        ferry_logged(&["cp", "-r", "--json", "-cc", "4", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
     assert_eq!(code, 0, "{err}");
     let j = json(&out);
     assert_eq!(j["files"], 180, "{out}");
@@ -68,7 +46,7 @@ fn several_sessions_copy_a_tree_in_every_direction() {
     assert_eq!(tree_digest(&server.path("up/many")), want);
 
     let back = local.path().join("back");
-    let (code, out, err) = ferry_bounded(
+    let (code, out, err) = ferry_logged(
         &["cp", "-r", "--json", "--concurrency", "3", &server.url(ALICE, "/up/many"), back.to_str().unwrap()],
         60,
     );
@@ -77,7 +55,7 @@ fn several_sessions_copy_a_tree_in_every_direction() {
     assert_eq!(tree_digest(&back.join("many")), want);
 
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", &server.url(ALICE, "/up/many"), &server.url(ALICE, "/tp")], 60);
+        ferry_logged(&["cp", "-r", "--json", &server.url(ALICE, "/up/many"), &server.url(ALICE, "/tp")], 60);
     assert_eq!(code, 0, "{err}");
     let j = json(&out);
     let chosen = j["concurrency"]["sessions"].as_u64().unwrap();
@@ -88,7 +66,7 @@ fn several_sessions_copy_a_tree_in_every_direction() {
 
     // A re-run skips everything, with several sessions too.
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", "-cc", "4", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
+        ferry_logged(&["cp", "-r", "--json", "-cc", "4", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["skipped"], 180, "{out}");
     assert_eq!(json(&out)["files"], 0, "{out}");
@@ -103,7 +81,7 @@ fn a_server_with_few_sessions_is_not_flooded() {
     let local = tempfile::tempdir().unwrap();
     let dst = local.path().join("dl");
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", "-cc", "6", &server.anon_url("/many"), dst.to_str().unwrap()], 60);
+        ferry_logged(&["cp", "-r", "--json", "-cc", "6", &server.anon_url("/many"), dst.to_str().unwrap()], 60);
     assert_eq!(code, 0, "{err}");
     let j = json(&out);
     assert_eq!(j["files"], 200, "{out}");
@@ -121,7 +99,7 @@ fn the_per_server_cap_bounds_the_sessions() {
     let tree = many_files(server.root.path(), 1, 200, 100);
     let local = tempfile::tempdir().unwrap();
     let dst = local.path().join("dl");
-    let (code, out, err) = ferry_bounded(
+    let (code, out, err) = ferry_logged(
         &["cp", "-r", "--json", "-cc", "6", "--max-sessions", "2", &server.anon_url("/many"), dst.to_str().unwrap()],
         60,
     );
@@ -143,7 +121,7 @@ fn concurrency_against_the_globus_server() {
     }
     let dst = local.path().join("dl");
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", "-cc", "4", &globus.url("src"), dst.to_str().unwrap()], 120);
+        ferry_logged(&["cp", "-r", "--json", "-cc", "4", &globus.url("src"), dst.to_str().unwrap()], 120);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["files"], 80, "{out}");
     assert_eq!(tree_digest(&dst.join("src")), tree_digest(&tree));
@@ -156,7 +134,7 @@ fn sync_copies_only_what_differs() {
     let local = tempfile::tempdir().unwrap();
     let dst = local.path().join("dl");
     let src = server.anon_url("/many");
-    let (code, out, err) = ferry_bounded(&["cp", "-r", "--json", &src, dst.to_str().unwrap()], 60);
+    let (code, out, err) = ferry_logged(&["cp", "-r", "--json", &src, dst.to_str().unwrap()], 60);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["files"], 60, "{out}");
     assert!(err.contains("one syncfs"), "the tree is made durable once: {err}");
@@ -170,7 +148,7 @@ fn sync_copies_only_what_differs() {
         let mut args = vec!["cp", "-r", "--json"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&[&src, dst.to_str().unwrap()]);
-        let (code, out, err) = ferry_bounded(&args, 60);
+        let (code, out, err) = ferry_logged(&args, 60);
         assert_eq!(code, 0, "{err}");
         json(&out)["files"].as_u64().unwrap()
     };
@@ -202,8 +180,7 @@ fn awkward_names_fail_alone_and_the_rest_arrives() {
     random_file(&tree.join("d0/carriage\rreturn"), 10, 2);
     let latin1 = tree.join(std::ffi::OsStr::from_bytes(b"d1/caf\xe9.txt"));
     random_file(&latin1, 30, 3);
-    let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
+    let (code, out, err) = ferry_logged(&["cp", "-r", "--json", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 60);
     assert_eq!(code, 1, "failures make the exit status non-zero: {err}");
     let j = json(&out);
     assert_eq!(j["files"], 41, "{out}");
@@ -219,7 +196,7 @@ fn awkward_names_fail_alone_and_the_rest_arrives() {
     // The non-UTF-8 name comes back as it was.
     let back = local.path().join("back");
     let (code, _, err) =
-        ferry_bounded(&["cp", "-r", "-q", &server.url(ALICE, "/up/many/d1"), back.to_str().unwrap()], 60);
+        ferry_logged(&["cp", "-r", "-q", &server.url(ALICE, "/up/many/d1"), back.to_str().unwrap()], 60);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         std::fs::read(back.join(std::ffi::OsStr::from_bytes(b"d1/caf\xe9.txt"))).unwrap(),
@@ -293,12 +270,12 @@ fn a_tree_of_thousands_of_entries_in_bounded_time() {
         }
     }
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 240);
+        ferry_logged(&["cp", "-r", "--json", tree.to_str().unwrap(), &server.url(ALICE, "/up")], 240);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["files"], 5000, "{out}");
     let back = local.path().join("back");
     let (code, out, err) =
-        ferry_bounded(&["cp", "-r", "--json", &server.url(ALICE, "/up/big"), back.to_str().unwrap()], 240);
+        ferry_logged(&["cp", "-r", "--json", &server.url(ALICE, "/up/big"), back.to_str().unwrap()], 240);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["files"], 5000, "{out}");
     assert_eq!(tree_digest(&back.join("big")), tree_digest(&tree));
@@ -309,7 +286,7 @@ fn a_tree_is_verified_with_pipelined_checksums() {
     let server = FerryServer::start();
     let local = tempfile::tempdir().unwrap();
     let tree = many_files(local.path(), 2, 50, 5000);
-    let (code, out, err) = ferry_bounded(
+    let (code, out, err) = ferry_logged(
         &["cp", "-r", "--json", "--verify", "-cc", "2", tree.to_str().unwrap(), &server.url(ALICE, "/up")],
         60,
     );
@@ -317,7 +294,7 @@ fn a_tree_is_verified_with_pipelined_checksums() {
     let j = json(&out);
     assert_eq!((j["files"].as_u64(), j["verified"].as_u64()), (Some(100), Some(100)), "{out}");
     // Server to server: both ends' checksums come from the servers.
-    let (code, out, err) = ferry_bounded(
+    let (code, out, err) = ferry_logged(
         &["cp", "-r", "--json", "--verify=MD5", &server.url(ALICE, "/up/many"), &server.url(ALICE, "/tp")],
         60,
     );

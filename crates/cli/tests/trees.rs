@@ -23,34 +23,6 @@ fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
-/// Runs ferry with a deadline: a copy that loops must not hang the suite.
-fn ferry_bounded(args: &[&str], env: &[(&str, &str)], secs: u64) -> (i32, String, String) {
-    let mut child = Command::new(ferry_bin())
-        .args(args)
-        .env("FERRY_STATE_DIR", state_dir())
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("ferry {args:?} still running after {secs} s: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn a_rerun_lands_on_the_same_files_in_every_direction() {
     let server = FerryServer::start();

@@ -831,3 +831,32 @@ pub fn start_and_kill(args: &[&str], state: &Path, min: u64) {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Runs ferry with extra environment and a deadline, so a copy that hangs or
+/// loops fails its test instead of the suite: (exit code, stdout, stderr).
+pub fn ferry_bounded(args: &[&str], env: &[(&str, &str)], secs: u64) -> (i32, String, String) {
+    let mut child = Command::new(ferry_bin())
+        .args(args)
+        .env("FERRY_STATE_DIR", state_dir())
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("ferry {args:?} still running after {secs} s: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

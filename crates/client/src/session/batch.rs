@@ -76,15 +76,8 @@ impl ServerSession {
                     self.ctrl.send(&batch_command(BatchKind::Retrieve, &items[next.clone()])).await?;
                     sent = next;
                 }
-                let cmd = Command::Retr(item.path.clone());
-                self.preliminary(&cmd, &mut |_| {}).await?;
                 let state = states.get(i).cloned().unwrap_or_default();
-                let ctl = control();
-                self.receive_retrieved(&cmd, &mut rx, item.data.clone(), Some(item.size), state.clone(), &ctl).await?;
-                let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).covered();
-                if got != item.size {
-                    return Err(ClientError::Incomplete { path: item.path.clone(), expected: item.size, got });
-                }
+                self.receive_item(item, &mut rx, state, &control()).await?;
                 done += 1;
                 on_done(i);
             }

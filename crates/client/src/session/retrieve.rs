@@ -124,6 +124,25 @@ impl ServerSession {
         result
     }
 
+    /// One file of a pipelined download (`retrieve_many`, `retrieve_batch`):
+    /// its preliminary reply, its data, and the check that all of it arrived.
+    pub(super) async fn receive_item(
+        &mut self,
+        item: &BatchFile<Arc<dyn BlockSink>>,
+        incoming: &mut mpsc::Receiver<DataConn>,
+        state: Arc<ReceiveState>,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        let cmd = Command::Retr(item.path.clone());
+        self.preliminary(&cmd, &mut |_| {}).await?;
+        self.receive_retrieved(&cmd, incoming, item.data.clone(), Some(item.size), state.clone(), ctl).await?;
+        let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).covered();
+        if got != item.size {
+            return Err(ClientError::Incomplete { path: item.path.clone(), expected: item.size, got });
+        }
+        Ok(())
+    }
+
     /// Downloads many files over the cached MODE E channel with up to
     /// `window` RETRs in flight, so each file does not cost a round trip.
     /// Stops at the first failure and returns how many files completed;
@@ -157,15 +176,8 @@ impl ServerSession {
                 for j in w.to_send() {
                     self.ctrl.send(&Command::Retr(items[j].path.clone())).await?;
                 }
-                let cmd = Command::Retr(item.path.clone());
-                self.preliminary(&cmd, &mut |_| {}).await?;
                 let state = states.get(i).cloned().unwrap_or_default();
-                let ctl = control();
-                self.receive_retrieved(&cmd, &mut rx, item.data.clone(), Some(item.size), state.clone(), &ctl).await?;
-                let got = state.received.lock().unwrap_or_else(|e| e.into_inner()).covered();
-                if got != item.size {
-                    return Err(ClientError::Incomplete { path: item.path.clone(), expected: item.size, got });
-                }
+                self.receive_item(item, &mut rx, state, &control()).await?;
                 w.completed();
                 on_done(i);
             }
