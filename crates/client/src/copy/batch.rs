@@ -23,7 +23,7 @@ use std::time::Duration;
 /// 20,000: a download holds the partial file and its block sink). Chunks of
 /// this many keep far below any usual limit and still cover many round
 /// trips of pipelining; it is also the most files a `BRET`/`BSTO` line names.
-const BATCH_OPEN_FILES: usize = 512;
+pub(super) const BATCH_OPEN_FILES: usize = 512;
 
 impl Client {
     /// Copies fresh files of one directory as pipelined MODE E batches of

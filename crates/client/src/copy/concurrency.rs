@@ -41,8 +41,9 @@ const SMALL_FILES_FAR: usize = 8;
 const FAR_RTT: Duration = Duration::from_millis(5);
 /// Most files in one pipelined batch: each open file holds a descriptor
 /// until it is committed, and a chunk is the unit of work the sessions
-/// share.
-const MAX_CHUNK: usize = 512;
+/// share. The bound itself lives with the batch (`copy_batch` splits any
+/// longer list the same way), so the two cannot drift apart.
+const MAX_CHUNK: usize = super::batch::BATCH_OPEN_FILES;
 /// Attempts to open a session a server refused as too many (421/425).
 const REFUSED_ATTEMPTS: u32 = 4;
 
