@@ -24,3 +24,4 @@ pub mod stripe;
 mod sys;
 pub mod tools;
 pub mod tune_report;
+pub mod udt_bench;

@@ -58,6 +58,34 @@ struct Args {
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
+    /// udt-* scenarios: only these rows (ids as in runs.jsonl, e.g. ferry-udt,globus-p10).
+    #[arg(long = "rows", value_delimiter = ',')]
+    rows: Vec<String>,
+    /// udt-* scenarios: only these paths (names as in runs.jsonl, e.g. rtt20,far-client).
+    #[arg(long = "paths", value_delimiter = ',')]
+    paths: Vec<String>,
+    /// udt-* scenarios: every row's time limit, seconds (default 30; udt-fairness: the shared run).
+    #[arg(long)]
+    row_secs: Option<u64>,
+    /// udt-table3: random loss per path, percent, NAME=PCT,... (default: the calibration,
+    /// bench/results/udt-table3/README.md).
+    #[arg(long, default_value = ferry_bench::udt_bench::TABLE3_LOSS)]
+    path_loss: String,
+    /// udt-table3: the far host's policer queue, packets.
+    #[arg(long, default_value_t = ferry_bench::udt_bench::TABLE3_FAR_QUEUE)]
+    far_queue: u64,
+    /// udt-long / udt-fairness: the link rate, Mbit/s (udt-long: default 1000; udt-fairness: 150).
+    #[arg(long)]
+    rate_mbit: Option<f64>,
+    /// udt-long: one-way delays, ms (default 30,80,150).
+    #[arg(long, value_delimiter = ',')]
+    delays_ms: Vec<f64>,
+    /// udt-long: random loss each way, percent (default 0,0.1,1,5).
+    #[arg(long, value_delimiter = ',')]
+    losses_pct: Vec<f64>,
+    /// udt-long: host buffers, untuned (4 MiB) and/or tuned (64 MiB) (default both).
+    #[arg(long, value_delimiter = ',')]
+    buffers: Vec<String>,
 }
 
 const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
@@ -79,6 +107,10 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<ExitCode> {
     let mode = if args.quick { Mode::Quick } else { Mode::Full };
+    if !args.scenarios.is_empty() && args.scenarios.iter().all(|s| ferry_bench::udt_bench::NAMES.contains(&s.as_str()))
+    {
+        return run_udt(&args);
+    }
     let mut only: Vec<String> = args.scenarios.clone();
     if only.is_empty() && args.ferry_old.is_some() {
         only.push("old-new".into());
@@ -242,6 +274,138 @@ fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The UDT scenarios (issue 17, `ferry_bench::udt_bench`): one after the
+/// other, each into `bench/results/NAME/` (or `--results`).
+fn run_udt(args: &Args) -> Result<ExitCode> {
+    use ferry_bench::udt_bench::{self as u, Setup};
+    let flag = interrupt::flag();
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, flag.clone())?;
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    let ferry = match &args.ferry {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("ferry"),
+    };
+    let ferry = ferry.canonicalize().with_context(|| format!("the ferry binary {}", ferry.display()))?;
+    let command =
+        std::env::var("FERRY_BENCH_COMMAND").unwrap_or_else(|_| std::env::args().collect::<Vec<_>>().join(" "));
+    if !args.report_only {
+        preflight(&ferry, &Dirs { shm: args.shm_dir.clone(), disk: args.work_dir.clone() })?;
+        for s in ferry_bench::servers::registry::stop_orphans() {
+            eprintln!("ferry-bench: stopped {s}");
+        }
+        remove_stale_links();
+    }
+    let quick = args.quick;
+    let pick = |v: Vec<u::Row>| -> Vec<u::Row> {
+        v.into_iter().filter(|r| args.rows.is_empty() || args.rows.contains(&r.id)).collect()
+    };
+    let mut failed = false;
+    for name in &args.scenarios {
+        let row_secs = args.row_secs.unwrap_or(30);
+        let (paths, rows, reps, fair_secs) = match name.as_str() {
+            "udt-table3" => (
+                {
+                    let mut l = u::parse_losses(u::TABLE3_LOSS).map_err(anyhow::Error::msg)?;
+                    l.extend(u::parse_losses(&args.path_loss).map_err(anyhow::Error::msg)?);
+                    u::table3_paths(&l, args.far_queue)
+                },
+                pick(u::table3_rows()),
+                args.reps.unwrap_or(if quick { 1 } else { 2 }),
+                0,
+            ),
+            "udt-long" => {
+                let d = if args.delays_ms.is_empty() { vec![30.0, 80.0, 150.0] } else { args.delays_ms.clone() };
+                let l = if args.losses_pct.is_empty() { vec![0.0, 0.1, 1.0, 5.0] } else { args.losses_pct.clone() };
+                let b =
+                    if args.buffers.is_empty() { vec!["untuned".into(), "tuned".into()] } else { args.buffers.clone() };
+                let l: Vec<f64> = l.iter().map(|x| x / 100.0).collect();
+                (
+                    u::long_paths(args.rate_mbit.unwrap_or(1000.0), &d, &l, &b, row_secs),
+                    pick(u::long_rows()),
+                    args.reps.unwrap_or(1),
+                    0,
+                )
+            }
+            "udt-loopback" => (
+                vec![u::PathSpec {
+                    name: "loopback".into(),
+                    one_way_ms: None,
+                    rate_mbit: 0.0,
+                    loss: 0.0,
+                    queue_packets: None,
+                    mtu: 1500,
+                    tcp_mem: String::new(),
+                    bytes: if quick { 256 << 20 } else { 1 << 30 },
+                }],
+                pick(u::loopback_rows()),
+                args.reps.unwrap_or(if quick { 1 } else { 3 }),
+                0,
+            ),
+            _ => {
+                let rate = args.rate_mbit.unwrap_or(150.0);
+                let secs = args.row_secs.unwrap_or(60);
+                (
+                    vec![u::PathSpec {
+                        name: format!("{rate}mbit-30ms"),
+                        one_way_ms: Some(30.0),
+                        rate_mbit: rate,
+                        loss: 0.0,
+                        queue_packets: None,
+                        mtu: 1500,
+                        tcp_mem: "4096 131072 67108864".into(),
+                        bytes: ((rate * 1e6 / 8.0) as u64 * (secs + 5)).min(4 << 30),
+                    }],
+                    Vec::new(),
+                    1,
+                    secs,
+                )
+            }
+        };
+        let paths: Vec<u::PathSpec> =
+            paths.into_iter().filter(|p| args.paths.is_empty() || args.paths.contains(&p.name)).collect();
+        let out = args.results.clone().unwrap_or_else(|| PathBuf::from("bench/results").join(name));
+        let setup = Setup {
+            scenario: name.clone(),
+            ferry: ferry.clone(),
+            work: args.shm_dir.join("udt"),
+            out,
+            paths,
+            rows,
+            reps,
+            row_secs,
+            file_256: name == "udt-long",
+            fair_secs,
+            command: command.clone(),
+        };
+        if args.report_only {
+            u::publish(&setup)?;
+            continue;
+        }
+        let t = Instant::now();
+        match u::run(&setup) {
+            Ok(s) => {
+                let errs = s.iter().filter(|x| x.error.is_some()).count();
+                failed |= errs > 0;
+                eprintln!("== {name} done in {:.0} s, {} rows, {errs} failed", t.elapsed().as_secs_f64(), s.len());
+            }
+            Err(BenchError::Interrupted) => {
+                let _ = std::fs::remove_dir_all(&setup.work);
+                return Err(BenchError::Interrupted.into());
+            }
+            Err(e) => {
+                eprintln!("ferry-bench: scenario {name} stopped: {e}");
+                failed = true;
+            }
+        }
+        if !args.keep_data {
+            let _ = std::fs::remove_dir_all(setup.work.join("src"));
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// Fails early, naming what is missing and how to get it.

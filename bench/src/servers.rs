@@ -101,12 +101,18 @@ impl Server {
     }
 
     pub fn start_globus(net: &Net, logs: &Path) -> Result<Server> {
+        Self::start_globus_with(net, logs, &[])
+    }
+
+    /// The Globus server with extra flags (e.g. `-dc-default udt`).
+    pub fn start_globus_with(net: &Net, logs: &Path, extra: &[&str]) -> Result<Server> {
         let ip = net.server_ip();
         let port = net.free_server_port()?;
         let mut cmd = net.command(Side::Server, "setpriv");
         cmd.args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"]);
         cmd.args(["-c", "/dev/null", "-aa", "-p", &port.to_string()]);
         cmd.args(["-control-interface", &ip.to_string(), "-data-interface", &ip.to_string()]);
+        cmd.args(extra);
         let command = command_line(&cmd);
         let p = Spawned::start(cmd, "globus-gridftp-server", logs)?;
         let deadline = Instant::now() + START_TIMEOUT;
