@@ -84,8 +84,10 @@ pub enum Tool {
     Uftp {
         cc: bool,
     },
+    /// iperf3 -R with this many streams and TCP congestion control.
     Iperf3 {
         p: u32,
+        cc: String,
     },
     /// UDT4's `appclient` → `appserver` (loopback; the sender's rate).
     Udt4App,
@@ -122,7 +124,7 @@ pub fn table3_rows() -> Vec<Row> {
     for p in [5, 10, 15] {
         r.push(row(&format!("ferry-tcp-p{p}"), &format!("Ferry TCP -p {p}"), Tool::FerryTcp { p }));
     }
-    r.push(row("iperf3-p10", "iperf3 -P 10", Tool::Iperf3 { p: 10 }));
+    r.push(row("iperf3-p10", "iperf3 -P 10", Tool::Iperf3 { p: 10, cc: "cubic".into() }));
     r
 }
 
@@ -130,10 +132,12 @@ pub fn table3_rows() -> Vec<Row> {
 pub fn long_rows() -> Vec<Row> {
     vec![
         row("ferry-udt", "Ferry udt (ferry cc)", Tool::FerryUdt { cc: "ferry".into() }),
+        row("ferry-udt-daimd", "Ferry udt (UDT's DAIMD)", Tool::FerryUdt { cc: "udt".into() }),
         row("ferry-tcp-p4", "Ferry TCP -p 4", Tool::FerryTcp { p: 4 }),
         row("globus-p4", "Globus TCP -p 4", Tool::GlobusTcp { p: 4 }),
         row("udt4", "UDT4 sendfile/recvfile", Tool::Udt4File),
-        row("iperf3", "iperf3 1 stream", Tool::Iperf3 { p: 1 }),
+        row("iperf3", "iperf3 CUBIC 1 stream", Tool::Iperf3 { p: 1, cc: "cubic".into() }),
+        row("iperf3-bbr", "iperf3 BBR 1 stream", Tool::Iperf3 { p: 1, cc: "bbr".into() }),
     ]
 }
 
@@ -183,7 +187,7 @@ impl PathSpec {
 /// Table 3's calibrated random loss per path, percent (NAME=PCT), so the
 /// `-p 10` TCP row lands where the paper's bbFTP-10 did (the calibration:
 /// bench/results/udt-table3/README.md); `--path-loss` overrides it.
-pub const TABLE3_LOSS: &str = "rtt20=0,rtt40=0,rtt65=0,far-client=0";
+pub const TABLE3_LOSS: &str = "rtt20=0.5,rtt40=0.15,rtt65=0,far-client=0";
 /// The far host's policer queue, packets.
 pub const TABLE3_FAR_QUEUE: u64 = 4;
 
@@ -744,7 +748,7 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
                 out.error = Some(format!("uftp delivered {:?} of {} bytes", got_bytes, p.bytes));
             }
         }
-        Tool::Iperf3 { p: n } => {
+        Tool::Iperf3 { p: n, cc } => {
             let port = net.free_server_port()?.to_string();
             let mut scmd = net.command(Side::Server, "iperf3");
             scmd.args(["-s", "-1", "-B", &ip.to_string(), "-p", &port]);
@@ -752,7 +756,7 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
             sleep(Duration::from_millis(300));
             let secs = s.row_secs.min(if p.rate_mbit >= 50.0 { 10 } else { s.row_secs }).max(3);
             let mut cmd = net.command(Side::Client, "iperf3");
-            cmd.args(["-c", &ip.to_string(), "-p", &port, "-R", "-J", "-C", "cubic", "-t", &secs.to_string()]);
+            cmd.args(["-c", &ip.to_string(), "-p", &port, "-R", "-J", "-C", cc, "-t", &secs.to_string()]);
             cmd.args(["-P", &n.to_string()]);
             out.command = command_line(&cmd);
             ran = run_limited(cmd, "iperf3 -c", logs, limit + Duration::from_secs(10), || {})?;
@@ -834,7 +838,9 @@ pub fn run(s: &Setup) -> Result<Vec<Sample>> {
     data::make_dir(&s.out)?;
     let logs = s.work.join("logs");
     data::make_dir(&logs)?;
-    let _cc = AllowedCongestion::add("cubic")?;
+    // Only emulated paths select CUBIC (loopback rows keep the host's).
+    let _cc =
+        if s.paths.iter().any(|p| p.one_way_ms.is_some()) { Some(AllowedCongestion::add("cubic")?) } else { None };
     let needs_udt4 = s.rows.iter().any(|r| matches!(r.tool, Tool::Udt4File | Tool::Udt4App));
     if needs_udt4 {
         build_udt4(&s.work.join("udt4"))?;
@@ -1072,7 +1078,7 @@ fn fairness(s: &Setup, net: &Net, p: &PathSpec, logs: &Path) -> Result<Vec<Sampl
     let ib = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
     let is = j["end"]["sum_received"]["seconds"].as_f64().unwrap_or(0.0);
     let row_f = row("ferry-udt", "Ferry udt (ferry cc)", Tool::FerryUdt { cc: "ferry".into() });
-    let row_i = row("iperf3-cubic", "iperf3 CUBIC 1 stream", Tool::Iperf3 { p: 1 });
+    let row_i = row("iperf3-cubic", "iperf3 CUBIC 1 stream", Tool::Iperf3 { p: 1, cc: "cubic".into() });
     let mut f = blank(s, p, &row_f, 0);
     f.bytes = ferry_bytes;
     f.secs = ferry_wall.min(secs as f64);
