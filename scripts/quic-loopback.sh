@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loopback, memory to memory (issue 19): Ferry's data-channel transports
 # side by side in one run — TCP in clear, FTPS (PROT P over TCP), QUIC,
-# and UDT in clear — with 1 and 4 streams: throughput and CPU seconds per
+# UDT in clear and UDT under PROT P (`udtp`: AES-GCM records) — with 1 and 4 streams: throughput and CPU seconds per
 # GB at both ends. A measurement script, not the ferry-bench scenario.
 #
 #   scripts/quic-loopback.sh                      # 1 GiB per row
@@ -41,6 +41,7 @@ for row in ${ROWS:-tcp:1 ftps:1 quic:1 udt:1 tcp:4 ftps:4 quic:4 udt:4}; do
     ftps) url="ftps://alice:pw@127.0.0.1:$PORT/dev/zero"; extra=(--ca $W/ca.pem) ;;
     quic) url="ftps://alice:pw@127.0.0.1:$PORT/dev/zero"; extra=(--ca $W/ca.pem --transport quic) ;;
     udt) url="ftp://alice:pw@127.0.0.1:$PORT/dev/zero"; extra=(--transport udt) ;;
+    udtp) url="ftps://alice:pw@127.0.0.1:$PORT/dev/zero"; extra=(--ca $W/ca.pem --transport udt) ;; # PROT P: AES-GCM records
   esac
   timeout 300 /usr/bin/time -f "%e %U %S" -o $W/time.out $F cp --json --no-resume --retries 0 --mode extended -p $p \
     "${extra[@]}" "$url" /dev/null > $W/cp.json 2> $W/cp.err

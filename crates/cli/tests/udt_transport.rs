@@ -189,26 +189,167 @@ fn globus_udt_server_and_ferry_udt_server_exchange_data_both_ways() {
     assert!(transports_of(&ferry_srv, "/f.bin").iter().all(|t| t == "udt"), "{}", ferry_srv.log_text());
 }
 
-#[test]
-fn udt_under_prot_p_is_refused_with_a_clear_reply_never_clear_data() {
-    let pki = TestPki::new();
+fn tls_server(pki: &TestPki, extra: &[&str]) -> FerryServer {
     let mut flags = pki.serve_flags();
-    flags.push("--require-protected-data".into());
+    flags.extend(extra.iter().map(|s| s.to_string()));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let server = FerryServer::start_with(&flags);
-    random_file(&server.path("p.bin"), 500_000, 9);
+    FerryServer::start_with(&flags)
+}
+
+/// (transport, protected) of each logged transfer of `path`.
+fn channels_of(server: &FerryServer, path: &str) -> Vec<(String, bool)> {
+    server
+        .transfers(path)
+        .iter()
+        .map(|t| (t["transport"].as_str().unwrap_or("?").to_string(), t["protected"].as_bool().unwrap_or(false)))
+        .collect()
+}
+
+/// `ferry cp --transport udt` to and from an FTPS server that requires
+/// protected data: the client asks `TPRT udt:aes-gcm`, the data moves over
+/// UDT under PROT P as AES-GCM records keyed from the control channel's
+/// TLS session, and arrives byte-identical with the checksum verified,
+/// one and four streams, both directions. What this proves: the transfer
+/// ran over UDT under PROT P (the server logs `transport=udt`,
+/// `protected=true`) and the server, which refuses PROT P data over UDT
+/// without the record layer, accepted it. That the bytes on the wire are
+/// not the plaintext, and that a flipped bit fails the channel, is shown
+/// at the transport level through a UDP relay
+/// (`ferry_io::transport::udt::tests::sealed_udt_moves_records_not_plaintext`,
+/// `a_tampered_packet_fails_the_channel_and_never_delivers_wrong_data`).
+#[test]
+fn udt_under_prot_p_is_encrypted_and_byte_identical_both_ways() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--require-protected-data"]);
+    let feat = raw_feat(&server);
+    assert!(feat.contains(" TPRT udt:aes-gcm"), "{feat}");
     let local = tempfile::tempdir().unwrap();
-    let dst = local.path().join("p.bin");
+    let src = local.path().join("src.bin");
+    random_file(&src, (9 << 20) + 13, 23);
+    let src_s = src.display().to_string();
     let ca = pki.file("ca.pem");
-    let url = ftps_url(&server, ALICE, "/p.bin");
-    let (ok, _, err) =
-        ferry(&["cp", "-q", "--retries", "0", "--transport", "udt", "--ca", &ca, &url, dst.to_str().unwrap()]);
-    // The server's reply says why (425 ... PROT P needs tcp), and nothing
-    // moved in clear.
-    assert!(!ok && err.contains("UDT data channels cannot be encrypted") && err.contains("PROT P"), "{err}");
-    assert!(!dst.exists());
+    for (mode, p, name) in [("extended", "1", "e1.bin"), ("extended", "4", "e4.bin"), ("stream", "1", "s.bin")] {
+        let url = ftps_url(&server, ALICE, &format!("/{name}"));
+        let args =
+            ["cp", "--json", "--ca", &ca, "--transport", "udt", "--mode", mode, "-p", p, "--verify", "--no-resume"];
+        let (ok, out, err) = ferry(&[&args[..], &[&src_s, &url]].concat());
+        assert!(ok, "upload {mode} -p {p}: {err}\n{}", server.log_text());
+        assert!(out.contains("\"transport\":\"udt\""), "{out}");
+        assert_eq!(sha256_file(&server.path(name)), sha256_file(&src), "upload {name}");
+        let back = local.path().join(format!("back-{name}"));
+        let back_s = back.display().to_string();
+        let (ok, _, err) = ferry(&[&args[..], &[&url, &back_s]].concat());
+        assert!(ok, "download {mode} -p {p}: {err}\n{}", server.log_text());
+        assert_eq!(sha256_file(&back), sha256_file(&src), "download {name}");
+        let want = vec![("udt".to_string(), true), ("udt".to_string(), true)];
+        assert_eq!(channels_of(&server, &format!("/{name}")), want, "{}", server.log_text());
+    }
+}
+
+fn raw_feat(server: &FerryServer) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let s = std::net::TcpStream::connect(server.addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut w = s;
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    w.write_all(b"FEAT\r\n").unwrap();
+    let mut out = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        out.push_str(&line);
+        if line.starts_with("211 ") {
+            break;
+        }
+    }
+    out
+}
+
+/// A client that is not Ferry-style (Python's ftplib: AUTH TLS, PROT P,
+/// then plain `TPRT udt` without the encryption option) gets a 425 that
+/// says why, and nothing moves in clear.
+const FTPLIB_PLAIN_UDT: &str = r#"
+import ftplib, io, os, ssl
+ctx = ssl.create_default_context(cafile=os.environ["CA"])
+ftp = ftplib.FTP_TLS(context=ctx, timeout=30)
+ftp.connect("localhost", int(os.environ["PORT"]))
+ftp.auth()
+ftp.login(os.environ["USER"], os.environ["PASS"])
+ftp.prot_p()
+print("TPRT", ftp.sendcmd("TPRT udt"))
+print("PASV", ftp.sendcmd("PASV"))
+# The listener is UDP: nothing to connect to with TCP. The server either
+# opens an encrypted channel (it cannot: no hello from us) or refuses;
+# read its replies to RETR.
+ftp.putcmd("RETR p.bin")
+while True:
+    line = ftp.getline()
+    print("LINE", line)
+    if line[:1] in "2345" and line[3:4] == " ":
+        break
+ftp.quit()
+"#;
+
+#[test]
+fn plain_tprt_udt_under_prot_p_gets_a_425_never_clear_data() {
+    let python = require("python3");
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--require-protected-data"]);
+    random_file(&server.path("p.bin"), 500_000, 9);
+    let out = Command::new(python)
+        .args(["-c", FTPLIB_PLAIN_UDT])
+        .env("PORT", server.addr.port().to_string())
+        .env("CA", pki.file("ca.pem"))
+        .env("USER", ALICE.0)
+        .env("PASS", ALICE.1)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("TPRT 200"), "{text}");
+    assert!(text.contains("LINE 425") && text.contains("udt:aes-gcm"), "{text}\n{}", server.log_text());
     let moved: u64 = server.transfers("/p.bin").iter().filter_map(|t| t["bytes"].as_u64()).sum();
     assert_eq!(moved, 0, "{}", server.log_text());
+}
+
+/// Third-party between two FTPS servers over UDT follows the rule TCP
+/// third-party copies follow (docs/transports.md, RFC 4217 §7): the two
+/// servers share no TLS session, so the client sets PROT C on both and the
+/// data moves over UDT in clear — both servers log `udt` and
+/// `protected=false` — with the control channels' certificates verified
+/// as always.
+#[test]
+fn a_third_party_ftps_copy_over_udt_moves_in_clear_as_tcp_does() {
+    let pki = TestPki::new();
+    let a = tls_server(&pki, &["--require-tls"]);
+    let b = tls_server(&pki, &["--require-tls"]);
+    random_file(&a.path("x.bin"), (5 << 20) + 5, 12);
+    let ca = pki.file("ca.pem");
+    for p in ["1", "4"] {
+        let to = format!("/x-{p}.bin");
+        let (ok, out, err) = ferry(&[
+            "cp",
+            "--json",
+            "--ca",
+            &ca,
+            "--transport",
+            "udt",
+            "-p",
+            p,
+            "--verify",
+            &ftps_url(&a, ALICE, "/x.bin"),
+            &ftps_url(&b, ALICE, &to),
+        ]);
+        assert!(ok, "-p {p}: {err}\nA:\n{}\nB:\n{}", a.log_text(), b.log_text());
+        assert!(out.contains("\"transport\":\"udt\""), "{out}");
+        assert_eq!(sha256_file(&b.path(&to[1..])), sha256_file(&a.path("x.bin")));
+        assert_eq!(channels_of(&b, &to), vec![("udt".to_string(), false)], "{}", b.log_text());
+    }
+    let src = channels_of(&a, "/x.bin");
+    assert_eq!(src, vec![("udt".to_string(), false); 2], "{}", a.log_text());
 }
 
 #[test]

@@ -64,6 +64,9 @@ impl ControlStream {
 struct ControlTls {
     config: Arc<rustls::ClientConfig>,
     name: ServerName<'static>,
+    /// The TLS exporter's secret, for encrypted UDT data channels
+    /// (`TPRT udt:aes-gcm`, docs/udt.md).
+    udt_secret: Option<ferry_io::transport::udt_seal::SealSecret>,
 }
 
 /// What the server said it supports in FEAT (RFC 2389): parsed by the
@@ -164,14 +167,21 @@ impl ControlChannel {
             .await
             .map_err(|_| ClientError::Timeout { what: "the TLS handshake".into(), secs: timeout.as_secs() })?
             .map_err(|e| ClientError::Tls(format!("TLS handshake with {host}:{port} failed: {e}")))?;
+        let udt_secret = ferry_io::transport::udt_seal::SealSecret::export(&**stream.get_ref().1);
         c.stream = ControlStream::Tls(Box::new(stream));
-        c.tls = Some(ControlTls { config, name });
+        c.tls = Some(ControlTls { config, name, udt_secret });
         Ok(c)
     }
 
     /// Whether the control connection is TLS.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// The secret encrypted UDT data channels of this session are keyed
+    /// from (the control channel's TLS exporter); `None` on a clear one.
+    pub fn udt_secret(&self) -> Option<ferry_io::transport::udt_seal::SealSecret> {
+        self.tls.as_ref().and_then(|t| t.udt_secret.clone())
     }
 
     /// Whether data connections are TLS (PROT P accepted).

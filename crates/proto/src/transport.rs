@@ -107,6 +107,33 @@ pub fn select(offered: &[TransportName], current: TransportName, requested: &str
     }
 }
 
+/// `TPRT udt:aes-gcm`: UDT whose data under PROT P is AES-GCM records
+/// keyed from the control channel's TLS session (docs/udt.md, "Encryption
+/// after PROT P"). FEAT advertises it as ` TPRT udt:aes-gcm`; servers that
+/// do not know it answer 501 (`:` is not in the name grammar), so a
+/// client falls back to plain `TPRT udt`, whose PROT P data is refused.
+pub const SEALED_UDT: &str = "udt:aes-gcm";
+
+/// `name[:option]` of a `TPRT` argument.
+pub fn split_option(requested: &str) -> (&str, Option<&str>) {
+    match requested.trim().split_once(':') {
+        Some((n, o)) => (n, Some(o)),
+        None => (requested.trim(), None),
+    }
+}
+
+/// Whether `name:option` asks for encrypted UDT.
+pub fn is_sealed_udt(name: &str, option: &str) -> bool {
+    name.eq_ignore_ascii_case("udt") && option.eq_ignore_ascii_case("aes-gcm")
+}
+
+/// The refusal of a transport option this server does not have (504;
+/// the transport stays as it was).
+pub fn refuse_option(offered: &[TransportName], current: TransportName, requested: &str) -> Reply {
+    let shown: String = requested.chars().filter(char::is_ascii_graphic).take(64).collect();
+    refusal(offered, current, &format!("Transport {shown} is not offered"))
+}
+
 /// The reply to a successful `TPRT`.
 pub fn selected(t: TransportName) -> Reply {
     Reply::new(ReplyCode::OK, format!("Transport set to {t}."))

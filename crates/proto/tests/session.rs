@@ -991,3 +991,46 @@ fn site_partial_reports_the_record() {
     assert_eq!(r.to_string(), format!("213 Size=10;Ranges=0-4,6-8;XXH128={}; /run.nc\r\n", "ab".repeat(16)));
     assert!(h.send("FEAT")[0].lines.iter().any(|l| l == " SITE PARTIAL"));
 }
+
+/// Encrypted UDT (issue 17, docs/udt.md "Encryption after PROT P"):
+/// advertised in FEAT by a server with a certificate, accepted only on a
+/// TLS control channel, and cleared by plain `TPRT udt` or Globus's `SITE
+/// SETNETSTACK udt` (whose PROT P data the transport then refuses).
+#[test]
+fn tprt_udt_aes_gcm_needs_tls_and_is_cleared_by_plain_udt() {
+    use ferry_proto::transport::TransportName;
+    let udt = TransportName::parse("udt").unwrap();
+    let cfg = || SessionConfig { transports: vec![TransportName::TCP, udt], ..tls_config() };
+    let mut h = Harness::with(cfg());
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert!(feat_lines(&mut h).contains("\n TPRT udt:aes-gcm\n"));
+    assert_eq!(h.code("TPRT udt:aes-gcm"), 534, "no TLS session to key from");
+    assert!(!h.s.udt_sealed());
+    assert_eq!(h.code("TPRT udt:chacha"), 504);
+    let mut h = Harness::with(cfg());
+    assert_eq!(h.code("AUTH TLS"), 234);
+    assert_eq!(h.code("PBSZ 0"), 200);
+    assert_eq!(h.code("PROT P"), 200);
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    let generation = h.s.data_generation();
+    assert_eq!(h.code("TPRT udt:aes-gcm"), 200);
+    assert_eq!(h.s.data_transport(), udt);
+    assert!(h.s.udt_sealed());
+    assert_ne!(h.s.data_generation(), generation);
+    assert_eq!(h.code("TPRT udt"), 200);
+    assert!(!h.s.udt_sealed(), "plain udt: PROT P data is refused, never clear");
+    assert_eq!(h.code("TPRT udt:aes-gcm"), 200);
+    assert_eq!(h.code("SITE SETNETSTACK udt"), 250);
+    assert!(!h.s.udt_sealed());
+    assert_eq!(h.code("TPRT udt:aes-gcm"), 200);
+    assert_eq!(h.code("TPRT tcp"), 200);
+    assert!(!h.s.udt_sealed(), "only while udt is the transport");
+    // A server without a certificate neither advertises nor accepts it.
+    let mut h = Harness::with(SessionConfig { transports: vec![TransportName::TCP, udt], ..SessionConfig::default() });
+    assert_eq!(h.code("USER alice"), 331);
+    assert_eq!(h.code("PASS right"), 230);
+    assert!(!feat_lines(&mut h).contains("aes-gcm"));
+    assert_eq!(h.code("TPRT udt:aes-gcm"), 504);
+}

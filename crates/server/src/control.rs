@@ -143,6 +143,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         drain: ctx_drain,
         running: None,
         stripes: crate::stripe::front::Stripes::default(),
+        udt_secret: None,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -261,6 +262,10 @@ struct Control {
     running: Option<RunningOp>,
     /// A striping front end's links to its data nodes (issue 20).
     stripes: crate::stripe::front::Stripes,
+    /// The TLS exporter's secret of this control session, which keys
+    /// encrypted UDT data channels (`TPRT udt:aes-gcm`, docs/udt.md);
+    /// `None` until AUTH TLS.
+    udt_secret: Option<ferry_io::transport::udt_seal::SealSecret>,
 }
 
 /// A file operation running in the background.
@@ -575,6 +580,7 @@ impl Control {
                 restart = t.request.restart.is_some(),
                 reused = t.request.channel.reuse,
                 transport = %t.request.channel.transport,
+                protected = t.request.protected,
                 queued,
                 bytes,
                 // Numbers, not strings, in JSON logs.
@@ -784,6 +790,9 @@ impl Control {
                     rtt: ferry_io::tcpinfo::tcp_info(&self.probe).map(|i| i.rtt()).unwrap_or_default(),
                     streams: self.profiler.registry(),
                     protection,
+                    // Only a session that negotiated encrypted UDT gets the
+                    // secret: any other UDT channel under PROT P is refused.
+                    sealing: self.udt_secret.clone().filter(|_| self.session.udt_sealed()),
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));
@@ -884,6 +893,7 @@ impl Control {
             }
         };
         let (_, conn) = stream.get_ref();
+        self.udt_secret = ferry_io::transport::udt_seal::SealSecret::export(&**conn);
         let identity = tls.identity(conn.peer_certificates());
         tracing::info!(
             peer = %self.peer,

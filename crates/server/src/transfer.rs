@@ -192,6 +192,9 @@ pub(crate) struct TransferContext {
     /// PROT P: TLS on every data connection, this server as TLS server
     /// (RFC 4217 §7), whichever side opened the TCP connection.
     pub protection: DataProtection,
+    /// Under PROT P, the secret encrypted UDT channels are keyed from
+    /// (`ChannelOptions::sealing`).
+    pub sealing: Option<ferry_io::transport::udt_seal::SealSecret>,
     /// The logged-in user (recorded with a partial upload).
     pub user: String,
     /// The control connection (a duplicate descriptor): whether the
@@ -596,6 +599,7 @@ impl Task {
             buffer: self.buffer(),
             timeout: self.timeout(),
             protection: self.ctx.protection.clone(),
+            sealing: self.ctx.sealing.clone(),
             observer: probe(&self.ctx.streams, &self.probes, &self.request.path),
         }
     }

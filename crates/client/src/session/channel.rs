@@ -41,6 +41,7 @@ impl ServerSession {
             buffer: self.opts.tcp_buffer,
             timeout: self.opts.timeout,
             protection: self.ctrl.data_protection(),
+            sealing: self.ctrl.udt_secret().filter(|_| self.udt_sealed && self.transport == "udt"),
             observer: observer(&self.opts.streams, &self.probes),
         }
     }

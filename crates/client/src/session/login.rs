@@ -143,6 +143,7 @@ impl ServerSession {
             utime_works: None,
             chmod_works: None,
             transport: "tcp".to_string(),
+            udt_sealed: false,
             transport_choice: None,
             data_peer: None,
         }
@@ -156,6 +157,20 @@ impl ServerSession {
     pub async fn select_transport(&mut self, name: &str) -> Result<(), ClientError> {
         if name.eq_ignore_ascii_case("tcp") {
             return Ok(());
+        }
+        if name.eq_ignore_ascii_case("udt") && self.ctrl.udt_secret().is_some() {
+            // On a TLS control channel, ask for UDT whose PROT P data is
+            // encrypted (a Ferry server); a server without it answers 501
+            // or 504, and plain `TPRT udt` follows (whose PROT P data that
+            // server refuses with a 425, never moving it in clear).
+            let sealed = Command::Tprt(ferry_proto::transport::SEALED_UDT.to_string());
+            let r = self.ctrl.command(&sealed).await?;
+            if r.code.is_positive_completion() {
+                self.transport = "udt".to_string();
+                self.udt_sealed = true;
+                return Ok(());
+            }
+            tracing::debug!(server = %self.url, reply = %r.text(), "no encrypted udt; asking for plain udt");
         }
         let mut r = self.ctrl.command(&Command::Tprt(name.to_string())).await?;
         if matches!(r.code.get(), 500 | 502) {
@@ -200,6 +215,7 @@ impl ServerSession {
             c.push_str(&format!("; then tcp: {why}"));
         }
         self.transport = "tcp".to_string();
+        self.udt_sealed = false;
         // A listener or cached connection of the old transport is no use.
         self.channel = Channel::None;
         Ok(())

@@ -147,6 +147,9 @@ pub struct ServerSession {
     /// The transport of the data channels: `tcp` unless `TPRT` chose
     /// another.
     transport: String,
+    /// The server accepted `TPRT udt:aes-gcm`: UDT data under PROT P is
+    /// encrypted with keys from the control channel's TLS session.
+    udt_sealed: bool,
     /// `--transport auto`: what it chose and why (`transport_choice.rs`).
     pub transport_choice: Option<String>,
     /// The name this server was told its data channels' peer must prove

@@ -36,6 +36,7 @@ pub mod quic;
 pub mod quic_cc;
 pub mod tcp;
 pub mod udt;
+pub mod udt_seal;
 
 #[cfg(test)]
 mod matrix_tests;
@@ -304,13 +305,18 @@ pub struct ChannelOptions {
     pub timeout: Duration,
     /// PROT P: TLS on the connection (RFC 4217).
     pub protection: DataProtection,
+    /// Under PROT P, the secret UDT data channels key their AES-GCM
+    /// records from (exported from the control channel's TLS session, set
+    /// only when the session negotiated `TPRT udt:aes-gcm`; `udt_seal`).
+    /// Other transports ignore it.
+    pub sealing: Option<udt_seal::SealSecret>,
     /// Told about every connection opened.
     pub observer: Option<ConnectionObserver>,
 }
 
 impl ChannelOptions {
     pub fn new(timeout: Duration) -> Self {
-        Self { buffer: None, timeout, protection: DataProtection::Clear, observer: None }
+        Self { buffer: None, timeout, protection: DataProtection::Clear, sealing: None, observer: None }
     }
 
     pub(crate) fn observe(&self, conn: &dyn Connection) {
@@ -326,6 +332,7 @@ impl fmt::Debug for ChannelOptions {
             .field("buffer", &self.buffer)
             .field("timeout", &self.timeout)
             .field("private", &self.protection.is_private())
+            .field("sealing", &self.sealing.is_some())
             .field("observed", &self.observer.is_some())
             .finish()
     }

@@ -9,9 +9,12 @@
 //! UDP socket per [`UdtStream`]. MODE E blocks go over it unchanged, so
 //! restart markers, resume and checksums work as on TCP.
 //!
-//! * **No TLS.** `PROT P` needs a DTLS-like layer that does not exist yet;
-//!   until then private options are refused (`Unsupported`), never clear
-//!   data after `PROT P`.
+//! * **PROT P.** UDT has no TLS. Under `PROT P` a data connection is
+//!   encrypted and authenticated with AES-256-GCM records keyed from the
+//!   control channel's TLS session ([`super::udt_seal`]) when the session
+//!   negotiated it (`TPRT udt:aes-gcm`, which puts the exported secret in
+//!   [`ChannelOptions::sealing`]); without that secret private options are
+//!   refused (`Unsupported`, a 425): never clear data after `PROT P`.
 //! * **Sizing.** UDP has no autotuning: with a buffer size from the session
 //!   (SBUF, `--tcp-bs`) that is the path's bandwidth-delay product, and the
 //!   protocol's windows are four of it ([`UdtConfig::for_path`]); without
@@ -21,10 +24,11 @@
 //!   on TCP; the driver also declares a silent peer dead (UDT's EXP timer,
 //!   `Config::dead_after`, about 40 s).
 
+use super::udt_seal::{self, RecordReader, RecordWriter, Role, SealSecret};
 use super::{AbortHandle, BoxFuture, ChannelOptions, Connection, DataConn, DataListener, Transport, TransportStats};
 use crate::udt::{UdtConfig, UdtListener, UdtStream};
 pub use ferry_udt::CongestionKind;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -89,14 +93,43 @@ pub fn transport() -> Arc<dyn Transport> {
     Arc::new(Udt)
 }
 
-fn refuse_tls(opts: &ChannelOptions) -> io::Result<()> {
-    if opts.protection.is_private() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "UDT data channels cannot be encrypted yet (PROT P needs tcp); use PROT C or TPRT tcp",
-        ));
+/// The secret to key this connection's records with under PROT P (`None`
+/// under PROT C); a private channel without one is refused, never opened
+/// in clear.
+fn sealing(opts: &ChannelOptions) -> io::Result<Option<SealSecret>> {
+    if !opts.protection.is_private() {
+        return Ok(None);
     }
-    Ok(())
+    match &opts.sealing {
+        Some(s) => Ok(Some(s.clone())),
+        None => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "UDT data channels under PROT P are encrypted only when both ends are Ferry and negotiated it \
+             (TPRT udt:aes-gcm on a TLS control channel); use PROT C, TPRT udt:aes-gcm or TPRT tcp",
+        )),
+    }
+}
+
+/// Exchanges hellos and derives the records' keys (blocking; the stream's
+/// read timeout bounds it).
+fn seal_stream(stream: &UdtStream, secret: &SealSecret, role: Role) -> io::Result<Box<Sealed>> {
+    let ours = udt_seal::hello()?;
+    stream.write_all(&ours)?;
+    let mut theirs = [0u8; udt_seal::HELLO_LEN];
+    let mut got = 0;
+    while got < theirs.len() {
+        match stream.read(&mut theirs[got..])? {
+            0 => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the peer closed the UDT data channel before its encryption hello",
+                ))
+            }
+            n => got += n,
+        }
+    }
+    let (writer, reader) = udt_seal::keys(secret, role, &ours, &theirs)?;
+    Ok(Box::new(Sealed { writer, reader }))
 }
 
 /// The driver's settings for these options: buffers from the session's
@@ -137,27 +170,34 @@ impl Transport for Udt {
         // the kernel picks the source by route, which is the address the
         // peer's control channel sees on every path Ferry uses.
         Box::pin(async move {
-            refuse_tls(opts)?;
+            let secret = sealing(opts)?;
             let cfg = config(opts);
-            let connecting = tokio::task::spawn_blocking(move || UdtStream::connect(to, cfg));
+            let timeout = opts.timeout;
+            let connecting = tokio::task::spawn_blocking(move || {
+                let stream = UdtStream::connect(to, cfg)?;
+                stream.set_read_timeout(Some(timeout));
+                stream.set_write_timeout(Some(timeout));
+                let sealed = secret.map(|s| seal_stream(&stream, &s, Role::Connector)).transpose()?;
+                Ok::<_, io::Error>((stream, sealed))
+            });
             let stream = tokio::time::timeout(opts.timeout, connecting)
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("connecting to {to} over udt timed out")))?
                 .map_err(io::Error::other)?
                 .map_err(|e| io::Error::new(e.kind(), format!("cannot connect to {to} over udt: {e}")))?;
-            Ok(open(stream, opts))
+            Ok(open(stream.0, stream.1, opts))
         })
     }
 }
 
-fn open(stream: UdtStream, opts: &ChannelOptions) -> DataConn {
+fn open(stream: UdtStream, sealed: Option<Box<Sealed>>, opts: &ChannelOptions) -> DataConn {
     // Stalls fail within the session's data timeout, as a TCP data
     // socket's SO_RCVTIMEO/SO_SNDTIMEO make them (not only after UDT's
     // EXP timer, about 40 s).
     stream.set_read_timeout(Some(opts.timeout));
     stream.set_write_timeout(Some(opts.timeout));
     let peer = stream.peer_addr().ok();
-    let conn: DataConn = Box::new(UdtConnection { stream: Arc::new(stream), peer });
+    let conn: DataConn = Box::new(UdtConnection { stream: Arc::new(stream), peer, sealed });
     opts.observe(&*conn);
     conn
 }
@@ -179,7 +219,7 @@ impl DataListener for UdtDataListener {
         peer: Option<IpAddr>,
     ) -> BoxFuture<'a, io::Result<(DataConn, SocketAddr)>> {
         Box::pin(async move {
-            refuse_tls(opts)?;
+            let secret = sealing(opts)?;
             loop {
                 // Short waits, so a caller that gives up (its timeout, ABOR)
                 // leaves no thread blocked in accept for long.
@@ -193,7 +233,20 @@ impl DataListener for UdtDataListener {
                     stream.abort();
                     continue;
                 }
-                return Ok((open(stream, opts), from));
+                let Some(secret) = secret.clone() else { return Ok((open(stream, None, opts), from)) };
+                let timeout = opts.timeout;
+                let (stream, sealed) = tokio::task::spawn_blocking(move || {
+                    stream.set_read_timeout(Some(timeout));
+                    stream.set_write_timeout(Some(timeout));
+                    let sealed = seal_stream(&stream, &secret, Role::Acceptor);
+                    if sealed.is_err() {
+                        stream.abort();
+                    }
+                    (stream, sealed)
+                })
+                .await
+                .map_err(io::Error::other)?;
+                return Ok((open(stream, Some(sealed?), opts), from));
             }
         })
     }
@@ -205,17 +258,71 @@ pub struct UdtConnection {
     /// Shared (weakly) with the abort handle, which may outlive it.
     stream: Arc<UdtStream>,
     peer: Option<SocketAddr>,
+    /// The record layer under PROT P.
+    sealed: Option<Box<Sealed>>,
+}
+
+/// Both directions' records of an encrypted connection.
+#[derive(Debug)]
+struct Sealed {
+    writer: RecordWriter,
+    reader: RecordReader,
+}
+
+/// `Read` over a shared stream, for the record reader.
+struct StreamReader<'a>(&'a UdtStream);
+
+impl Read for StreamReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl UdtConnection {
+    /// Seals up to one record of `bufs` and sends it; a failure kills the
+    /// channel (a half-sent record cannot be resumed).
+    fn write_sealed(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let Some(s) = &mut self.sealed else { unreachable!("only called when sealed") };
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        let (record, n) = s.writer.seal_data(bufs)?;
+        if let Err(e) = self.stream.write_all(record) {
+            self.stream.abort();
+            return Err(e);
+        }
+        Ok(n)
+    }
 }
 
 impl Read for UdtConnection {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
+        let Some(s) = &mut self.sealed else { return self.stream.read(buf) };
+        let got = s.reader.read(&mut StreamReader(&self.stream), buf);
+        if got.is_err() && s.reader.failed() {
+            // A forged, truncated or oversized record: the channel is dead.
+            self.stream.abort();
+        }
+        got
     }
 }
 
 impl Write for UdtConnection {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.sealed.is_some() {
+            return self.write_sealed(&[IoSlice::new(buf)]);
+        }
         self.stream.write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.sealed.is_some() {
+            return self.write_sealed(bufs);
+        }
+        match bufs.iter().find(|b| !b.is_empty()) {
+            Some(b) => self.stream.write(b),
+            None => Ok(0),
+        }
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -231,7 +338,15 @@ impl Connection for UdtConnection {
     /// UDT's close waits until the peer acknowledged every byte, then
     /// sends its shutdown: the peer reads the end of the stream.
     fn finish(&mut self) -> io::Result<()> {
+        if let Some(s) = &mut self.sealed {
+            let close = s.writer.seal_close()?;
+            self.stream.write_all(close)?;
+        }
         self.stream.shutdown()
+    }
+
+    fn is_encrypted(&self) -> bool {
+        self.sealed.is_some()
     }
 
     fn abort_handle(&self) -> io::Result<AbortHandle> {
@@ -314,6 +429,153 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         abort.abort();
         assert!(matches!(reader.join().unwrap(), Ok(0) | Err(_)));
+    }
+
+    /// A private protection (its TLS configuration is never used by UDT).
+    fn private(sealing: Option<SealSecret>) -> ChannelOptions {
+        let config = Arc::new(
+            rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth(),
+        );
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        ChannelOptions {
+            protection: crate::tls::DataProtection::Client { config, name },
+            sealing,
+            ..ChannelOptions::new(Duration::from_secs(10))
+        }
+    }
+
+    /// A UDP relay between a UDT caller and `to`: every datagram passes
+    /// through it (copied into `seen`, at most 64 MiB); with `flip`, one
+    /// byte of the first large data packet from the caller is inverted.
+    fn relay(to: SocketAddr, flip: bool) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let at = sock.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let keep = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            let mut caller: Option<SocketAddr> = None;
+            let (mut flipped, mut kept) = (!flip, 0usize);
+            while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                let d = &mut buf[..n];
+                let dest = if from == to {
+                    match caller {
+                        Some(c) => c,
+                        None => continue,
+                    }
+                } else {
+                    caller = Some(from);
+                    // A data packet (first bit 0) well past the hellos.
+                    if !flipped && n > 1000 && d[0] & 0x80 == 0 {
+                        d[16 + 500] ^= 0x01;
+                        flipped = true;
+                    }
+                    to
+                };
+                if kept < 64 << 20 {
+                    kept += n;
+                    keep.lock().unwrap().push(d.to_vec());
+                }
+                let _ = sock.send_to(d, dest);
+            }
+        });
+        (at, seen)
+    }
+
+    fn marker_data() -> Vec<u8> {
+        b"FERRY-PLAINTEXT-MARKER-0123456789abcdef".iter().copied().cycle().take(3_000_000).collect()
+    }
+
+    /// Under PROT P with the session's secret, what crosses the wire is
+    /// records, not the plaintext (checked in every datagram a relay saw),
+    /// and the receiver gets exactly what was sent, the end authenticated.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sealed_udt_moves_records_not_plaintext() {
+        let udt = by_name("udt").unwrap();
+        let opts = private(Some(SealSecret::new([5u8; 32])));
+        let l = udt.listen("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let (via, seen) = relay(l.local_addr().unwrap(), false);
+        let (accepted, client) = tokio::join!(l.accept(&opts, None), udt.connect(via, None, &opts));
+        let (mut server, _) = accepted.unwrap();
+        let mut client = client.unwrap();
+        assert!(client.is_encrypted() && server.is_encrypted());
+        let data = marker_data();
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || {
+            client.send_block(b"hdr", super::super::Payload::Bytes(&sent)).unwrap();
+            client.finish().unwrap();
+        });
+        let got = tokio::task::spawn_blocking(move || {
+            let mut got = Vec::new();
+            server.read_to_end(&mut got).map(|_| got)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        writer.join().unwrap();
+        assert_eq!(&got[..3], b"hdr");
+        assert!(got[3..] == data[..]);
+        let seen = seen.lock().unwrap();
+        let bytes: usize = seen.iter().map(Vec::len).sum();
+        assert!(bytes > data.len(), "the relay saw {bytes} bytes");
+        assert!(!seen.iter().any(|d| d.windows(16).any(|w| w == &b"PLAINTEXT-MARKER"[..])), "plaintext on the wire");
+    }
+
+    /// One flipped bit in one UDT data packet (a man in the middle): the
+    /// record fails authentication, the receiver gets an error — never
+    /// the altered byte — and the channel is closed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tampered_packet_fails_the_channel_and_never_delivers_wrong_data() {
+        let udt = by_name("udt").unwrap();
+        let opts = private(Some(SealSecret::new([6u8; 32])));
+        let l = udt.listen("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+        let (via, _) = relay(l.local_addr().unwrap(), true);
+        let (accepted, client) = tokio::join!(l.accept(&opts, None), udt.connect(via, None, &opts));
+        let (mut server, _) = accepted.unwrap();
+        let mut client = client.unwrap();
+        let data = marker_data();
+        let sent = data.clone();
+        std::thread::spawn(move || {
+            let _ = client.send_block(b"", super::super::Payload::Bytes(&sent));
+            let _ = client.finish();
+        });
+        let (got, err) = tokio::task::spawn_blocking(move || {
+            let mut got = Vec::new();
+            let mut b = vec![0u8; 65536];
+            loop {
+                match server.read(&mut b) {
+                    Ok(0) => return (got, None),
+                    Ok(n) => got.extend_from_slice(&b[..n]),
+                    Err(e) => return (got, Some(e)),
+                }
+            }
+        })
+        .await
+        .unwrap();
+        let err = err.expect("a tampered record must fail the read");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        assert!(err.to_string().contains("failed authentication"), "{err}");
+        assert!(got.len() < data.len() && got[..] == data[..got.len()], "only authenticated bytes were delivered");
+    }
+
+    /// PROT P without the session's secret (a peer that did not negotiate
+    /// encryption): refused on both sides, nothing opened in clear.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn private_options_without_a_secret_are_refused() {
+        let udt = by_name("udt").unwrap();
+        let opts = private(None);
+        let l = udt.listen("127.0.0.1:0".parse().unwrap(), &ChannelOptions::new(Duration::from_secs(2))).unwrap();
+        let to = l.local_addr().unwrap();
+        let e = udt.connect(to, None, &opts).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+        assert!(e.to_string().contains("udt:aes-gcm"), "{e}");
+        let e = l.accept(&opts, None).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported);
     }
 
     #[test]

@@ -103,6 +103,42 @@ impl Session {
         Ok(Action::Reply(crate::transport::selected(t)))
     }
 
+    /// Whether `TPRT udt:aes-gcm` may be accepted: the server has a
+    /// certificate (so UDT data can be keyed from a TLS control channel)
+    /// and this session's control channel is TLS.
+    pub(super) fn may_seal_udt(&self) -> Result<(), Reply> {
+        let offered = self.config.tls_available && self.config.transports.iter().any(|t| t.as_str() == "udt");
+        if !offered {
+            return Err(crate::transport::refuse_option(
+                &self.config.transports,
+                self.transport,
+                crate::transport::SEALED_UDT,
+            ));
+        }
+        if !self.tls {
+            return Err(Reply::new(
+                ReplyCode::POLICY_DENIED,
+                format!(
+                    "Transport {} is keyed from the control channel's TLS session: send AUTH TLS first. Data \
+                     channels stay on {}.",
+                    crate::transport::SEALED_UDT,
+                    self.transport
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Records whether UDT data channels encrypt under PROT P; a change
+    /// starts a new generation (cached connections were keyed, or not,
+    /// the other way).
+    pub(super) fn set_udt_sealed(&mut self, sealed: bool) {
+        if sealed != self.udt_sealed {
+            self.new_generation();
+            self.udt_sealed = sealed;
+        }
+    }
+
     /// Records a TCP buffer size; the refusal is a reply.
     pub(super) fn set_buffer(&mut self, n: u64) -> Result<(), Reply> {
         if n == 0 || n > MAX_BUFFER_SIZE {

@@ -33,6 +33,11 @@ impl Session {
         if self.config.batch {
             lines.insert(0, crate::batch::FEAT_LINE.into());
         }
+        if self.config.tls_available && self.config.transports.iter().any(|t| t.as_str() == "udt") {
+            // UDT data under PROT P, encrypted (docs/udt.md): a Ferry
+            // client asks with `TPRT udt:aes-gcm`.
+            lines.push(format!(" TPRT {}", crate::transport::SEALED_UDT));
+        }
         if self.config.tls_available {
             lines.insert(0, " AUTH TLS".into());
             lines.push(" PBSZ".into());

@@ -137,6 +137,11 @@ pub struct Session {
     /// The client chose the transport (`TPRT`, `SITE SETNETSTACK`): only
     /// then does it get one that is TLS itself (see [`Self::data_transport`]).
     transport_selected: bool,
+    /// `TPRT udt:aes-gcm`: under PROT P, UDT data channels carry AES-GCM
+    /// records keyed from the control channel's TLS session (docs/udt.md,
+    /// "Encryption after PROT P"). Plain `TPRT udt` / `SITE SETNETSTACK
+    /// udt` clear it: such a session's UDT under PROT P is refused (425).
+    udt_sealed: bool,
     /// `DCAU S NAME` (third-party QUIC, issue 19): the other server of a
     /// third-party copy, whose certificate the data channel must show
     /// for this name.
@@ -190,6 +195,7 @@ impl Session {
             allow_delayed: false,
             transport: default_transport,
             transport_selected: false,
+            udt_sealed: false,
             data_peer: None,
             parallelism: 1,
             buffer_size: None,
@@ -260,6 +266,12 @@ impl Session {
             return crate::transport::TransportName::TCP;
         }
         self.transport
+    }
+
+    /// Whether this session's UDT data channels encrypt under PROT P
+    /// (`TPRT udt:aes-gcm` was accepted and UDT is the transport).
+    pub fn udt_sealed(&self) -> bool {
+        self.udt_sealed && self.data_transport().as_str() == "udt"
     }
 
     /// The name the data channel's peer must prove (`DCAU S`), for a
@@ -423,8 +435,30 @@ impl Session {
                 format!("{} must be expanded by the server's control loop.", b.verb()),
             ),
             C::Tprt(name) => {
-                let chosen = crate::transport::select(&self.config.transports, self.transport, &name);
-                self.set_transport(chosen).unwrap_or_else(Action::Reply)
+                let (base, option) = crate::transport::split_option(&name);
+                let sealed = match option {
+                    None => false,
+                    Some(o) if crate::transport::is_sealed_udt(base, o) => {
+                        if let Err(r) = self.may_seal_udt() {
+                            return Action::Reply(r);
+                        }
+                        true
+                    }
+                    Some(_) => {
+                        return Action::Reply(crate::transport::refuse_option(
+                            &self.config.transports,
+                            self.transport,
+                            &name,
+                        ))
+                    }
+                };
+                let chosen = crate::transport::select(&self.config.transports, self.transport, base);
+                let ok = chosen.is_ok();
+                let action = self.set_transport(chosen).unwrap_or_else(Action::Reply);
+                if ok {
+                    self.set_udt_sealed(sealed);
+                }
+                action
             }
 
             // Transfer parameters.

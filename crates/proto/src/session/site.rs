@@ -41,6 +41,8 @@ impl Session {
                 let chosen = crate::transport::select_net_stack(&self.config.transports, self.transport, &stack);
                 match self.set_transport(chosen) {
                     Ok(_) => {
+                        // Globus's way of asking has no encryption option.
+                        self.set_udt_sealed(false);
                         Self::reply(ReplyCode::FILE_ACTION_OK, format!("Network stack set to {}.", self.transport))
                     }
                     Err(r) => Action::Reply(r),

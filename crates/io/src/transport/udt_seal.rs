@@ -1,0 +1,483 @@
+//! Encrypted, authenticated records over a UDT byte stream: what carries
+//! data under `PROT P` when the data channel is `udt` (docs/udt.md,
+//! "Encryption after PROT P").
+//!
+//! UDT has no TLS. Instead both ends of a Ferry control session take one
+//! secret from the control channel's TLS session with the TLS exporter
+//! (RFC 5705 / RFC 8446 §7.5, label [`EXPORTER_LABEL`]): only the two
+//! parties of that TLS session know it, and its certificate checks are the
+//! control channel's. Each data connection then derives its own keys:
+//!
+//! * **Hello.** As soon as the UDT connection is up, each side sends
+//!   [`HELLO_LEN`] bytes in clear: a magic and 32 random bytes. Nothing
+//!   secret is in it; a man in the middle who changes it only makes the
+//!   keys differ, so the first record fails.
+//! * **Keys.** HKDF-SHA256 (RFC 5869), salt = connector's random ‖
+//!   acceptor's random, input = the exported secret, one AES-256-GCM key per
+//!   direction (info names the direction). Both sides contribute fresh
+//!   randomness, so no two data connections — of one session, or a record
+//!   of one replayed into another — share a key, and (key, nonce) never
+//!   repeats.
+//! * **Records.** `type (1) ‖ length (4, big-endian) ‖ ciphertext ‖ tag (16)`,
+//!   length = ciphertext + tag, at most [`MAX_RECORD`] bytes of plaintext;
+//!   the 5-byte header is the additional authenticated data; the nonce is
+//!   the record's sequence number in this direction (never sent), so a
+//!   dropped, repeated or reordered record fails authentication.
+//! * **End.** A sender that finishes sends an authenticated close record
+//!   before UDT's shutdown; a stream that ends without it is reported as
+//!   truncated, never as a complete transfer.
+//! * **Failure.** A record that fails authentication, has an unknown type or
+//!   a length beyond the bound poisons the reader: every later read fails
+//!   with `InvalidData` and the connection aborts the UDT stream. Memory is
+//!   one record buffer per direction, whatever the peer claims.
+//!
+//! ring does the cryptography (it is in the tree already as rustls's and
+//! quinn's provider; AES-GCM with AES-NI/CLMUL, HKDF).
+
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::hkdf;
+use ring::rand::{SecureRandom, SystemRandom};
+use std::fmt;
+use std::io::{self, IoSlice, Read};
+use std::sync::Arc;
+
+/// The TLS exporter label: Ferry's own, so no other protocol on the same
+/// TLS session derives the same bytes (RFC 5705 §4: labels beginning
+/// "EXPORTER" are for private use).
+pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-ferry-udt-data-v1";
+/// The magic at the start of each side's hello.
+pub const HELLO_MAGIC: &[u8; 8] = b"FERRYUS1";
+/// Bytes of one hello: the magic and 32 random bytes.
+pub const HELLO_LEN: usize = 8 + 32;
+/// Largest plaintext of one record (64 KiB): what bounds a reader's memory.
+pub const MAX_RECORD: usize = 64 * 1024;
+/// AES-GCM's tag.
+pub const TAG_LEN: usize = 16;
+/// type + length.
+pub const HEADER_LEN: usize = 5;
+const DATA: u8 = 0x17;
+const CLOSE: u8 = 0x15;
+
+/// The secret one control session's data channels are keyed from (32 bytes
+/// from the TLS exporter). `Debug` never prints it.
+#[derive(Clone)]
+pub struct SealSecret(Arc<[u8; 32]>);
+
+impl SealSecret {
+    pub fn new(bytes: [u8; 32]) -> Self {
+        Self(Arc::new(bytes))
+    }
+
+    /// Exports the secret from an established TLS session (`None` before
+    /// the handshake completed).
+    pub fn export<D>(conn: &rustls::ConnectionCommon<D>) -> Option<Self> {
+        conn.export_keying_material([0u8; 32], EXPORTER_LABEL, None).ok().map(Self::new)
+    }
+}
+
+impl fmt::Debug for SealSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SealSecret(..)")
+    }
+}
+
+/// Which end of the UDT connection this is (the side that called
+/// `connect`, or the listener's side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Connector,
+    Acceptor,
+}
+
+/// A fresh hello to send.
+pub fn hello() -> io::Result<[u8; HELLO_LEN]> {
+    let mut h = [0u8; HELLO_LEN];
+    h[..8].copy_from_slice(HELLO_MAGIC);
+    SystemRandom::new().fill(&mut h[8..]).map_err(|_| io::Error::other("no randomness for the UDT data channel"))?;
+    Ok(h)
+}
+
+fn invalid(msg: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg.into())
+}
+
+/// The two record keys of one connection, from the session's secret and
+/// both hellos.
+pub fn keys(secret: &SealSecret, role: Role, ours: &[u8], theirs: &[u8]) -> io::Result<(RecordWriter, RecordReader)> {
+    if theirs.len() != HELLO_LEN || &theirs[..8] != HELLO_MAGIC {
+        return Err(invalid(
+            "the peer did not start the encrypted UDT data channel with Ferry's hello (is it Ferry with PROT P?)",
+        ));
+    }
+    let (c, a) = match role {
+        Role::Connector => (ours, theirs),
+        Role::Acceptor => (theirs, ours),
+    };
+    let mut salt = [0u8; 64];
+    salt[..32].copy_from_slice(&c[8..]);
+    salt[32..].copy_from_slice(&a[8..]);
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, &salt).extract(&secret.0[..]);
+    let key = |info: &[u8]| -> io::Result<LessSafeKey> {
+        let info = [info];
+        let okm = prk.expand(&info, &AES_256_GCM).map_err(|_| io::Error::other("HKDF expand failed"))?;
+        Ok(LessSafeKey::new(UnboundKey::from(okm)))
+    };
+    let c2a = key(b"ferry udt data: connector to acceptor")?;
+    let a2c = key(b"ferry udt data: acceptor to connector")?;
+    let (send, recv) = match role {
+        Role::Connector => (c2a, a2c),
+        Role::Acceptor => (a2c, c2a),
+    };
+    Ok((RecordWriter::new(send), RecordReader::new(recv)))
+}
+
+fn nonce(seq: u64) -> Nonce {
+    let mut n = [0u8; NONCE_LEN];
+    n[4..].copy_from_slice(&seq.to_be_bytes());
+    Nonce::assume_unique_for_key(n)
+}
+
+/// Seals plaintext into records, numbering them.
+pub struct RecordWriter {
+    key: LessSafeKey,
+    seq: u64,
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+impl fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordWriter").field("seq", &self.seq).finish()
+    }
+}
+
+impl RecordWriter {
+    fn new(key: LessSafeKey) -> Self {
+        Self { key, seq: 0, buf: Vec::with_capacity(HEADER_LEN + MAX_RECORD + TAG_LEN), closed: false }
+    }
+
+    /// One data record holding the first (at most [`MAX_RECORD`]) bytes of
+    /// `bufs`; returns the record and how many plaintext bytes it holds.
+    pub fn seal_data(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<(&[u8], usize)> {
+        if self.closed {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the encrypted UDT data channel was closed"));
+        }
+        self.buf.clear();
+        self.buf.extend_from_slice(&[DATA, 0, 0, 0, 0]);
+        let mut taken = 0;
+        for b in bufs {
+            let n = b.len().min(MAX_RECORD - taken);
+            self.buf.extend_from_slice(&b[..n]);
+            taken += n;
+            if taken == MAX_RECORD {
+                break;
+            }
+        }
+        self.seal()?;
+        Ok((&self.buf, taken))
+    }
+
+    /// The authenticated end of the stream; nothing may follow it.
+    pub fn seal_close(&mut self) -> io::Result<&[u8]> {
+        self.buf.clear();
+        self.buf.extend_from_slice(&[CLOSE, 0, 0, 0, 0]);
+        self.seal()?;
+        self.closed = true;
+        Ok(&self.buf)
+    }
+
+    fn seal(&mut self) -> io::Result<()> {
+        if self.seq == u64::MAX {
+            return Err(io::Error::other("the encrypted UDT data channel ran out of record numbers"));
+        }
+        let len = (self.buf.len() - HEADER_LEN + TAG_LEN) as u32;
+        self.buf[1..HEADER_LEN].copy_from_slice(&len.to_be_bytes());
+        let n = nonce(self.seq);
+        self.seq += 1;
+        let (header, body) = self.buf.split_at_mut(HEADER_LEN);
+        let tag = self
+            .key
+            .seal_in_place_separate_tag(n, Aad::from(&*header), body)
+            .map_err(|_| io::Error::other("AES-GCM sealing failed"))?;
+        self.buf.extend_from_slice(tag.as_ref());
+        Ok(())
+    }
+}
+
+/// Opens records read from a byte stream: resumable (a read that times out
+/// mid-record keeps what it had), bounded (one record's buffer), and
+/// poisoned by the first bad record.
+pub struct RecordReader {
+    key: LessSafeKey,
+    seq: u64,
+    buf: Vec<u8>,
+    /// Bytes of the current record read so far.
+    have: usize,
+    /// Decrypted plaintext not yet handed out: `buf[pos..lim]`.
+    pos: usize,
+    lim: usize,
+    closed: bool,
+    failed: Option<String>,
+}
+
+impl fmt::Debug for RecordReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordReader").field("seq", &self.seq).field("failed", &self.failed).finish()
+    }
+}
+
+impl RecordReader {
+    fn new(key: LessSafeKey) -> Self {
+        Self {
+            key,
+            seq: 0,
+            buf: vec![0u8; HEADER_LEN + MAX_RECORD + TAG_LEN],
+            have: 0,
+            pos: 0,
+            lim: 0,
+            closed: false,
+            failed: None,
+        }
+    }
+
+    /// Whether a record failed (the channel is dead).
+    pub fn failed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    fn fail(&mut self, msg: String) -> io::Error {
+        self.failed = Some(msg.clone());
+        invalid(msg)
+    }
+
+    /// Reads plaintext into `out` from records read from `src`; `Ok(0)`
+    /// only after the authenticated close record.
+    pub fn read(&mut self, src: &mut impl Read, out: &mut [u8]) -> io::Result<usize> {
+        if let Some(f) = &self.failed {
+            return Err(invalid(f.clone()));
+        }
+        if out.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.pos < self.lim {
+                let n = (self.lim - self.pos).min(out.len());
+                out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+                self.pos += n;
+                return Ok(n);
+            }
+            if self.closed {
+                return Ok(0);
+            }
+            self.next_record(src)?;
+        }
+    }
+
+    fn next_record(&mut self, src: &mut impl Read) -> io::Result<()> {
+        let want = if self.have < HEADER_LEN { HEADER_LEN } else { HEADER_LEN + self.body_len() };
+        while self.have < want {
+            match src.read(&mut self.buf[self.have..want]) {
+                Ok(0) => {
+                    return Err(self.fail(format!(
+                        "the encrypted UDT data channel ended without its authenticated end record \
+                         (truncated after {} records{})",
+                        self.seq,
+                        if self.have > 0 { ", inside one" } else { "" }
+                    )))
+                }
+                Ok(n) => self.have += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if want == HEADER_LEN {
+            let kind = self.buf[0];
+            let len = self.body_len();
+            if kind != DATA && kind != CLOSE {
+                return Err(
+                    self.fail(format!("encrypted UDT data channel: record {} has unknown type {kind:#x}", self.seq))
+                );
+            }
+            if !(TAG_LEN..=MAX_RECORD + TAG_LEN).contains(&len) {
+                return Err(self.fail(format!(
+                    "encrypted UDT data channel: record {} claims {len} bytes (the bound is {} with its tag)",
+                    self.seq,
+                    MAX_RECORD + TAG_LEN
+                )));
+            }
+            // The body next (a zero-length body is impossible: it has a tag).
+            return self.next_record(src);
+        }
+        let len = self.body_len();
+        let n = nonce(self.seq);
+        let (header, body) = self.buf.split_at_mut(HEADER_LEN);
+        let opened = self.key.open_in_place(n, Aad::from(&*header), &mut body[..len]).map(|p| p.len());
+        let plain = match opened {
+            Ok(p) => p,
+            Err(_) => {
+                return Err(self.fail(format!(
+                    "encrypted UDT data channel: record {} failed authentication (tampered with, or not from \
+                     this session's peer); the channel is closed",
+                    self.seq
+                )))
+            }
+        };
+        self.seq += 1;
+        self.have = 0;
+        if self.buf[0] == CLOSE {
+            if plain != 0 {
+                return Err(self.fail("encrypted UDT data channel: a close record with data".into()));
+            }
+            self.closed = true;
+            return Ok(());
+        }
+        self.pos = HEADER_LEN;
+        self.lim = HEADER_LEN + plain;
+        Ok(())
+    }
+
+    fn body_len(&self) -> usize {
+        u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize
+    }
+}
+
+/// Decodes arbitrary bytes as records with a fixed key (the fuzz target
+/// and the hostile tests): never panics, never holds more than one record.
+pub fn decode_untrusted(bytes: &[u8]) -> io::Result<Vec<u8>> {
+    let secret = SealSecret::new([7u8; 32]);
+    let (_, mut reader) = pair_for_tests(&secret)?;
+    let mut src = bytes;
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match reader.read(&mut src, &mut chunk)? {
+            0 => return Ok(out),
+            n => {
+                if out.len() < (1 << 20) {
+                    out.extend_from_slice(&chunk[..n]);
+                }
+            }
+        }
+    }
+}
+
+/// A connector's writer and the acceptor's reader for fixed hellos: both
+/// ends of one direction, for tests and the fuzzer.
+pub fn pair_for_tests(secret: &SealSecret) -> io::Result<(RecordWriter, RecordReader)> {
+    let mut hc = [1u8; HELLO_LEN];
+    hc[..8].copy_from_slice(HELLO_MAGIC);
+    let mut ha = [2u8; HELLO_LEN];
+    ha[..8].copy_from_slice(HELLO_MAGIC);
+    let (w, _) = keys(secret, Role::Connector, &hc, &ha)?;
+    let (_, r) = keys(secret, Role::Acceptor, &ha, &hc)?;
+    Ok((w, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sealed(w: &mut RecordWriter, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = data;
+        while !rest.is_empty() {
+            let (rec, n) = w.seal_data(&[IoSlice::new(rest)]).unwrap();
+            out.extend_from_slice(rec);
+            rest = &rest[n..];
+        }
+        out
+    }
+
+    fn read_all(r: &mut RecordReader, mut wire: &[u8]) -> io::Result<Vec<u8>> {
+        let mut got = Vec::new();
+        let mut b = [0u8; 10_000];
+        loop {
+            match r.read(&mut wire, &mut b)? {
+                0 => return Ok(got),
+                n => got.extend_from_slice(&b[..n]),
+            }
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_hide_the_plaintext() {
+        let secret = SealSecret::new([9u8; 32]);
+        let (mut w, mut r) = pair_for_tests(&secret).unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 7) as u8).collect();
+        let mut wire = sealed(&mut w, &data);
+        wire.extend_from_slice(w.seal_close().unwrap());
+        assert_eq!(wire.len(), data.len() + 5 * (HEADER_LEN + TAG_LEN) + HEADER_LEN + TAG_LEN);
+        assert!(!wire.windows(64).any(|win| data.windows(64).take(100).any(|d| d == win)));
+        assert_eq!(read_all(&mut r, &wire).unwrap(), data);
+    }
+
+    #[test]
+    fn a_flipped_bit_anywhere_fails_and_poisons_the_reader() {
+        let secret = SealSecret::new([3u8; 32]);
+        let (mut w, _) = pair_for_tests(&secret).unwrap();
+        let mut wire = sealed(&mut w, &[5u8; 1000]);
+        wire.extend_from_slice(w.seal_close().unwrap());
+        for i in (0..wire.len()).step_by(37) {
+            let mut bad = wire.clone();
+            bad[i] ^= 0x40;
+            let (_, mut r) = pair_for_tests(&secret).unwrap();
+            let err = read_all(&mut r, &bad).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "byte {i}: {err}");
+            assert!(r.failed());
+            assert!(r.read(&mut &wire[..], &mut [0u8; 8]).is_err());
+        }
+    }
+
+    #[test]
+    fn truncation_replay_and_reorder_are_detected() {
+        let secret = SealSecret::new([4u8; 32]);
+        let (mut w, _) = pair_for_tests(&secret).unwrap();
+        let a = w.seal_data(&[IoSlice::new(b"first")]).unwrap().0.to_vec();
+        let b = w.seal_data(&[IoSlice::new(b"second")]).unwrap().0.to_vec();
+        let close = w.seal_close().unwrap().to_vec();
+        let fresh = || pair_for_tests(&secret).unwrap().1;
+        // No close record: truncated, not a clean end.
+        let e = read_all(&mut fresh(), &[a.clone(), b.clone()].concat()).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        // Cut inside a record.
+        let whole = [a.clone(), b.clone(), close.clone()].concat();
+        assert!(read_all(&mut fresh(), &whole[..whole.len() - 3]).is_err());
+        // Reordered, replayed, dropped.
+        assert!(read_all(&mut fresh(), &[b.clone(), a.clone(), close.clone()].concat()).is_err());
+        assert!(read_all(&mut fresh(), &[a.clone(), a.clone(), b.clone(), close.clone()].concat()).is_err());
+        assert!(read_all(&mut fresh(), &[b.clone(), close.clone()].concat()).is_err());
+        assert_eq!(read_all(&mut fresh(), &whole).unwrap(), b"firstsecond");
+    }
+
+    #[test]
+    fn oversized_lengths_and_garbage_fail_without_allocating() {
+        let mut huge = vec![DATA];
+        huge.extend_from_slice(&u32::MAX.to_be_bytes());
+        huge.extend_from_slice(&[0u8; 100]);
+        let e = decode_untrusted(&huge).unwrap_err();
+        assert!(e.to_string().contains("claims"), "{e}");
+        assert!(decode_untrusted(b"GET / HTTP/1.1\r\n\r\n").is_err());
+        assert!(decode_untrusted(&[CLOSE, 0, 0, 0, 16]).is_err());
+        assert!(decode_untrusted(&[]).is_err());
+    }
+
+    #[test]
+    fn different_hellos_or_secrets_give_different_keys() {
+        let s = SealSecret::new([1u8; 32]);
+        let h1 = hello().unwrap();
+        let h2 = hello().unwrap();
+        assert_ne!(h1, h2);
+        let (mut w, _) = keys(&s, Role::Connector, &h1, &h2).unwrap();
+        let rec = w.seal_data(&[IoSlice::new(b"x")]).unwrap().0.to_vec();
+        // The right acceptor opens it; one with another session's secret or
+        // another hello does not.
+        let (_, mut ok) = keys(&s, Role::Acceptor, &h2, &h1).unwrap();
+        assert_eq!(ok.read(&mut &rec[..], &mut [0u8; 4]).unwrap(), 1);
+        let (_, mut other) = keys(&SealSecret::new([2u8; 32]), Role::Acceptor, &h2, &h1).unwrap();
+        assert!(other.read(&mut &rec[..], &mut [0u8; 4]).is_err());
+        let h3 = hello().unwrap();
+        let (_, mut replayed) = keys(&s, Role::Acceptor, &h3, &h1).unwrap();
+        assert!(replayed.read(&mut &rec[..], &mut [0u8; 4]).is_err());
+        assert!(keys(&s, Role::Acceptor, &h2, b"not a hello").is_err());
+    }
+}
