@@ -237,6 +237,25 @@ impl ServerSession {
         self.parallelism
     }
 
+    /// Changes the streams per transfer of an open session: the login
+    /// sized them for one large file on this path, but a tree of small
+    /// files wants one stream per session (every file ends with an EOD on
+    /// every stream, and the receiver waits for all of them), with the
+    /// sessions giving the concurrency. Downloads tell the server with the
+    /// next transfer's OPTS RETR; cached upload connections are dropped so
+    /// the next upload opens as many as now asked.
+    pub fn set_streams(&mut self, streams: u32, why: &str) {
+        let streams = streams.max(1);
+        if streams == self.parallelism {
+            return;
+        }
+        self.parallelism = streams;
+        self.sizing = format!("{streams} stream(s): {why}");
+        if matches!(self.channel, Channel::Connecting { .. }) {
+            self.channel = Channel::None;
+        }
+    }
+
     /// Whether the server speaks GridFTP extended block mode (Globus and
     /// Ferry advertise `PARALLEL`).
     pub fn supports_mode_e(&self) -> bool {
