@@ -147,9 +147,13 @@ impl Upload {
 
     /// Makes `ranges` (file offsets) durable: the data is synced first,
     /// then the record rewritten, so it never claims a byte a crash could
-    /// lose. What `SITE PARTIAL` reports and a resume may rely on.
+    /// lose. What `SITE PARTIAL` reports and a resume may rely on. A
+    /// record of no ranges (a fresh upload's first) claims nothing and
+    /// needs no sync: one `fdatasync` less for every new file.
     pub fn checkpoint(&self, ranges: &RangeSet) -> io::Result<()> {
-        self.file.sync_data()?;
+        if !ranges.is_empty() {
+            self.file.sync_data()?;
+        }
         let Some(p) = &self.partial else { return Ok(()) };
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         record.ranges = ranges.to_string();
