@@ -375,6 +375,37 @@ pub fn decode_untrusted(bytes: &[u8]) -> io::Result<Vec<u8>> {
     }
 }
 
+/// The fuzz target's property (`fuzz/fuzz_targets/udt_records.rs`; the
+/// committed corpus is replayed by this module's tests): with an even
+/// first byte the rest is decoded as untrusted records (no panic, bounded
+/// memory); with an odd one the rest is sealed, one byte of the wire is
+/// flipped unless the first byte is 1, and decoding must then either fail
+/// or — only when nothing was flipped — return exactly the plaintext.
+pub fn fuzz_check(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    if mode & 1 == 0 {
+        let _ = decode_untrusted(rest);
+        return;
+    }
+    let secret = SealSecret::new([7u8; 32]);
+    let (mut w, _) = pair_for_tests(&secret).expect("keys");
+    let mut wire = Vec::new();
+    let mut done = 0;
+    while done < rest.len() {
+        done += w.seal_data(&[IoSlice::new(rest)], done, &mut wire).expect("seal");
+    }
+    w.seal_close(&mut wire).expect("close");
+    let flip = usize::from(mode >> 1);
+    if flip != 0 {
+        let i = (flip * 7919 + rest.len()) % wire.len();
+        wire[i] ^= 0x80;
+    }
+    match decode_untrusted(&wire) {
+        Ok(out) => assert!(flip == 0 && out == rest, "a tampered stream decoded"),
+        Err(e) => assert!(flip != 0, "an intact stream failed: {e}"),
+    }
+}
+
 /// A connector's writer and the acceptor's reader for fixed hellos: both
 /// ends of one direction, for tests and the fuzzer.
 pub fn pair_for_tests(secret: &SealSecret) -> io::Result<(RecordWriter, RecordReader)> {
@@ -433,6 +464,54 @@ mod tests {
         assert_eq!(wire.len(), data.len() + 5 * (HEADER_LEN + TAG_LEN) + HEADER_LEN + TAG_LEN);
         assert!(!wire.windows(64).any(|win| data.windows(64).take(100).any(|d| d == win)));
         assert_eq!(read_all(&mut r, &wire).unwrap(), data);
+    }
+
+    /// Replays the committed corpus of the `udt_records` fuzz target.
+    #[test]
+    fn fuzz_corpus_replays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/udt_records");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            fuzz_check(&std::fs::read(entry.unwrap().path()).unwrap());
+            n += 1;
+        }
+        assert!(n >= 8, "corpus has only {n} inputs");
+    }
+
+    /// A read that times out inside a record loses nothing: the next read
+    /// carries on where it stopped.
+    #[test]
+    fn reads_resume_after_a_timeout_mid_record() {
+        struct Choppy<'a>(&'a [u8], bool);
+        impl Read for Choppy<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.1 = !self.1;
+                if self.1 {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                let n = buf.len().min(self.0.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let secret = SealSecret::new([2u8; 32]);
+        let (mut w, mut r) = pair_for_tests(&secret).unwrap();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let mut wire = sealed(&mut w, &data);
+        wire.extend_from_slice(&close(&mut w));
+        let mut src = Choppy(&wire, false);
+        let (mut got, mut b, mut timeouts) = (Vec::new(), [0u8; 3000], 0);
+        loop {
+            match r.read(&mut src, &mut b) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => timeouts += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(timeouts > 100);
+        assert_eq!(got, data);
     }
 
     #[test]
