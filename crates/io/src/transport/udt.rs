@@ -129,7 +129,7 @@ fn seal_stream(stream: &UdtStream, secret: &SealSecret, role: Role) -> io::Resul
         }
     }
     let (writer, reader) = udt_seal::keys(secret, role, &ours, &theirs)?;
-    Ok(Box::new(Sealed { writer, reader }))
+    Ok(Box::new(Sealed { writer, reader, out: Vec::new() }))
 }
 
 /// The driver's settings for these options: buffers from the session's
@@ -267,7 +267,12 @@ pub struct UdtConnection {
 struct Sealed {
     writer: RecordWriter,
     reader: RecordReader,
+    /// Sealed records waiting to be written (at most about `SEAL_BATCH`).
+    out: Vec<u8>,
 }
+
+/// Plaintext sealed per write to the UDT stream.
+const SEAL_BATCH: usize = 1 << 20;
 
 /// `Read` over a shared stream, for the record reader.
 struct StreamReader<'a>(&'a UdtStream);
@@ -283,15 +288,22 @@ impl UdtConnection {
     /// channel (a half-sent record cannot be resumed).
     fn write_sealed(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let Some(s) = &mut self.sealed else { unreachable!("only called when sealed") };
-        if bufs.iter().all(|b| b.is_empty()) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
             return Ok(0);
         }
-        let (record, n) = s.writer.seal_data(bufs)?;
-        if let Err(e) = self.stream.write_all(record) {
+        // Up to SEAL_BATCH of records per write to the stream: one lock
+        // and one wake-up of the I/O thread for many records.
+        s.out.clear();
+        let mut done = 0;
+        while done < total && s.out.len() < SEAL_BATCH {
+            done += s.writer.seal_data(bufs, done, &mut s.out)?;
+        }
+        if let Err(e) = self.stream.write_all(&s.out) {
             self.stream.abort();
             return Err(e);
         }
-        Ok(n)
+        Ok(done)
     }
 }
 
@@ -339,8 +351,9 @@ impl Connection for UdtConnection {
     /// sends its shutdown: the peer reads the end of the stream.
     fn finish(&mut self) -> io::Result<()> {
         if let Some(s) = &mut self.sealed {
-            let close = s.writer.seal_close()?;
-            self.stream.write_all(close)?;
+            s.out.clear();
+            s.writer.seal_close(&mut s.out)?;
+            self.stream.write_all(&s.out)?;
         }
         self.stream.shutdown()
     }

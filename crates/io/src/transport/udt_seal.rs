@@ -141,7 +141,6 @@ fn nonce(seq: u64) -> Nonce {
 pub struct RecordWriter {
     key: LessSafeKey,
     seq: u64,
-    buf: Vec<u8>,
     closed: bool,
 }
 
@@ -153,67 +152,80 @@ impl fmt::Debug for RecordWriter {
 
 impl RecordWriter {
     fn new(key: LessSafeKey) -> Self {
-        Self { key, seq: 0, buf: Vec::with_capacity(HEADER_LEN + MAX_RECORD + TAG_LEN), closed: false }
+        Self { key, seq: 0, closed: false }
     }
 
-    /// One data record holding the first (at most [`MAX_RECORD`]) bytes of
-    /// `bufs`; returns the record and how many plaintext bytes it holds.
-    pub fn seal_data(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<(&[u8], usize)> {
+    /// Appends to `out` one data record holding at most [`MAX_RECORD`]
+    /// bytes of `bufs`, after skipping their first `skip` bytes; returns
+    /// how many plaintext bytes it holds.
+    pub fn seal_data(&mut self, bufs: &[IoSlice<'_>], mut skip: usize, out: &mut Vec<u8>) -> io::Result<usize> {
         if self.closed {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the encrypted UDT data channel was closed"));
         }
-        self.buf.clear();
-        self.buf.extend_from_slice(&[DATA, 0, 0, 0, 0]);
+        let at = out.len();
+        out.extend_from_slice(&[DATA, 0, 0, 0, 0]);
         let mut taken = 0;
         for b in bufs {
-            let n = b.len().min(MAX_RECORD - taken);
-            self.buf.extend_from_slice(&b[..n]);
+            if skip >= b.len() {
+                skip -= b.len();
+                continue;
+            }
+            let n = (b.len() - skip).min(MAX_RECORD - taken);
+            out.extend_from_slice(&b[skip..skip + n]);
+            skip = 0;
             taken += n;
             if taken == MAX_RECORD {
                 break;
             }
         }
-        self.seal()?;
-        Ok((&self.buf, taken))
+        self.seal(out, at)?;
+        Ok(taken)
     }
 
-    /// The authenticated end of the stream; nothing may follow it.
-    pub fn seal_close(&mut self) -> io::Result<&[u8]> {
-        self.buf.clear();
-        self.buf.extend_from_slice(&[CLOSE, 0, 0, 0, 0]);
-        self.seal()?;
+    /// Appends the authenticated end of the stream; nothing may follow it.
+    pub fn seal_close(&mut self, out: &mut Vec<u8>) -> io::Result<()> {
+        let at = out.len();
+        out.extend_from_slice(&[CLOSE, 0, 0, 0, 0]);
+        self.seal(out, at)?;
         self.closed = true;
-        Ok(&self.buf)
+        Ok(())
     }
 
-    fn seal(&mut self) -> io::Result<()> {
+    /// Seals the record that starts at `out[at]` (header, then plaintext).
+    fn seal(&mut self, out: &mut Vec<u8>, at: usize) -> io::Result<()> {
         if self.seq == u64::MAX {
             return Err(io::Error::other("the encrypted UDT data channel ran out of record numbers"));
         }
-        let len = (self.buf.len() - HEADER_LEN + TAG_LEN) as u32;
-        self.buf[1..HEADER_LEN].copy_from_slice(&len.to_be_bytes());
+        let len = (out.len() - at - HEADER_LEN + TAG_LEN) as u32;
+        out[at + 1..at + HEADER_LEN].copy_from_slice(&len.to_be_bytes());
         let n = nonce(self.seq);
         self.seq += 1;
-        let (header, body) = self.buf.split_at_mut(HEADER_LEN);
+        let (header, body) = out[at..].split_at_mut(HEADER_LEN);
         let tag = self
             .key
             .seal_in_place_separate_tag(n, Aad::from(&*header), body)
             .map_err(|_| io::Error::other("AES-GCM sealing failed"))?;
-        self.buf.extend_from_slice(tag.as_ref());
+        out.extend_from_slice(tag.as_ref());
         Ok(())
     }
 }
 
+/// Bytes a reader buffers: four largest records, so one `read` of the
+/// stream takes many records at once (each read of the UDT stream takes
+/// its lock and wakes its I/O thread).
+const IN_CAP: usize = 4 * (HEADER_LEN + MAX_RECORD + TAG_LEN);
+
 /// Opens records read from a byte stream: resumable (a read that times out
-/// mid-record keeps what it had), bounded (one record's buffer), and
-/// poisoned by the first bad record.
+/// mid-record keeps what it had), bounded (a fixed buffer of [`IN_CAP`]
+/// bytes, whatever the peer claims), and poisoned by the first bad record.
 pub struct RecordReader {
     key: LessSafeKey,
     seq: u64,
+    /// Raw bytes from the stream: `buf[start..end]` not yet opened.
     buf: Vec<u8>,
-    /// Bytes of the current record read so far.
-    have: usize,
-    /// Decrypted plaintext not yet handed out: `buf[pos..lim]`.
+    start: usize,
+    end: usize,
+    /// Opened plaintext not yet handed out: `buf[pos..lim]` (before `start`).
     pos: usize,
     lim: usize,
     closed: bool,
@@ -228,16 +240,7 @@ impl fmt::Debug for RecordReader {
 
 impl RecordReader {
     fn new(key: LessSafeKey) -> Self {
-        Self {
-            key,
-            seq: 0,
-            buf: vec![0u8; HEADER_LEN + MAX_RECORD + TAG_LEN],
-            have: 0,
-            pos: 0,
-            lim: 0,
-            closed: false,
-            failed: None,
-        }
+        Self { key, seq: 0, buf: vec![0u8; IN_CAP], start: 0, end: 0, pos: 0, lim: 0, closed: false, failed: None }
     }
 
     /// Whether a record failed (the channel is dead).
@@ -273,47 +276,63 @@ impl RecordReader {
         }
     }
 
-    fn next_record(&mut self, src: &mut impl Read) -> io::Result<()> {
-        let want = if self.have < HEADER_LEN { HEADER_LEN } else { HEADER_LEN + self.body_len() };
-        while self.have < want {
-            match src.read(&mut self.buf[self.have..want]) {
+    /// More bytes from `src` (at least one), moving a partial record to
+    /// the front when the buffer's tail could not hold a whole one.
+    fn fill(&mut self, src: &mut impl Read) -> io::Result<()> {
+        if self.start > 0 && IN_CAP - self.start < HEADER_LEN + MAX_RECORD + TAG_LEN {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            self.pos = 0;
+            self.lim = 0;
+        }
+        loop {
+            match src.read(&mut self.buf[self.end..]) {
                 Ok(0) => {
+                    let inside = self.end > self.start;
                     return Err(self.fail(format!(
                         "the encrypted UDT data channel ended without its authenticated end record \
                          (truncated after {} records{})",
                         self.seq,
-                        if self.have > 0 { ", inside one" } else { "" }
-                    )))
+                        if inside { ", inside one" } else { "" }
+                    )));
                 }
-                Ok(n) => self.have += n,
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        if want == HEADER_LEN {
-            let kind = self.buf[0];
-            let len = self.body_len();
-            if kind != DATA && kind != CLOSE {
-                return Err(
-                    self.fail(format!("encrypted UDT data channel: record {} has unknown type {kind:#x}", self.seq))
-                );
-            }
-            if !(TAG_LEN..=MAX_RECORD + TAG_LEN).contains(&len) {
-                return Err(self.fail(format!(
-                    "encrypted UDT data channel: record {} claims {len} bytes (the bound is {} with its tag)",
-                    self.seq,
-                    MAX_RECORD + TAG_LEN
-                )));
-            }
-            // The body next (a zero-length body is impossible: it has a tag).
-            return self.next_record(src);
+    }
+
+    fn next_record(&mut self, src: &mut impl Read) -> io::Result<()> {
+        while self.end - self.start < HEADER_LEN {
+            self.fill(src)?;
         }
-        let len = self.body_len();
+        let h = &self.buf[self.start..self.start + HEADER_LEN];
+        let (kind, len) = (h[0], u32::from_be_bytes([h[1], h[2], h[3], h[4]]) as usize);
+        if kind != DATA && kind != CLOSE {
+            return Err(
+                self.fail(format!("encrypted UDT data channel: record {} has unknown type {kind:#x}", self.seq))
+            );
+        }
+        if !(TAG_LEN..=MAX_RECORD + TAG_LEN).contains(&len) {
+            return Err(self.fail(format!(
+                "encrypted UDT data channel: record {} claims {len} bytes (the bound is {} with its tag)",
+                self.seq,
+                MAX_RECORD + TAG_LEN
+            )));
+        }
+        let total = HEADER_LEN + len;
+        while self.end - self.start < total {
+            self.fill(src)?;
+        }
         let n = nonce(self.seq);
-        let (header, body) = self.buf.split_at_mut(HEADER_LEN);
-        let opened = self.key.open_in_place(n, Aad::from(&*header), &mut body[..len]).map(|p| p.len());
-        let plain = match opened {
-            Ok(p) => p,
+        let (header, body) = self.buf[self.start..self.start + total].split_at_mut(HEADER_LEN);
+        let plain = match self.key.open_in_place(n, Aad::from(&*header), body) {
+            Ok(p) => p.len(),
             Err(_) => {
                 return Err(self.fail(format!(
                     "encrypted UDT data channel: record {} failed authentication (tampered with, or not from \
@@ -323,21 +342,16 @@ impl RecordReader {
             }
         };
         self.seq += 1;
-        self.have = 0;
-        if self.buf[0] == CLOSE {
+        self.pos = self.start + HEADER_LEN;
+        self.lim = self.pos + plain;
+        self.start += total;
+        if kind == CLOSE {
             if plain != 0 {
                 return Err(self.fail("encrypted UDT data channel: a close record with data".into()));
             }
             self.closed = true;
-            return Ok(());
         }
-        self.pos = HEADER_LEN;
-        self.lim = HEADER_LEN + plain;
         Ok(())
-    }
-
-    fn body_len(&self) -> usize {
-        u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize
     }
 }
 
@@ -361,6 +375,37 @@ pub fn decode_untrusted(bytes: &[u8]) -> io::Result<Vec<u8>> {
     }
 }
 
+/// The fuzz target's property (`fuzz/fuzz_targets/udt_records.rs`; the
+/// committed corpus is replayed by this module's tests): with an even
+/// first byte the rest is decoded as untrusted records (no panic, bounded
+/// memory); with an odd one the rest is sealed, one byte of the wire is
+/// flipped unless the first byte is 1, and decoding must then either fail
+/// or — only when nothing was flipped — return exactly the plaintext.
+pub fn fuzz_check(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    if mode & 1 == 0 {
+        let _ = decode_untrusted(rest);
+        return;
+    }
+    let secret = SealSecret::new([7u8; 32]);
+    let (mut w, _) = pair_for_tests(&secret).expect("keys");
+    let mut wire = Vec::new();
+    let mut done = 0;
+    while done < rest.len() {
+        done += w.seal_data(&[IoSlice::new(rest)], done, &mut wire).expect("seal");
+    }
+    w.seal_close(&mut wire).expect("close");
+    let flip = usize::from(mode >> 1);
+    if flip != 0 {
+        let i = (flip * 7919 + rest.len()) % wire.len();
+        wire[i] ^= 0x80;
+    }
+    match decode_untrusted(&wire) {
+        Ok(out) => assert!(flip == 0 && out == rest, "a tampered stream decoded"),
+        Err(e) => assert!(flip != 0, "an intact stream failed: {e}"),
+    }
+}
+
 /// A connector's writer and the acceptor's reader for fixed hellos: both
 /// ends of one direction, for tests and the fuzzer.
 pub fn pair_for_tests(secret: &SealSecret) -> io::Result<(RecordWriter, RecordReader)> {
@@ -379,12 +424,22 @@ mod tests {
 
     fn sealed(w: &mut RecordWriter, data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut rest = data;
-        while !rest.is_empty() {
-            let (rec, n) = w.seal_data(&[IoSlice::new(rest)]).unwrap();
-            out.extend_from_slice(rec);
-            rest = &rest[n..];
+        let mut done = 0;
+        while done < data.len() {
+            done += w.seal_data(&[IoSlice::new(data)], done, &mut out).unwrap();
         }
+        out
+    }
+
+    fn close(w: &mut RecordWriter) -> Vec<u8> {
+        let mut out = Vec::new();
+        w.seal_close(&mut out).unwrap();
+        out
+    }
+
+    fn one(w: &mut RecordWriter, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        w.seal_data(&[IoSlice::new(data)], 0, &mut out).unwrap();
         out
     }
 
@@ -405,10 +460,76 @@ mod tests {
         let (mut w, mut r) = pair_for_tests(&secret).unwrap();
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 7) as u8).collect();
         let mut wire = sealed(&mut w, &data);
-        wire.extend_from_slice(w.seal_close().unwrap());
+        wire.extend_from_slice(&close(&mut w));
         assert_eq!(wire.len(), data.len() + 5 * (HEADER_LEN + TAG_LEN) + HEADER_LEN + TAG_LEN);
         assert!(!wire.windows(64).any(|win| data.windows(64).take(100).any(|d| d == win)));
         assert_eq!(read_all(&mut r, &wire).unwrap(), data);
+    }
+
+    /// Replays the committed corpus of the `udt_records` fuzz target.
+    #[test]
+    fn fuzz_corpus_replays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/udt_records");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            fuzz_check(&std::fs::read(entry.unwrap().path()).unwrap());
+            n += 1;
+        }
+        assert!(n >= 8, "corpus has only {n} inputs");
+    }
+
+    /// A read that times out inside a record loses nothing: the next read
+    /// carries on where it stopped.
+    #[test]
+    fn reads_resume_after_a_timeout_mid_record() {
+        struct Choppy<'a>(&'a [u8], bool);
+        impl Read for Choppy<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.1 = !self.1;
+                if self.1 {
+                    return Err(io::ErrorKind::TimedOut.into());
+                }
+                let n = buf.len().min(self.0.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let secret = SealSecret::new([2u8; 32]);
+        let (mut w, mut r) = pair_for_tests(&secret).unwrap();
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let mut wire = sealed(&mut w, &data);
+        wire.extend_from_slice(&close(&mut w));
+        let mut src = Choppy(&wire, false);
+        let (mut got, mut b, mut timeouts) = (Vec::new(), [0u8; 3000], 0);
+        loop {
+            match r.read(&mut src, &mut b) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => timeouts += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(timeouts > 100);
+        assert_eq!(got, data);
+    }
+
+    #[test]
+    fn records_gather_across_slices_after_a_skip() {
+        let secret = SealSecret::new([8u8; 32]);
+        let (mut w, mut r) = pair_for_tests(&secret).unwrap();
+        let a = b"abc".to_vec();
+        let b: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let bufs = [IoSlice::new(&a), IoSlice::new(&[]), IoSlice::new(&b)];
+        let mut wire = Vec::new();
+        let mut done = 0;
+        while done < a.len() + b.len() {
+            let n = w.seal_data(&bufs, done, &mut wire).unwrap();
+            assert!(n > 0 && n <= MAX_RECORD);
+            done += n;
+        }
+        wire.extend_from_slice(&close(&mut w));
+        assert_eq!(read_all(&mut r, &wire).unwrap(), [a, b].concat());
     }
 
     #[test]
@@ -416,7 +537,7 @@ mod tests {
         let secret = SealSecret::new([3u8; 32]);
         let (mut w, _) = pair_for_tests(&secret).unwrap();
         let mut wire = sealed(&mut w, &[5u8; 1000]);
-        wire.extend_from_slice(w.seal_close().unwrap());
+        wire.extend_from_slice(&close(&mut w));
         for i in (0..wire.len()).step_by(37) {
             let mut bad = wire.clone();
             bad[i] ^= 0x40;
@@ -432,9 +553,9 @@ mod tests {
     fn truncation_replay_and_reorder_are_detected() {
         let secret = SealSecret::new([4u8; 32]);
         let (mut w, _) = pair_for_tests(&secret).unwrap();
-        let a = w.seal_data(&[IoSlice::new(b"first")]).unwrap().0.to_vec();
-        let b = w.seal_data(&[IoSlice::new(b"second")]).unwrap().0.to_vec();
-        let close = w.seal_close().unwrap().to_vec();
+        let a = one(&mut w, b"first");
+        let b = one(&mut w, b"second");
+        let close = close(&mut w);
         let fresh = || pair_for_tests(&secret).unwrap().1;
         // No close record: truncated, not a clean end.
         let e = read_all(&mut fresh(), &[a.clone(), b.clone()].concat()).unwrap_err();
@@ -468,7 +589,7 @@ mod tests {
         let h2 = hello().unwrap();
         assert_ne!(h1, h2);
         let (mut w, _) = keys(&s, Role::Connector, &h1, &h2).unwrap();
-        let rec = w.seal_data(&[IoSlice::new(b"x")]).unwrap().0.to_vec();
+        let rec = one(&mut w, b"x");
         // The right acceptor opens it; one with another session's secret or
         // another hello does not.
         let (_, mut ok) = keys(&s, Role::Acceptor, &h2, &h1).unwrap();
