@@ -259,7 +259,13 @@ pub mod registry {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             let Some(harness) = name.strip_suffix(".servers").and_then(|p| p.parse::<u32>().ok()) else { continue };
-            let alive = fs::read_to_string(format!("/proc/{harness}/comm")).is_ok_and(|c| c.trim() == "ferry-bench");
+            // Every harness binary registers its servers (ferry-bench,
+            // ferry-small-files — whose comm is cut to "ferry-small-fil" —,
+            // ferry-bottlenecks): a live one of any of them is not a killed
+            // run. Checking for "ferry-bench" alone had a ferry-bench run stop
+            // the servers of a running ferry-small-files (issue 18's bench).
+            let alive =
+                fs::read_to_string(format!("/proc/{harness}/comm")).is_ok_and(|c| c.trim().starts_with("ferry-"));
             if alive {
                 continue;
             }

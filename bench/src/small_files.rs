@@ -98,6 +98,11 @@ pub enum Tool {
     Globus,
     Lftp,
     Rclone,
+    /// `ferry cp -r` of a directory holding one file of the tree's bytes:
+    /// what the path gives the same bytes without any per-file cost (the
+    /// issue's target where the link caps: a tree at ≥ 0.9× of it). Its
+    /// files/s is the tree's file count over its time.
+    OneFile,
 }
 
 /// One row: a tool with its flags.
@@ -119,6 +124,7 @@ pub fn issue_rows(ferry_fixed: &str) -> Vec<Row> {
         row("ferry", "ferry cp -r (automatic)", Tool::Ferry, "-r"),
         row("ferry-fixed", &format!("ferry cp -r {ferry_fixed}"), Tool::Ferry, &format!("-r {ferry_fixed}")),
         row("ferry-pipelined", "ferry cp -r (serve --no-batch: pipelined)", Tool::FerryPipelined, "-r"),
+        row("one-file", "same bytes as one file (ferry cp)", Tool::OneFile, "-r"),
         row("guc-r", "globus-url-copy -r", Tool::Globus, "-r -cd"),
         row("guc-pp", "globus-url-copy -r -pp", Tool::Globus, "-r -cd -pp"),
         row("guc-pp-cc4", "globus-url-copy -r -pp -cc 4", Tool::Globus, "-r -cd -pp -cc 4"),
@@ -255,7 +261,7 @@ fn command(
 ) -> Result<Command> {
     let local_s = local.display().to_string();
     let cmd = match row.tool {
-        Tool::Ferry | Tool::FerryPipelined => {
+        Tool::Ferry | Tool::FerryPipelined | Tool::OneFile => {
             let server = match row.tool {
                 Tool::FerryPipelined => servers
                     .ferry_pipelined
@@ -321,6 +327,12 @@ fn command(
     Ok(cmd)
 }
 
+/// Where the one-file version of the tree in `src_dir` lives.
+fn as_one_dir(src_dir: &Path) -> PathBuf {
+    let name = src_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    src_dir.with_file_name(format!("{name}-as-one"))
+}
+
 /// Removes a destination; a killed client's server may still be closing
 /// files in it, so a few tries, and then it is moved aside.
 fn clear(p: &Path) -> Result<()> {
@@ -380,6 +392,9 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
         let tree = Tree { dir: data_dir.join(&t.name), sizes: t.sizes.clone() };
         eprintln!("small-files: making {} ({} files, {:.1} MB)", t.name, t.sizes.len(), t.bytes() as f64 / 1e6);
         tree.ensure(0x5eed + i as u64)?;
+        if setup.rows.iter().any(|r| r.tool == Tool::OneFile) {
+            Tree { dir: as_one_dir(&tree.dir), sizes: vec![t.bytes()] }.ensure(0x0e + i as u64)?;
+        }
         trees.push((t.clone(), tree.dir));
     }
     let one = TreeSpec { name: "one".into(), sizes: vec![1] };
@@ -527,7 +542,12 @@ fn one_row(
     let setup_ok = !setup_to && setup_err.is_none() && count_done(&landed, one.0).0 == 1;
     clear(&landed)?;
 
-    let (remote, local, landed) = places(src_dir, &tree.name)?;
+    // The one-file row moves the tree's bytes as one file, and counts them
+    // as the tree's files (pro rata when it hit the time limit).
+    let as_one = TreeSpec { name: format!("{}-as-one", tree.name), sizes: vec![tree.bytes()] };
+    let (src_dir, counted) =
+        if r.tool == Tool::OneFile { (as_one_dir(src_dir), &as_one) } else { (src_dir.to_path_buf(), tree) };
+    let (remote, local, landed) = places(&src_dir, &tree.name)?;
     if dir == Direction::Download {
         open_dir(&landed)?;
     }
@@ -536,10 +556,17 @@ fn one_row(
     let load_before = load1();
     let (wall, timed_out, error) = run_limited(cmd, &r.label, logs, setup.time_limit);
     let load_after = load1();
-    let (files_done, bytes_done) = count_done(&landed, tree);
+    let (mut files_done, mut bytes_done) = count_done(&landed, counted);
     let mut error = error;
-    if error.is_none() && !timed_out && files_done != tree.sizes.len() as u64 {
-        error = Some(format!("{} of {} files arrived complete", files_done, tree.sizes.len()));
+    if error.is_none() && !timed_out && files_done != counted.sizes.len() as u64 {
+        error = Some(format!("{} of {} files arrived complete", files_done, counted.sizes.len()));
+    }
+    if r.tool == Tool::OneFile {
+        if files_done == 0 {
+            // Pro rata: what of the one file arrived by the time limit.
+            bytes_done = dir_bytes(&landed);
+        }
+        files_done = (tree.sizes.len() as u128 * bytes_done as u128 / tree.bytes().max(1) as u128) as u64;
     }
     if !setup_ok && error.is_none() {
         error =
@@ -567,6 +594,22 @@ fn one_row(
     })
 }
 
+/// Bytes of every file under `dir`, partial names included.
+fn dir_bytes(dir: &Path) -> u64 {
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => bytes += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    bytes
+}
+
 fn best_globus<'a>(case: &[&'a Sample]) -> Option<&'a Sample> {
     case.iter()
         .filter(|s| s.row.starts_with("guc") && s.error.is_none())
@@ -585,7 +628,10 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            clock of one client process; **set-up s** is the same command on a tree of one 1-byte file (process \
            start, connection, login, negotiation, one listing, one data channel), **data s** the rest, **ms/file** \
            data s over the files. A row that hit the time limit reports files per second over the files that \
-           arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run. \
+           arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run; \
+           *vs one file* divides a Ferry row by the \"same bytes as one file\" row of the same case (`ferry cp` \
+           of one file of the tree's bytes, counted as the tree's files: the issue's target where the link caps \
+           is ≥ 0.9× of it). \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
            work).\n\n";
     md += "Invocations whose runs are on this page:\n\n";
@@ -602,8 +648,8 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
     for (tree, dir) in &keys {
         md += &format!("## {tree}, {}\n\n", dir.name());
         md += &format!("![{tree} {}](files-per-s-{tree}-{}.svg)\n\n", dir.name(), dir.name());
-        md += "| path | row | files | s | set-up s | data s | ms/file | files/s | MB/s | vs best Globus | load |\n";
-        md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        md += "| path | row | files | s | set-up s | data s | ms/file | files/s | MB/s | vs best Globus | vs one file | load |\n";
+        md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         let mut paths: Vec<String> = Vec::new();
         for s in samples.iter().filter(|s| &s.tree == tree && s.direction == *dir) {
             if !paths.contains(&s.path) {
@@ -614,11 +660,19 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
             let case: Vec<&Sample> =
                 samples.iter().filter(|s| &s.tree == tree && s.direction == *dir && &s.path == p).collect();
             let best = best_globus(&case);
+            let one = case.iter().find(|s| s.row == "one-file" && s.error.is_none()).copied();
             for s in &case {
                 let data_s = s.setup_s.map(|u| (s.wall_s - u).max(0.0));
                 let ms_file = data_s.map(|d| if s.files_done > 0 { d * 1e3 / s.files_done as f64 } else { f64::NAN });
+                let vs_one = match one {
+                    Some(o) if std::ptr::eq(*s, o) => "anchor".to_string(),
+                    Some(o) if s.error.is_none() && o.files_per_s() > 0.0 && s.row.starts_with("ferry") => {
+                        format!("{:.2}×", s.files_per_s() / o.files_per_s())
+                    }
+                    _ => String::new(),
+                };
                 let ratio = match (best, s.error.is_none()) {
-                    (Some(b), true) if b.files_per_s() > 0.0 && !s.row.starts_with("guc") => {
+                    (Some(b), true) if b.files_per_s() > 0.0 && !s.row.starts_with("guc") && s.row != "one-file" => {
                         format!("{:.2}×", s.files_per_s() / b.files_per_s())
                     }
                     (Some(b), _) if std::ptr::eq(*s, b) => "anchor".into(),
@@ -633,7 +687,7 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
                 };
                 let rtt = s.rtt_ms.map(|r| format!(" (RTT {r:.1} ms)")).unwrap_or_default();
                 md += &format!(
-                    "| {}{rtt} | {}{note} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {ratio} | {:.2} |\n",
+                    "| {}{rtt} | {}{note} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {ratio} | {vs_one} | {:.2} |\n",
                     s.path,
                     s.label,
                     s.files_done,
@@ -748,6 +802,17 @@ mod tests {
         assert_eq!(t[1].bytes(), 20_000 * 4 * KIB);
         let mean = t[2].bytes() as f64 / t[2].sizes.len() as f64;
         assert!((mean - 1e6).abs() < 1e4, "mean {mean}");
+    }
+
+    #[test]
+    fn the_one_file_row_reads_its_own_tree_and_counts_partials() {
+        assert_eq!(as_one_dir(Path::new("/w/data/20000x4KiB")), Path::new("/w/data/20000x4KiB-as-one"));
+        assert!(issue_rows("-p 4").iter().any(|r| r.id == "one-file" && r.tool == Tool::OneFile));
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir(d.path().join("sub")).unwrap();
+        fs::write(d.path().join("sub").join(".f00001.dat.ferry-part"), b"abcde").unwrap();
+        fs::write(d.path().join("x"), b"ab").unwrap();
+        assert_eq!(dir_bytes(d.path()), 7);
     }
 
     #[test]

@@ -32,7 +32,7 @@ struct Args {
     /// download, upload
     #[arg(long, value_delimiter = ',', default_values_t = vec!["download".to_string(), "upload".into()])]
     directions: Vec<String>,
-    /// Only these rows (ids: ferry, ferry-fixed, ferry-pipelined, guc-r, guc-pp, guc-pp-cc4, guc-pp-cc8, guc-fast-p4-pp, lftp, rclone).
+    /// Only these rows (ids: ferry, ferry-fixed, ferry-pipelined, one-file, guc-r, guc-pp, guc-pp-cc4, guc-pp-cc8, guc-fast-p4-pp, lftp, rclone).
     #[arg(long, value_delimiter = ',')]
     rows: Vec<String>,
     /// Flags of the "Ferry with fixed settings" row.
