@@ -781,3 +781,132 @@ fn auto_third_party_between_servers_that_chose_differently_agrees_on_tcp() {
     assert!(choices.contains("then tcp: third-party copy"), "{out}");
     assert_eq!(sha256_file(&root.path().join("t.bin")), sha256_file(&gdir.path().join("g.bin")));
 }
+
+/// The UDP ports a process holds (its UDT listeners), from /proc.
+fn udp_ports_of(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.display().to_string();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && inodes.iter().any(|i| i == f[9]) {
+                if let Some(port) = f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
+                    ports.push(port);
+                }
+            }
+        }
+    }
+    ports
+}
+
+/// Hostile UDT datagrams for flood step `i`: junk of every length, forged
+/// handshakes (a first request, and a conclusion with a made-up cookie),
+/// NAKs with absurd and reversed loss ranges, ACKs for data never sent and
+/// keep-alives, for made-up socket ids.
+fn hostile_udt(i: u32) -> Vec<Vec<u8>> {
+    let be = |words: &[u32]| words.iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
+    let sock = i.wrapping_mul(2_654_435_761) | 1;
+    let junk: Vec<u8> = (0..(i % 1500) as usize).map(|j| (i as usize * 31 + j) as u8).collect();
+    let handshake = |req: i32, cookie: u32| {
+        be(&[0x8000_0000, 0, i, 0, 4, 1, i, 1500, 8192, req as u32, sock, cookie, 0x0100_007f, 0, 0, 0])
+    };
+    vec![
+        junk,
+        handshake(1, 0),
+        handshake(-1, i.wrapping_mul(7919)),
+        // NAK: a range 1..0x7fffffff, a reversed range, a range without its end.
+        be(&[0x8003_0000, 0, i, sock, 0x8000_0001, 0x7fff_ffff, 0x8000_0100, 5, 0x8000_0009]),
+        // ACK for sequence numbers never sent, absurd RTT and window.
+        be(&[0x8002_0000, i, i, sock, 0x7fff_fff0, u32::MAX, u32::MAX, u32::MAX, u32::MAX, u32::MAX]),
+        // Keep-alive and shutdown for another socket.
+        be(&[0x8001_0000, 0, i, sock, 0]),
+        be(&[0x8005_0000, 0, i, sock, 0]),
+        // A data packet for a socket that does not exist.
+        [be(&[i & 0x7fff_ffff, 0xc000_0001, i, sock]), vec![0xAA; 1000]].concat(),
+    ]
+}
+
+/// A flood of hostile datagrams at the server's UDT port while an
+/// encrypted UDT upload (PROT P) runs through it and another client is
+/// served: neither transfer fails or delivers wrong bytes, the server's
+/// memory does not grow with the flood, and it keeps serving.
+#[test]
+fn hostile_udt_floods_neither_stop_nor_grow_the_server() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &[]);
+    let ca = pki.file("ca.pem");
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("slow.bin");
+    random_file(&src, 20 << 20, 71);
+    let url = ftps_url(&server, ALICE, "/slow.bin");
+    let mut slow = Command::new(ferry_bin())
+        .args(["cp", "-q", "-p", "2", "--max-rate", "5M", "--transport", "udt", "--ca", &ca, "--verify"])
+        .args([src.to_str().unwrap(), &url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let ports = loop {
+        let p = udp_ports_of(server.pid());
+        if !p.is_empty() {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "the server never opened a UDT port");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let rss_before = proc_status(server.pid(), "VmRSS");
+    let flood = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let started = std::time::Instant::now();
+    let mut sent = 0u64;
+    for i in 0..20_000u32 {
+        for &port in &ports {
+            for d in hostile_udt(i) {
+                let _ = flood.send_to(&d, ("127.0.0.1", port));
+                sent += 1;
+            }
+        }
+        if started.elapsed() > std::time::Duration::from_secs(8) {
+            break;
+        }
+    }
+    // Another client is served meanwhile, over UDT in clear.
+    random_file(&server.path("other.bin"), 3_000_000, 72);
+    let other = local.path().join("other.bin");
+    let (ok, _, err) = ferry(&[
+        "cp",
+        "-q",
+        "--transport",
+        "udt",
+        "-p",
+        "2",
+        "--verify",
+        &server.url(ALICE, "/other.bin"),
+        other.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&other), sha256_file(&server.path("other.bin")));
+    let rss_after = proc_status(server.pid(), "VmRSS");
+    let status = slow.wait().unwrap();
+    let mut err = String::new();
+    Read::read_to_string(slow.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "the slow upload failed: {err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&server.path("slow.bin")), sha256_file(&src));
+    assert_eq!(channels_of(&server, "/slow.bin"), vec![("udt".to_string(), true)], "{}", server.log_text());
+    // Per-datagram state for 100k+ datagrams would be tens of MB; allow
+    // the allocator's noise (the other download's buffers come and go).
+    assert!(
+        rss_after < rss_before + (24 << 10),
+        "server memory grew from {rss_before} kB to {rss_after} kB after {sent} datagrams"
+    );
+}
