@@ -13,6 +13,7 @@ pub mod net;
 pub mod plot;
 pub mod proc;
 pub mod publish;
+pub mod quic_bench;
 pub mod record;
 pub mod report;
 pub mod runner;

@@ -21,12 +21,23 @@ pub struct WanPath {
     /// (docs/wan-emulator.md); `forwarder` puts the queue in the network.
     pub shaper: Shaper,
     pub tuned: bool,
+    /// The hosts' TCP congestion control (both namespaces), e.g. `cubic`
+    /// for a site's untuned default; `None` keeps what the namespaces
+    /// inherit from the root namespace.
+    pub congestion: Option<String>,
 }
 
 impl WanPath {
     /// The papers' path: 1 Gbit/s, tuned hosts, `tbf` shaping, no loss.
     pub fn gbit(delay: Duration) -> WanPath {
-        WanPath { delay, rate: Rate::from_bits_per_second(1_000_000_000), loss: 0.0, shaper: Shaper::Tbf, tuned: true }
+        WanPath {
+            delay,
+            rate: Rate::from_bits_per_second(1_000_000_000),
+            loss: 0.0,
+            shaper: Shaper::Tbf,
+            tuned: true,
+            congestion: None,
+        }
     }
 
     pub fn describe(&self) -> String {
@@ -39,6 +50,9 @@ impl WanPath {
             Shaper::Forwarder => ", forwarder shaper",
         };
         s += if self.tuned { ", tuned TCP buffers (64 MiB)" } else { ", untuned TCP buffers" };
+        if let Some(cc) = &self.congestion {
+            s += &format!(", {} hosts", cc.to_uppercase());
+        }
         s
     }
 }
@@ -70,6 +84,56 @@ fn trim_float(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Restores the root namespace's list of congestion controls that
+/// unprivileged sockets and other namespaces may choose, when dropped.
+struct AllowedCongestion {
+    old: String,
+}
+
+impl AllowedCongestion {
+    /// Adds `cc` to the list (a namespace may only make an allowed
+    /// controller its default: `tcp_set_default_congestion_control`).
+    fn add(cc: &str) -> Result<Option<AllowedCongestion>> {
+        let old = std::fs::read_to_string(ALLOWED_CC).map_err(|e| BenchError::io(ALLOWED_CC.to_string(), e))?;
+        let old = old.trim().to_string();
+        if old.split_whitespace().any(|c| c == cc) {
+            return Ok(None);
+        }
+        std::fs::write(ALLOWED_CC, format!("{old} {cc}")).map_err(|e| BenchError::io(ALLOWED_CC.to_string(), e))?;
+        Ok(Some(AllowedCongestion { old }))
+    }
+}
+
+impl Drop for AllowedCongestion {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(ALLOWED_CC, &self.old) {
+            eprintln!("ferry-bench: could not restore {ALLOWED_CC} to {:?}: {e}", self.old);
+        }
+    }
+}
+
+/// Makes `cc` the default TCP congestion control of both hosts of `link`.
+/// The root namespace's allowed list holds `cc` only while the namespaces
+/// are set (the guard restores it, also on error); sockets created later
+/// with a namespace's default need no permission.
+fn set_congestion(link: &LinkGuard, cc: &str) -> Result<()> {
+    let _guard = AllowedCongestion::add(cc)?;
+    for side in [Side::Client, Side::Server] {
+        let mut c = link.command(side, "sysctl");
+        c.args(["-q", "-w", &format!("net.ipv4.tcp_congestion_control={cc}")]);
+        let out = c.output().map_err(|e| BenchError::io("sysctl".to_string(), e))?;
+        if !out.status.success() {
+            return Err(BenchError::Precondition(format!(
+                "setting the emulated hosts' congestion control to {cc}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Client and server placement.
 #[derive(Debug)]
 pub enum Net {
@@ -91,6 +155,9 @@ impl Net {
         cfg.shaper = path.shaper;
         cfg.tuned = path.tuned;
         let link = Link::up(cfg)?;
+        if let Some(cc) = &path.congestion {
+            set_congestion(&link, cc)?;
+        }
         Ok(Net::Wan { link: Box::new(link), path })
     }
 

@@ -346,7 +346,7 @@ pub const NAMES: [&str; 8] = ["mem", "disk", "delay", "climate", "vis", "zipf", 
 /// Scenarios that run only when named (`--scenario NAME`): they answer one
 /// question each rather than place Ferry among its anchors. `old-new`
 /// needs `--ferry-old PATH`.
-pub const EXTRA: [&str; 4] = ["old-new", "data-path", "tune", "disk-io"];
+pub const EXTRA: [&str; 5] = ["old-new", "data-path", "tune", "disk-io", "quic"];
 
 /// Every scenario name, the suite's and the extra ones.
 pub fn every_name() -> Vec<&'static str> {
@@ -356,7 +356,7 @@ pub fn every_name() -> Vec<&'static str> {
 /// The scenarios of the plan, in issue order: the suite when `only` is
 /// empty, otherwise the named ones (extra scenarios only when named).
 pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<Scenario> {
-    let builders: [(&str, &dyn Fn() -> Scenario); 12] = [
+    let builders: [(&str, &dyn Fn() -> Scenario); 13] = [
         ("mem", &|| mem(plan, dirs, udt_reason)),
         ("disk", &|| disk(plan, dirs)),
         ("delay", &|| delay(plan, dirs, udt_reason)),
@@ -369,6 +369,7 @@ pub fn all(plan: &Plan, dirs: &Dirs, udt_reason: &str, only: &[String]) -> Vec<S
         ("data-path", &|| data_path(plan, dirs)),
         ("tune", &|| tune(plan, dirs)),
         ("disk-io", &|| crate::disk_io::disk_io(plan, dirs)),
+        ("quic", &|| crate::quic_bench::quic(plan, dirs)),
     ];
     builders
         .iter()

@@ -144,7 +144,11 @@ impl Server {
         })?;
         let slash =
             if path.as_os_str().to_string_lossy().ends_with('/') && !rel.as_os_str().is_empty() { "/" } else { "" };
-        Ok(format!("ftp://{}:{}/{}{slash}", self.ip, self.port, rel.display()))
+        // A Ferry server given a certificate is spoken to over FTPS
+        // (AUTH TLS, PROT P): the encrypted rows of the quic scenario.
+        let scheme =
+            if self.kind == ServerKind::Ferry && self.command.contains(" --tls-cert ") { "ftps" } else { "ftp" };
+        Ok(format!("{scheme}://{}:{}/{}{slash}", self.ip, self.port, rel.display()))
     }
 
     pub fn pid(&self) -> Option<i32> {

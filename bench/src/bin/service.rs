@@ -243,6 +243,7 @@ fn main() -> Result<()> {
         loss: 0.0,
         shaper: Shaper::Tbf,
         tuned: true,
+        congestion: None,
     };
     let mut procs = Procs::default();
     let users = work.join("users.toml");

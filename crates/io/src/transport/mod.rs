@@ -34,6 +34,7 @@
 pub mod memory;
 pub mod quic;
 pub mod quic_cc;
+pub mod quic_mtu;
 pub mod tcp;
 pub mod udt;
 pub mod udt_seal;

@@ -461,10 +461,20 @@ fn congestion() -> Congestion {
     *CONGESTION.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Windows and timers from the sizing rules and the options.
-fn transport_config(opts: &ChannelOptions) -> Arc<quinn::TransportConfig> {
+/// Windows and timers from the sizing rules and the options; datagram
+/// sizes from the interface toward `path` (the peer, or the local address
+/// the endpoint is bound to: see [`super::quic_mtu`]).
+fn transport_config(opts: &ChannelOptions, path: Option<IpAddr>) -> Arc<quinn::TransportConfig> {
     let w = crate::sizing::quic_windows(opts.buffer);
     let mut t = quinn::TransportConfig::default();
+    if let Some(plan) = path.and_then(super::quic_mtu::plan) {
+        let mut mtud = quinn::MtuDiscoveryConfig::default();
+        mtud.upper_bound(plan.upper);
+        t.mtu_discovery_config(Some(mtud)).enable_segmentation_offload(plan.gso());
+        if let Some(initial) = plan.initial {
+            t.initial_mtu(initial);
+        }
+    }
     t.stream_receive_window(quinn::VarInt::from_u32(w.stream))
         .receive_window(quinn::VarInt::from_u32(w.connection))
         .send_window(u64::from(w.send))
@@ -482,6 +492,19 @@ fn transport_config(opts: &ChannelOptions) -> Arc<quinn::TransportConfig> {
     t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
     t.keep_alive_interval(Some(idle / 3));
     Arc::new(t)
+}
+
+/// The endpoint's largest UDP payload (what it advertises to peers as
+/// `max_udp_payload_size` and sizes its receive buffers for) from the
+/// interface toward `path`; quinn's default (1,472) otherwise, which would
+/// cap every connection of the endpoint at Ethernet-sized datagrams
+/// whatever its transport configuration says.
+fn endpoint_config(path: IpAddr) -> quinn::EndpointConfig {
+    let mut c = quinn::EndpointConfig::default();
+    if let Some(plan) = super::quic_mtu::plan(path) {
+        let _ = c.max_udp_payload_size(plan.upper);
+    }
+    c
 }
 
 /// A UDP socket for an endpoint, its buffers sized like the windows
@@ -506,13 +529,13 @@ fn runtime() -> io::Result<Handle> {
 }
 
 impl Quic {
-    fn client_endpoint(&self, from: SocketAddr, buffer: Option<u32>) -> io::Result<quinn::Endpoint> {
+    fn client_endpoint(&self, from: SocketAddr, toward: IpAddr, buffer: Option<u32>) -> io::Result<quinn::Endpoint> {
         let mut eps = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ep) = eps.get(&from) {
             return Ok(ep.clone());
         }
         let ep = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            endpoint_config(toward),
             None,
             udp_socket(from, buffer)?,
             quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?,
@@ -536,9 +559,9 @@ impl Quic {
             None if to.is_ipv4() => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
             None => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
         };
-        let ep = self.client_endpoint(local, opts.buffer)?;
+        let ep = self.client_endpoint(local, to.ip(), opts.buffer)?;
         let mut config = quinn::ClientConfig::new(crypto);
-        config.transport_config(transport_config(opts));
+        config.transport_config(transport_config(opts, Some(to.ip())));
         let connecting =
             ep.connect_with(config, to, &name).map_err(|e| io::Error::other(format!("QUIC to {to}: {e}")))?;
         let conn = tokio::time::timeout(opts.timeout, connecting)
@@ -572,7 +595,7 @@ impl Transport for Quic {
     fn listen(&self, at: SocketAddr, opts: &ChannelOptions) -> io::Result<Arc<dyn DataListener>> {
         let _rt = runtime()?;
         let endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            endpoint_config(at.ip()),
             None,
             udp_socket(at, opts.buffer)?,
             quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?,
@@ -700,7 +723,10 @@ impl DataListener for QuicListener {
             let rt = runtime()?;
             let mut config = quinn::ServerConfig::with_crypto(server_crypto(&opts.protection)?);
             config
-                .transport_config(transport_config(opts))
+                .transport_config(transport_config(
+                    opts,
+                    peer.or_else(|| self.endpoint.local_addr().ok().map(|a| a.ip())),
+                ))
                 .max_incoming(MAX_INCOMING)
                 .incoming_buffer_size(64 << 10)
                 .incoming_buffer_size_total(1 << 20);
