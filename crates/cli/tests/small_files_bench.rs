@@ -18,13 +18,17 @@ fn small_files_benchmark_runs_end_to_end() {
         // 2 x 256 KiB, 20 x 4 KiB, 2 Zipf files.
         trees: small_files::issue_trees(1000, 2000),
         directions: vec![Direction::Download, Direction::Upload],
-        rows: small_files::issue_rows("-p 2").into_iter().filter(|r| r.id.starts_with("ferry")).collect(),
+        rows: small_files::issue_rows("-p 2")
+            .into_iter()
+            .filter(|r| r.id.starts_with("ferry") || r.id == "one-file")
+            .collect(),
         time_limit: Duration::from_secs(60),
         command: "cargo nextest run -p ferry --test small_files_bench".into(),
     };
     let samples = small_files::run(&setup).expect("the benchmark runs");
-    // ferry, ferry-fixed and ferry-pipelined (against serve --no-batch).
-    assert_eq!(samples.len(), 3 * 2 * 3);
+    // ferry, ferry-fixed, ferry-pipelined (against serve --no-batch) and
+    // one-file (the same bytes as one file, counted as the tree's files).
+    assert_eq!(samples.len(), 3 * 2 * 4);
     for s in &samples {
         assert!(s.error.is_none() && !s.timed_out, "{s:?}");
         assert_eq!(s.files_done, s.files, "{s:?}");
@@ -32,5 +36,6 @@ fn small_files_benchmark_runs_end_to_end() {
     }
     let page = std::fs::read_to_string(out.path().join("README.md")).unwrap();
     assert!(page.contains("20x4KiB, upload"), "{page}");
+    assert!(page.contains("same bytes as one file") && page.contains("vs one file"), "{page}");
     assert!(out.path().join("files-per-s-20x4KiB-upload.svg").exists());
 }

@@ -52,7 +52,7 @@ mod stream_mode;
 mod tree;
 mod verify;
 
-pub use concurrency::{choose_concurrency, pipeline_depth, ConcurrencyChoice};
+pub use concurrency::{choose_concurrency, choose_concurrency_for, choose_streams, pipeline_depth, ConcurrencyChoice};
 use local::{copy_local, DirectOrFile, FileMeta};
 pub use measure::Measurement;
 use tree::same_place;
