@@ -335,7 +335,7 @@ pub fn splice_to_file(
 /// every dirty page of `file` not already under writeback. Neither std nor
 /// nix wraps it.
 #[allow(unsafe_code)]
-fn start_writeback(file: &File) -> io::Result<()> {
+pub fn start_writeback(file: &File) -> io::Result<()> {
     // SAFETY: a plain system call on a descriptor borrowed for its
     // duration; it reads no memory of ours.
     let r = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };

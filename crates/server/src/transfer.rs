@@ -78,8 +78,8 @@ const FIRST_CHECKPOINT: Duration = Duration::from_secs(1);
 /// In stream mode without ALLO, how long after the data connection's end
 /// the server still watches for a control connection that is closing too
 /// (a killed client's sockets close within microseconds of each other).
-/// The watch runs while the file's data is synced (work the commit needs
-/// anyway) and ends at once when the control connection closes; a client
+/// The watch runs while the file's writeback starts (the commit syncs it)
+/// and ends at once when the control connection closes; a client
 /// that finished waits at most this long for its 226. It was a fixed
 /// 5 ms timer (6-8 ms with the runtime's timer granularity), which was
 /// most of the per-file time of plain FTP clients uploading small files
@@ -1008,12 +1008,12 @@ impl Task {
             return Err(client_left());
         }
         if !announced {
-            // Sync the data while watching the control connection: the
-            // commit's own sync then finds nothing left to write.
+            // Start writing the data back while watching the control
+            // connection: the commit's sync then finds less left to write.
             let (upload, control) = (upload.clone(), self.ctx.control.clone());
             let deadline = ended + STREAM_COMMIT_GRACE;
             let gone = tokio::task::spawn_blocking(move || {
-                let _ = upload.file.sync_data();
+                let _ = ferry_io::disk::start_writeback(&upload.file);
                 hangs_up_before(control.as_fd(), deadline)
             })
             .await
@@ -1032,7 +1032,7 @@ impl Task {
         if !self.verdict.commit() {
             return Err(TransferError::Aborted);
         }
-        tokio::task::spawn_blocking(move || upload.commit())
+        tokio::task::spawn_blocking(move || upload.commit_grouped())
             .await
             .map_err(|e| TransferError::Local(e.to_string()))?
             .map_err(fs_to_transfer)?;
