@@ -405,6 +405,8 @@ fn bring_up(p: &PathSpec, n: usize) -> Result<Net> {
         loss: p.loss,
         shaper: Shaper::Forwarder,
         tuned: false,
+        // Set above, with the namespaces' buffer limits.
+        congestion: None,
     };
     Ok(Net::Wan { link: Box::new(link), path })
 }
