@@ -501,14 +501,18 @@ fn file_size(p: &Path) -> u64 {
 }
 
 /// Bytes under a directory, recursively: partial files under their
-/// temporary names (Ferry's hidden partial area, uftpd's temp names)
+/// temporary names (Ferry's `.NAME.ferry-part`, uftpd's temp names)
 /// count, so a row stopped at its limit reports what arrived.
 fn dir_bytes(d: &Path) -> u64 {
     let Ok(r) = fs::read_dir(d) else { return 0 };
     r.flatten()
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
+            // Blocks, not the length: parallel streams write blocks at
+            // their offsets, so a partial file's length runs ahead of
+            // what arrived (its holes hold no blocks). Not past the
+            // length either (a tool may reserve space).
+            Ok(m) => m.len().min(std::os::unix::fs::MetadataExt::blocks(&m) * 512),
             Err(_) => 0,
         })
         .sum()
