@@ -371,7 +371,8 @@ fn run_udt(args: &Args) -> Result<ExitCode> {
         let setup = Setup {
             scenario: name.clone(),
             ferry: ferry.clone(),
-            work: args.shm_dir.join("udt"),
+            // Per run: two runs must not share (and remove) each other's files.
+            work: args.shm_dir.join(format!("udt-{}", std::process::id())),
             out,
             paths,
             rows,
@@ -402,7 +403,7 @@ fn run_udt(args: &Args) -> Result<ExitCode> {
             }
         }
         if !args.keep_data {
-            let _ = std::fs::remove_dir_all(setup.work.join("src"));
+            let _ = std::fs::remove_dir_all(&setup.work);
         }
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })

@@ -332,24 +332,31 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BenchError {
 #[derive(Debug)]
 pub struct AllowedCongestion {
     old: String,
+    /// Whether this guard widened the list (else it leaves it alone).
+    changed: bool,
 }
 
 impl AllowedCongestion {
     pub fn add(cc: &str) -> Result<AllowedCongestion> {
         restore_saved_allowed_cc();
         let old = fs::read_to_string(ALLOWED_CC).map_err(io_err(format!("reading {ALLOWED_CC}")))?.trim().to_string();
-        if !old.split_whitespace().any(|c| c == cc) {
+        let changed = !old.split_whitespace().any(|c| c == cc);
+        if changed {
             let _ = fs::create_dir_all("/run/ferry-bench");
-            fs::write(ALLOWED_CC_SAVED, &old).map_err(io_err(format!("writing {ALLOWED_CC_SAVED}")))?;
+            fs::write(ALLOWED_CC_SAVED, format!("{}\n{old}", std::process::id()))
+                .map_err(io_err(format!("writing {ALLOWED_CC_SAVED}")))?;
             fs::write(ALLOWED_CC, format!("{old} {cc}")).map_err(io_err(format!("adding {cc} to {ALLOWED_CC}")))?;
             eprintln!("ferry-bench: {ALLOWED_CC}: {old:?} -> {:?} for this run", format!("{old} {cc}"));
         }
-        Ok(AllowedCongestion { old })
+        Ok(AllowedCongestion { old, changed })
     }
 }
 
 impl Drop for AllowedCongestion {
     fn drop(&mut self) {
+        if !self.changed {
+            return;
+        }
         match fs::write(ALLOWED_CC, &self.old) {
             Ok(()) => {
                 let _ = fs::remove_file(ALLOWED_CC_SAVED);
@@ -360,13 +367,17 @@ impl Drop for AllowedCongestion {
     }
 }
 
-/// A run killed by SIGKILL left the list widened; put it back.
+/// A run killed by SIGKILL left the list widened; put it back (not while
+/// the run that widened it is alive: two runs may overlap).
 fn restore_saved_allowed_cc() {
-    if let Ok(old) = fs::read_to_string(ALLOWED_CC_SAVED) {
-        if fs::write(ALLOWED_CC, old.trim()).is_ok() {
-            eprintln!("ferry-bench: restored {ALLOWED_CC} to {:?} (left by a killed run)", old.trim());
-            let _ = fs::remove_file(ALLOWED_CC_SAVED);
-        }
+    let Ok(saved) = fs::read_to_string(ALLOWED_CC_SAVED) else { return };
+    let (pid, old) = saved.split_once('\n').unwrap_or(("", saved.as_str()));
+    if pid.parse::<u32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists()) {
+        return;
+    }
+    if fs::write(ALLOWED_CC, old.trim()).is_ok() {
+        eprintln!("ferry-bench: restored {ALLOWED_CC} to {:?} (left by a killed run)", old.trim());
+        let _ = fs::remove_file(ALLOWED_CC_SAVED);
     }
 }
 
@@ -492,17 +503,41 @@ fn file_size(p: &Path) -> u64 {
 }
 
 /// Bytes under a directory, recursively: partial files under their
-/// temporary names (Ferry's hidden partial area, uftpd's temp names)
+/// temporary names (Ferry's `.NAME.ferry-part`, uftpd's temp names)
 /// count, so a row stopped at its limit reports what arrived.
 fn dir_bytes(d: &Path) -> u64 {
     let Ok(r) = fs::read_dir(d) else { return 0 };
     r.flatten()
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-            Ok(m) => m.len(),
+            // Blocks, not the length: parallel streams write blocks at
+            // their offsets, so a partial file's length runs ahead of
+            // what arrived (its holes hold no blocks). Not past the
+            // length either (a tool may reserve space).
+            Ok(m) => m.len().min(std::os::unix::fs::MetadataExt::blocks(&m) * 512),
             Err(_) => 0,
         })
         .sum()
+}
+
+/// Waits until process `pid` (in whatever namespace) has a UDP socket
+/// bound to `port`, at most `limit`: a receiver started before it listens
+/// would fail the row on a loaded machine.
+fn wait_udp(pid: i32, port: &str, limit: Duration) {
+    let want = format!(":{:04X} ", port.parse::<u16>().unwrap_or(0));
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        let bound = ["udp", "udp6"].iter().any(|f| {
+            fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
+                t.lines().skip(1).any(|l| l.split_whitespace().nth(1).is_some_and(|a| format!("{a} ").ends_with(&want)))
+            })
+        });
+        if bound {
+            sleep(Duration::from_millis(100));
+            return;
+        }
+        sleep(Duration::from_millis(20));
+    }
 }
 
 /// A client run on a time limit: exits or is stopped at `limit`.
@@ -714,7 +749,7 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
             let mut scmd = net.command(Side::Server, &udt.join("sendfile").to_string_lossy());
             scmd.arg(&port).env("UDT_MSS", &mss);
             let sp = Spawned::start(scmd, "UDT4 sendfile", logs)?;
-            sleep(Duration::from_millis(400));
+            wait_udp(sp.pid(), &port, Duration::from_secs(10));
             let mut cmd = net.command(Side::Client, &udt.join("recvfile").to_string_lossy());
             cmd.env("UDT_MSS", &mss).arg(ip.to_string()).arg(&port).arg(&src).arg(&dst_file);
             out.command = format!("UDT_MSS={mss} {} # server: UDT_MSS={mss} sendfile {port}", command_line(&cmd));
@@ -731,7 +766,7 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
             let mut dcmd = net.command(Side::Client, "uftpd");
             dcmd.args(["-d", "-q", "-p", &port, "-D"]).arg(&dst);
             let d = Spawned::start(dcmd, "uftpd", logs)?;
-            sleep(Duration::from_millis(300));
+            wait_udp(d.pid(), &port, Duration::from_secs(10));
             let block = (p.mtu - 200).to_string();
             let mut cmd = net.command(Side::Server, "uftp");
             cmd.args(["-M", &net.client_ip().to_string(), "-p", &port, "-b", &block, "-x", "1"]);
@@ -955,7 +990,7 @@ fn loopback_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Pa
             let mut scmd = Command::new(udt.join("appserver"));
             scmd.arg(&port).env("UDT_MSS", p.mtu.to_string());
             let sp = Spawned::start(scmd, "UDT4 appserver", logs)?;
-            sleep(Duration::from_millis(300));
+            wait_udp(sp.pid(), &port, Duration::from_secs(10));
             let mut cmd = Command::new(udt.join("appclient"));
             cmd.arg("127.0.0.1").arg(&port).env("UDT_MSS", p.mtu.to_string());
             out.command = format!("UDT_MSS={} {} # server: appserver {port}", p.mtu, command_line(&cmd));
