@@ -466,6 +466,59 @@ mod tests {
         assert_eq!(read_all(&mut r, &wire).unwrap(), data);
     }
 
+    /// What sealing and opening cost without a transport: CPU seconds of
+    /// this thread per GB through the record layer (a diagnostic, not a
+    /// test of timing; docs/udt.md quotes it). `cargo nextest run -p
+    /// ferry-io --lib seal_and_open_cost --run-ignored ignored-only
+    /// --no-capture`.
+    #[test]
+    #[ignore]
+    fn seal_and_open_cost() {
+        // utime + stime of this thread, in ticks of 1/100 s (Linux's USER_HZ).
+        fn cpu() -> f64 {
+            let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+            let after = &stat[stat.rfind(')').unwrap() + 2..];
+            let f: Vec<&str> = after.split_whitespace().collect();
+            (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+        }
+        // Seal 1 GiB (64 MiB of records at a time, reusing the buffer),
+        // then open 64 MiB of records 16 times: each phase timed whole.
+        let secret = SealSecret::new([1u8; 32]);
+        let block = vec![0x5au8; 64 << 20];
+        let mut wire = Vec::with_capacity((64 << 20) + (64 << 20) / MAX_RECORD * (HEADER_LEN + TAG_LEN) + 64);
+        let reps = 16;
+        let (mut w, _) = pair_for_tests(&secret).unwrap();
+        let t = cpu();
+        for _ in 0..reps {
+            wire.clear();
+            let mut done = 0;
+            while done < block.len() {
+                done += w.seal_data(&[IoSlice::new(&block)], done, &mut wire).unwrap();
+            }
+        }
+        let seal_s = cpu() - t;
+        // The first 64 MiB of a fresh writer, for readers starting at 0.
+        let (mut w, _) = pair_for_tests(&secret).unwrap();
+        wire.clear();
+        let mut done = 0;
+        while done < block.len() {
+            done += w.seal_data(&[IoSlice::new(&block)], done, &mut wire).unwrap();
+        }
+        let mut out = vec![0u8; 1 << 20];
+        let t = cpu();
+        for _ in 0..reps {
+            let (_, mut r) = pair_for_tests(&secret).unwrap();
+            let mut src = &wire[..];
+            let mut got = 0;
+            while got < block.len() {
+                got += r.read(&mut src, &mut out).unwrap();
+            }
+        }
+        let open_s = cpu() - t;
+        let gb = (reps * block.len()) as f64 / 1e9;
+        println!("seal {:.3} CPU s/GB, open (with the copy out) {:.3} CPU s/GB", seal_s / gb, open_s / gb);
+    }
+
     /// Replays the committed corpus of the `udt_records` fuzz target.
     #[test]
     fn fuzz_corpus_replays() {
