@@ -18,7 +18,8 @@
 //!   at all), where loss-based TCP backs off on every random drop;
 //! * on a long or lossy path, **UDT** when the data is clear and the server
 //!   offers it, **QUIC** when the control channel is TLS (data under
-//!   `PROT P` must be encrypted, and UDT's is not yet) and the server
+//!   `PROT P` must be encrypted; QUIC is TLS itself, and `auto` does not
+//!   choose UDT's encrypted records yet, `--transport udt` does) and the server
 //!   offers it; **TCP** otherwise — short clean paths, and servers that do
 //!   not offer the choice (no `TRANSPORTS` line in FEAT: Globus, other FTP
 //!   servers).
@@ -103,7 +104,7 @@ pub fn choose(
     };
     let want: &'static str = if encrypted { "quic" } else { "udt" };
     let why_want = if encrypted {
-        "data under PROT P must be encrypted and UDT's is not yet, so QUIC"
+        "data under PROT P must be encrypted and QUIC is TLS itself, so QUIC"
     } else {
         "clear data, so UDT"
     };
