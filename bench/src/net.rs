@@ -84,42 +84,14 @@ fn trim_float(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
-
-/// Restores the root namespace's list of congestion controls that
-/// unprivileged sockets and other namespaces may choose, when dropped.
-struct AllowedCongestion {
-    old: String,
-}
-
-impl AllowedCongestion {
-    /// Adds `cc` to the list (a namespace may only make an allowed
-    /// controller its default: `tcp_set_default_congestion_control`).
-    fn add(cc: &str) -> Result<Option<AllowedCongestion>> {
-        let old = std::fs::read_to_string(ALLOWED_CC).map_err(|e| BenchError::io(ALLOWED_CC.to_string(), e))?;
-        let old = old.trim().to_string();
-        if old.split_whitespace().any(|c| c == cc) {
-            return Ok(None);
-        }
-        std::fs::write(ALLOWED_CC, format!("{old} {cc}")).map_err(|e| BenchError::io(ALLOWED_CC.to_string(), e))?;
-        Ok(Some(AllowedCongestion { old }))
-    }
-}
-
-impl Drop for AllowedCongestion {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(ALLOWED_CC, &self.old) {
-            eprintln!("ferry-bench: could not restore {ALLOWED_CC} to {:?}: {e}", self.old);
-        }
-    }
-}
-
 /// Makes `cc` the default TCP congestion control of both hosts of `link`.
 /// The root namespace's allowed list holds `cc` only while the namespaces
 /// are set (the guard restores it, also on error); sockets created later
 /// with a namespace's default need no permission.
 fn set_congestion(link: &LinkGuard, cc: &str) -> Result<()> {
-    let _guard = AllowedCongestion::add(cc)?;
+    // A namespace may only make an allowed controller its default
+    // (`tcp_set_default_congestion_control`); others must be allowed already.
+    let _guard = if cc == "cubic" { Some(crate::bottlenecks::AllowCubic::new()?) } else { None };
     for side in [Side::Client, Side::Server] {
         let mut c = link.command(side, "sysctl");
         c.args(["-q", "-w", &format!("net.ipv4.tcp_congestion_control={cc}")]);

@@ -117,17 +117,21 @@ fn words(s: &str) -> Vec<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Row {
     Quic,
+    /// `quic` with quinn's datagram sizes (`FERRY_QUIC_MTU=default`): the
+    /// A/B of sizing datagrams from the interface MTU (quic_mtu.rs).
+    QuicQuinnMtu,
     Ftps,
     Tcp,
     Udt,
 }
 
 impl Row {
-    pub const ALL: [Row; 4] = [Row::Quic, Row::Ftps, Row::Tcp, Row::Udt];
+    pub const ALL: [Row; 5] = [Row::Quic, Row::QuicQuinnMtu, Row::Ftps, Row::Tcp, Row::Udt];
 
     pub fn id(self) -> &'static str {
         match self {
             Row::Quic => "quic",
+            Row::QuicQuinnMtu => "quic-quinn-mtu",
             Row::Ftps => "ftps",
             Row::Tcp => "tcp",
             Row::Udt => "udt",
@@ -137,6 +141,7 @@ impl Row {
     fn label(self, streams: u32) -> String {
         match self {
             Row::Quic => format!("ferry quic -p {streams}"),
+            Row::QuicQuinnMtu => format!("ferry quic -p {streams}, quinn's datagram sizes"),
             Row::Ftps => format!("ferry FTPS (PROT P) -p {streams}"),
             Row::Tcp => format!("ferry TCP clear -p {streams}"),
             Row::Udt => format!("ferry udt clear -p {streams}"),
@@ -144,7 +149,7 @@ impl Row {
     }
 
     pub fn encrypted(self) -> bool {
-        matches!(self, Row::Quic | Row::Ftps)
+        matches!(self, Row::Quic | Row::QuicQuinnMtu | Row::Ftps)
     }
 
     /// `ferry serve` and `ferry cp` flags.
@@ -153,7 +158,7 @@ impl Row {
         let ca = format!("--ca {}/ca.pem", pki.display());
         let cp = format!("--mode extended -p {streams}");
         let (serve, cp) = match self {
-            Row::Quic => (tls, format!("{cp} {ca} --transport quic")),
+            Row::Quic | Row::QuicQuinnMtu => (tls, format!("{cp} {ca} --transport quic")),
             Row::Ftps => (tls, format!("{cp} {ca} --transport tcp")),
             Row::Tcp => (String::new(), format!("{cp} --transport tcp")),
             Row::Udt => (String::new(), format!("{cp} --transport udt")),
@@ -164,7 +169,11 @@ impl Row {
 
 fn variant(row: Row, streams: u32, pki: &Path, source: &Path, bytes: u64) -> Variant {
     let (serve_flags, flags) = row.flags(streams, pki);
-    let o = OwnServer { serve_flags, env: vec![], flags, source: source.into(), dest: Dest::DevNull, bytes };
+    let env = match row {
+        Row::QuicQuinnMtu => vec![("FERRY_QUIC_MTU".to_string(), "default".to_string())],
+        _ => vec![],
+    };
+    let o = OwnServer { serve_flags, env, flags, source: source.into(), dest: Dest::DevNull, bytes };
     Variant {
         info: VariantInfo {
             id: format!("{}-{streams}", row.id()),
@@ -210,7 +219,10 @@ fn groups(prefix: &str, label: &str, pki: &Path, source: &Path, bytes: u64, with
         .into_iter()
         .map(|p| {
             let mut variants: Vec<Variant> = Row::ALL.iter().map(|r| variant(*r, p, pki, source, bytes)).collect();
-            let mut comparisons = vec![Comparison::rate(&format!("quic-{p}"), &format!("ftps-{p}"))];
+            let mut comparisons = vec![
+                Comparison::rate(&format!("quic-{p}"), &format!("ftps-{p}")),
+                Comparison::rate(&format!("quic-{p}"), &format!("quic-quinn-mtu-{p}")),
+            ];
             if with_globus && p == 4 {
                 variants.push(globus(source, bytes));
                 comparisons.push(Comparison::rate("quic-4", "guc-4"));
@@ -300,7 +312,8 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
         description: format!(
             "Ferry's data-channel transports, one `ferry serve` per row: `quic` (TLS 1.3, the `ferry` \
              rate-based controller), FTPS (`ftps://`, `PROT P` over TCP), TCP in clear and `udt` in clear \
-             (`udt` refuses `PROT P`), MODE E with 1 and 4 streams. The encrypted rows' server certificate comes \
+             (`udt` refuses `PROT P`), MODE E with 1 and 4 streams, and `quic` again with quinn's own datagram sizes \
+             (`FERRY_QUIC_MTU=default`: the A/B of sizing datagrams from the interface MTU). The encrypted rows' server certificate comes \
              from a CA made for the run; the client trusts it with `--ca`. Loopback: one {} file from tmpfs to \
              `/dev/null` (throughput and CPU seconds per GB at both ends; the issue's target is QUIC's CPU per \
              GB ≤ 1.5 × FTPS's). Long paths (with `wan`): one {} file across ferry-wan at {} Mbit/s — what a \
@@ -328,7 +341,7 @@ mod tests {
     use crate::record::{Meta, Recorder};
     use crate::runner::{Runner, Settings};
 
-    /// The scenario end to end on loopback with 4 MiB per row (8 rows, one
+    /// The scenario end to end on loopback with 4 MiB per row (10 rows, one
     /// repetition): every transport moves the bytes. Needs the `ferry`
     /// binary beside this test's (`cargo build -p ferry` first); skipped,
     /// saying so, without it.
@@ -377,7 +390,7 @@ mod tests {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["kind"] == "run" && v["phase"] != "setup")
             .collect();
-        for id in ["quic-1", "ftps-1", "tcp-1", "udt-1", "quic-4", "ftps-4", "tcp-4", "udt-4"] {
+        for id in ["quic-1", "quic-quinn-mtu-1", "ftps-1", "tcp-1", "udt-1", "quic-4", "ftps-4", "tcp-4", "udt-4"] {
             let r = rows.iter().find(|r| r["variant"] == id).unwrap_or_else(|| panic!("no record of {id}: {text}"));
             assert_eq!(r["outcome"], "ok", "{id}: {r}");
             assert_eq!(r["bytes"], 4 * MIB, "{id}");
@@ -394,7 +407,12 @@ mod tests {
             assert_eq!(serve.contains(&"--tls-cert".to_string()), r.encrypted(), "{r:?}");
             assert_eq!(cp.contains(&"--ca".to_string()), r.encrypted(), "{r:?}");
             let t = cp.iter().position(|f| f == "--transport").unwrap();
-            assert_eq!(cp[t + 1], if r == Row::Ftps { "tcp" } else { r.id() });
+            let want = match r {
+                Row::Ftps => "tcp",
+                Row::QuicQuinnMtu => "quic",
+                _ => r.id(),
+            };
+            assert_eq!(cp[t + 1], want);
             assert!(cp.windows(2).any(|w| w[0] == "-p" && w[1] == "4"));
         }
     }

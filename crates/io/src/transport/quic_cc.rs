@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The window given to quinn in pacing-rate × minimum-RTT products. At
-/// 150 Mbit/s, 80 ms one way, 1 % loss (scripts/quic-wan.sh, one run each
+/// 150 Mbit/s, 80 ms one way, 1 % loss (scripts/quic-wan.sh of commit af1b240, since replaced by `bench/run --scenario quic`; one run each
 /// on a loaded machine): 1.5 → 83, 2 → 77, 3 → 91, 4 → 97 Mbit/s. quinn's
 /// pacer (1.25 × window / RTT) then paces at five times the model's rate,
 /// so the window, not the pacer, keeps the data in flight to the model.
