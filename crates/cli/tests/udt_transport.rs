@@ -110,6 +110,37 @@ fn a_killed_udt_upload_resumes_from_its_restart_markers() {
     assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
 }
 
+/// The same under PROT P: a killed encrypted UDT upload resumes from its
+/// restart markers over a new encrypted channel (new keys: a new control
+/// session), byte-identical with the checksum verified.
+#[test]
+fn a_killed_encrypted_udt_upload_resumes_from_its_restart_markers() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--marker-interval", "1", "--require-protected-data"]);
+    let ca = pki.file("ca.pem");
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("big.bin");
+    random_file(&src, SIZE, 54);
+    let url = ftps_url(&server, ALICE, "/big.bin");
+    start_and_kill(&["--transport", "udt", "--ca", &ca, src.to_str().unwrap(), &url], state.path(), 16 << 20);
+    assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
+    let out = Command::new(ferry_bin())
+        .args(["cp", "--json", "-p", "4", "--transport", "udt", "--ca", &ca, "--verify", src.to_str().unwrap(), &url])
+        .env("FERRY_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"resumed\":1"));
+    assert_eq!(sha256_file(&server.path("big.bin")), sha256_file(&src));
+    let all = server.transfers("/big.bin");
+    let resumed: Vec<_> = all.iter().filter(|t| t["restart"] == true).collect();
+    assert_eq!(resumed.len(), 1, "{all:?}");
+    assert_eq!((resumed[0]["transport"].as_str(), resumed[0]["protected"].as_bool()), (Some("udt"), Some(true)));
+    let bytes = resumed[0]["bytes"].as_u64().unwrap();
+    assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
+}
+
 /// The Globus GridFTP server as the reference runs its UDT end:
 /// anonymous, loopback, as `nobody`, data channels over UDT by default.
 struct GlobusUdtServer {
