@@ -110,6 +110,71 @@ fn a_killed_udt_upload_resumes_from_its_restart_markers() {
     assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
 }
 
+/// A server whose default is UDT (`--data-transport udt`) serves curl, an
+/// FTPS client that never asks for a transport, over TCP with TLS under
+/// PROT P (as a QUIC default does), and still gives encrypted UDT to a
+/// Ferry client that asks.
+#[test]
+fn a_udt_default_server_serves_curl_over_tcp_with_tls() {
+    let curl = require("curl");
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--data-transport", "udt", "--require-tls", "--require-protected-data"]);
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src.bin");
+    random_file(&src, (3 << 20) + 11, 24);
+    let base = format!("ftp://{}:{}@localhost:{}", ALICE.0, ALICE.1, server.addr.port());
+    let ca = pki.file("ca.pem");
+    let tls = ["--ssl-reqd", "--cacert", &ca, "-sS", "--max-time", "60"];
+    let out = Command::new(&curl).args(tls).arg("-T").arg(&src).arg(format!("{base}/up.bin")).output().unwrap();
+    assert!(out.status.success(), "curl upload: {}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert_eq!(sha256_file(&server.path("up.bin")), sha256_file(&src));
+    let back = local.path().join("back.bin");
+    let out = Command::new(&curl).args(tls).arg("-o").arg(&back).arg(format!("{base}/up.bin")).output().unwrap();
+    assert!(out.status.success(), "curl download: {}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert_eq!(sha256_file(&back), sha256_file(&src));
+    let asked = local.path().join("asked.bin");
+    let url = ftps_url(&server, ALICE, "/up.bin");
+    let (ok, out, err) =
+        ferry(&["cp", "--json", "--transport", "udt", "--ca", &ca, "--verify", &url, asked.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert!(out.contains("\"transport\":\"udt\""), "{out}");
+    assert_eq!(sha256_file(&asked), sha256_file(&src));
+    let want: Vec<(String, bool)> =
+        [("tcp", true), ("tcp", true), ("udt", true)].map(|(t, p)| (t.to_string(), p)).into();
+    assert_eq!(channels_of(&server, "/up.bin"), want, "{}", server.log_text());
+}
+
+/// The same under PROT P: a killed encrypted UDT upload resumes from its
+/// restart markers over a new encrypted channel (new keys: a new control
+/// session), byte-identical with the checksum verified.
+#[test]
+fn a_killed_encrypted_udt_upload_resumes_from_its_restart_markers() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &["--marker-interval", "1", "--require-protected-data"]);
+    let ca = pki.file("ca.pem");
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("big.bin");
+    random_file(&src, SIZE, 54);
+    let url = ftps_url(&server, ALICE, "/big.bin");
+    start_and_kill(&["--transport", "udt", "--ca", &ca, src.to_str().unwrap(), &url], state.path(), 16 << 20);
+    assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
+    let out = Command::new(ferry_bin())
+        .args(["cp", "--json", "-p", "4", "--transport", "udt", "--ca", &ca, "--verify", src.to_str().unwrap(), &url])
+        .env("FERRY_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"resumed\":1"));
+    assert_eq!(sha256_file(&server.path("big.bin")), sha256_file(&src));
+    let all = server.transfers("/big.bin");
+    let resumed: Vec<_> = all.iter().filter(|t| t["restart"] == true).collect();
+    assert_eq!(resumed.len(), 1, "{all:?}");
+    assert_eq!((resumed[0]["transport"].as_str(), resumed[0]["protected"].as_bool()), (Some("udt"), Some(true)));
+    let bytes = resumed[0]["bytes"].as_u64().unwrap();
+    assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
+}
+
 /// The Globus GridFTP server as the reference runs its UDT end:
 /// anonymous, loopback, as `nobody`, data channels over UDT by default.
 struct GlobusUdtServer {

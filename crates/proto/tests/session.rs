@@ -1034,3 +1034,40 @@ fn tprt_udt_aes_gcm_needs_tls_and_is_cleared_by_plain_udt() {
     assert!(!feat_lines(&mut h).contains("aes-gcm"));
     assert_eq!(h.code("TPRT udt:aes-gcm"), 504);
 }
+
+/// A server whose default is UDT gives a private session that never
+/// selected a transport TCP with TLS (curl and lftp under `ferry serve
+/// --data-transport udt` work), as a QUIC default does; a session that
+/// selected UDT keeps it (and its PROT P data is encrypted only with
+/// `TPRT udt:aes-gcm`, refused otherwise); `--data-transport-for-all`
+/// gives UDT to every session.
+#[test]
+fn a_udt_default_gives_unasked_private_sessions_tcp() {
+    use ferry_proto::transport::TransportName;
+    let udt = TransportName::parse("udt").unwrap();
+    let cfg = |unasked| SessionConfig {
+        transports: vec![TransportName::TCP, udt],
+        default_transport: udt,
+        default_transport_unasked: unasked,
+        ..tls_config()
+    };
+    let private = |h: &mut Harness| {
+        assert_eq!(h.code("AUTH TLS"), 234);
+        assert_eq!(h.code("USER alice"), 331);
+        assert_eq!(h.code("PASS right"), 230);
+        assert_eq!(h.s.data_transport(), udt, "PROT C: the default");
+        assert_eq!(h.code("PBSZ 0"), 200);
+        assert_eq!(h.code("PROT P"), 200);
+    };
+    let mut h = Harness::with(cfg(false));
+    private(&mut h);
+    assert_eq!(h.s.data_transport(), TransportName::TCP, "never asked: FTPS over TCP");
+    assert_eq!(h.code("TPRT udt"), 200);
+    assert_eq!(h.s.data_transport(), udt);
+    assert!(!h.s.udt_sealed());
+    assert_eq!(h.code("TPRT udt:aes-gcm"), 200);
+    assert!(h.s.udt_sealed());
+    let mut h = Harness::with(cfg(true));
+    private(&mut h);
+    assert_eq!(h.s.data_transport(), udt, "--data-transport-for-all");
+}

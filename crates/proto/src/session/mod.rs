@@ -258,11 +258,18 @@ impl Session {
     /// session ([`SessionConfig::default_transport_unasked`]): a standard
     /// FTPS client (curl, lftp) under a server whose default is QUIC never
     /// asked, cannot speak it, and gets TCP with TLS as FTPS says.
+    /// The same holds for a UDT default under PROT P: UDT's data is
+    /// encrypted only for a session that asked `TPRT udt:aes-gcm`, so a
+    /// private session that never selected a transport gets TCP with TLS
+    /// rather than a 425 (with `default_transport_unasked` it gets UDT,
+    /// and its PROT P transfers the 425).
     pub fn data_transport(&self) -> crate::transport::TransportName {
-        if self.transport.needs_tls()
-            && (!(self.tls && self.prot == ProtectionLevel::Private)
-                || !(self.transport_selected || self.config.default_transport_unasked))
-        {
+        let private = self.tls && self.prot == ProtectionLevel::Private;
+        let asked = self.transport_selected || self.config.default_transport_unasked;
+        if self.transport.needs_tls() && (!private || !asked) {
+            return crate::transport::TransportName::TCP;
+        }
+        if self.transport.as_str() == "udt" && private && !asked {
             return crate::transport::TransportName::TCP;
         }
         self.transport
