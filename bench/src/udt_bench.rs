@@ -875,6 +875,8 @@ pub fn run(s: &Setup) -> Result<Vec<Sample>> {
     data::make_dir(&s.out)?;
     let logs = s.work.join("logs");
     data::make_dir(&logs)?;
+    // The page names the command that measured (not a later --report-only).
+    let _ = fs::write(s.out.join("command.txt"), &s.command);
     // Only emulated paths select CUBIC (loopback rows keep the host's).
     let _cc =
         if s.paths.iter().any(|p| p.one_way_ms.is_some()) { Some(AllowedCongestion::add("cubic")?) } else { None };
@@ -1165,7 +1167,8 @@ fn sd(v: &[f64]) -> f64 {
 pub fn markdown(s: &Setup, samples: &[Sample]) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# {}\n", s.scenario);
-    let _ = writeln!(md, "Command: `{}`\n", s.command);
+    let command = fs::read_to_string(s.out.join("command.txt")).unwrap_or_else(|_| s.command.clone());
+    let _ = writeln!(md, "Command: `{}`\n", command.trim());
     let _ = writeln!(md, "Ferry: `{}`. Every figure below is Mbit/s of payload (10^6 bit/s) over the client's wall clock (spawn to exit); \"capped\" rows were stopped at the row's limit ({} s) and report what arrived over it. Load average (1 min) is beside each row.\n", s.ferry.display(), s.row_secs);
     let mut paths: Vec<(String, String)> = Vec::new();
     for x in samples {
