@@ -29,10 +29,12 @@ const MIB: u64 = 1 << 20;
 /// needs a faster forwarder or real hardware.
 pub const WAN_RATE_BITS: u64 = 150_000_000;
 
-/// Where the throw-away PKI lives (the servers run as root and read it);
-/// one per invocation.
+/// Where the throw-away PKI lives (the servers run as root and read it):
+/// one directory, reused while its certificate is less than a day old
+/// (it is valid for two), so building the scenario (`--list`, tests)
+/// leaves no trail of directories.
 fn pki_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("ferry-bench-quic-pki-{}", std::process::id()))
+    std::env::temp_dir().join("ferry-bench-quic-pki")
 }
 
 /// A CA and a server certificate for 127.0.0.1 and ferry-wan's server
@@ -40,7 +42,10 @@ fn pki_dir() -> PathBuf {
 /// reason) when openssl fails: the encrypted rows then fail with it.
 fn pki() -> Result<PathBuf, String> {
     let d = pki_dir();
-    if d.join("server.pem").exists() {
+    let fresh = std::fs::metadata(d.join("server.pem"))
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < Duration::from_secs(86_400)));
+    if fresh {
         return Ok(d);
     }
     std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
