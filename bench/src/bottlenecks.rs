@@ -200,37 +200,6 @@ fn run_quiet(cmd: &mut Command, what: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Adds `cubic` to the root namespace's allowed congestion controls (so a
-/// namespace may choose it) and restores the old list when dropped.
-#[derive(Debug)]
-pub struct AllowCubic {
-    old: Option<String>,
-}
-
-const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
-
-impl AllowCubic {
-    pub fn new() -> Result<AllowCubic> {
-        let old = fs::read_to_string(ALLOWED_CC).map_err(io_err(format!("reading {ALLOWED_CC}")))?;
-        let old = old.trim().to_string();
-        if old.split_whitespace().any(|c| c == "cubic") {
-            return Ok(AllowCubic { old: None });
-        }
-        fs::write(ALLOWED_CC, format!("{old} cubic")).map_err(io_err(format!("writing {ALLOWED_CC}")))?;
-        Ok(AllowCubic { old: Some(old) })
-    }
-}
-
-impl Drop for AllowCubic {
-    fn drop(&mut self) {
-        if let Some(old) = &self.old {
-            if let Err(e) = fs::write(ALLOWED_CC, old) {
-                eprintln!("ferry-bottlenecks: cannot restore {ALLOWED_CC} to {old:?}: {e}");
-            }
-        }
-    }
-}
-
 /// A cgroup v1 group under one controller, removed when dropped (its
 /// processes are moved back to the parent first).
 #[derive(Debug)]
@@ -505,7 +474,7 @@ fn run_case_inner(suite: &Suite, case: &Case, o: &mut Outcome) -> Result<()> {
             wan(Some("200mbit"), 5, 0.0)?
         }
         "loss" => {
-            _cubic = Some(AllowCubic::new()?);
+            _cubic = Some(crate::net::AllowedCongestion::add("cubic")?);
             file_size = size(scale, 64 * MIB, 160 * MIB);
             extra.extend(["-p".into(), "2".into()]);
             let net = wan(None, 10, 0.01)?;

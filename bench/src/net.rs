@@ -1,7 +1,9 @@
 //! Where client and server run: both on loopback, or at the two ends of an
 //! emulated long path (`ferry-wan`), each in its own network namespace.
 
+use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -91,7 +93,7 @@ fn trim_float(x: f64) -> String {
 fn set_congestion(link: &LinkGuard, cc: &str) -> Result<()> {
     // A namespace may only make an allowed controller its default
     // (`tcp_set_default_congestion_control`); others must be allowed already.
-    let _guard = if cc == "cubic" { Some(crate::bottlenecks::AllowCubic::new()?) } else { None };
+    let _guard = AllowedCongestion::add(cc)?;
     for side in [Side::Client, Side::Server] {
         let mut c = link.command(side, "sysctl");
         c.args(["-q", "-w", &format!("net.ipv4.tcp_congestion_control={cc}")]);
@@ -230,5 +232,69 @@ mod tests {
             p.describe(),
             "1 Gbit/s, 30 ms one way, 0.1% random loss each way, tbf shaper, tuned TCP buffers (64 MiB)"
         );
+    }
+}
+
+const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+const ALLOWED_CC_SAVED: &str = "/run/ferry-bench/allowed-cc";
+
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BenchError {
+    move |e| BenchError::io(what, e)
+}
+
+/// Adds a congestion control (`cubic`) to the root namespace's allowed list
+/// for the guard's life (a namespace may only choose an allowed one) and
+/// restores the old list when dropped; a run killed by SIGKILL leaves the
+/// old list in `/run/ferry-bench`, and the next guard puts it back. One
+/// guard for every scenario (udt-*, quic, bottlenecks).
+#[derive(Debug)]
+pub struct AllowedCongestion {
+    old: String,
+    /// Whether this guard widened the list (else it leaves it alone).
+    changed: bool,
+}
+
+impl AllowedCongestion {
+    pub fn add(cc: &str) -> Result<AllowedCongestion> {
+        restore_saved_allowed_cc();
+        let old = fs::read_to_string(ALLOWED_CC).map_err(io_err(format!("reading {ALLOWED_CC}")))?.trim().to_string();
+        let changed = !old.split_whitespace().any(|c| c == cc);
+        if changed {
+            let _ = fs::create_dir_all("/run/ferry-bench");
+            fs::write(ALLOWED_CC_SAVED, format!("{}\n{old}", std::process::id()))
+                .map_err(io_err(format!("writing {ALLOWED_CC_SAVED}")))?;
+            fs::write(ALLOWED_CC, format!("{old} {cc}")).map_err(io_err(format!("adding {cc} to {ALLOWED_CC}")))?;
+            eprintln!("ferry-bench: {ALLOWED_CC}: {old:?} -> {:?} for this run", format!("{old} {cc}"));
+        }
+        Ok(AllowedCongestion { old, changed })
+    }
+}
+
+impl Drop for AllowedCongestion {
+    fn drop(&mut self) {
+        if !self.changed {
+            return;
+        }
+        match fs::write(ALLOWED_CC, &self.old) {
+            Ok(()) => {
+                let _ = fs::remove_file(ALLOWED_CC_SAVED);
+                eprintln!("ferry-bench: {ALLOWED_CC} restored to {:?}", self.old);
+            }
+            Err(e) => eprintln!("ferry-bench: could not restore {ALLOWED_CC} to {:?}: {e}", self.old),
+        }
+    }
+}
+
+/// A run killed by SIGKILL left the list widened; put it back (not while
+/// the run that widened it is alive: two runs may overlap).
+fn restore_saved_allowed_cc() {
+    let Ok(saved) = fs::read_to_string(ALLOWED_CC_SAVED) else { return };
+    let (pid, old) = saved.split_once('\n').unwrap_or(("", saved.as_str()));
+    if pid.parse::<u32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists()) {
+        return;
+    }
+    if fs::write(ALLOWED_CC, old.trim()).is_ok() {
+        eprintln!("ferry-bench: restored {ALLOWED_CC} to {:?} (left by a killed run)", old.trim());
+        let _ = fs::remove_file(ALLOWED_CC_SAVED);
     }
 }

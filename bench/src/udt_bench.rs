@@ -24,7 +24,7 @@
 //! namespace may only select a controller the root namespace allows, so
 //! for the run `cubic` is added to the root's
 //! `net.ipv4.tcp_allowed_congestion_control` and the old value is restored
-//! when the run ends, on error and on Ctrl-C ([`AllowedCongestion`]; after
+//! when the run ends, on error and on Ctrl-C ([`crate::net::AllowedCongestion`]; after
 //! a SIGKILL, the next run restores it from `/run/ferry-bench`).
 
 use std::fmt::Write as _;
@@ -57,8 +57,6 @@ const MIB: u64 = 1 << 20;
 const PLANETLAB_TCP_MEM: &str = "4096 65536 131072";
 /// "Untuned" in benchmark 2: 4 MiB maxima.
 const UNTUNED_TCP_MEM: &str = "4096 131072 4194304";
-const ALLOWED_CC: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
-const ALLOWED_CC_SAVED: &str = "/run/ferry-bench/udt-allowed-cc";
 
 /// A tool of a row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -325,60 +323,6 @@ fn load_all() -> String {
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> BenchError {
     move |e| BenchError::io(what, e)
-}
-
-/// Adds `cubic` to the root namespace's allowed congestion controls for the
-/// guard's life and restores the old list when dropped.
-#[derive(Debug)]
-pub struct AllowedCongestion {
-    old: String,
-    /// Whether this guard widened the list (else it leaves it alone).
-    changed: bool,
-}
-
-impl AllowedCongestion {
-    pub fn add(cc: &str) -> Result<AllowedCongestion> {
-        restore_saved_allowed_cc();
-        let old = fs::read_to_string(ALLOWED_CC).map_err(io_err(format!("reading {ALLOWED_CC}")))?.trim().to_string();
-        let changed = !old.split_whitespace().any(|c| c == cc);
-        if changed {
-            let _ = fs::create_dir_all("/run/ferry-bench");
-            fs::write(ALLOWED_CC_SAVED, format!("{}\n{old}", std::process::id()))
-                .map_err(io_err(format!("writing {ALLOWED_CC_SAVED}")))?;
-            fs::write(ALLOWED_CC, format!("{old} {cc}")).map_err(io_err(format!("adding {cc} to {ALLOWED_CC}")))?;
-            eprintln!("ferry-bench: {ALLOWED_CC}: {old:?} -> {:?} for this run", format!("{old} {cc}"));
-        }
-        Ok(AllowedCongestion { old, changed })
-    }
-}
-
-impl Drop for AllowedCongestion {
-    fn drop(&mut self) {
-        if !self.changed {
-            return;
-        }
-        match fs::write(ALLOWED_CC, &self.old) {
-            Ok(()) => {
-                let _ = fs::remove_file(ALLOWED_CC_SAVED);
-                eprintln!("ferry-bench: {ALLOWED_CC} restored to {:?}", self.old);
-            }
-            Err(e) => eprintln!("ferry-bench: could not restore {ALLOWED_CC} to {:?}: {e}", self.old),
-        }
-    }
-}
-
-/// A run killed by SIGKILL left the list widened; put it back (not while
-/// the run that widened it is alive: two runs may overlap).
-fn restore_saved_allowed_cc() {
-    let Ok(saved) = fs::read_to_string(ALLOWED_CC_SAVED) else { return };
-    let (pid, old) = saved.split_once('\n').unwrap_or(("", saved.as_str()));
-    if pid.parse::<u32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists()) {
-        return;
-    }
-    if fs::write(ALLOWED_CC, old.trim()).is_ok() {
-        eprintln!("ferry-bench: restored {ALLOWED_CC} to {:?} (left by a killed run)", old.trim());
-        let _ = fs::remove_file(ALLOWED_CC_SAVED);
-    }
 }
 
 /// Brings up a path: a `ferry-wan` link with the path's MTU, rate, queue
@@ -878,8 +822,11 @@ pub fn run(s: &Setup) -> Result<Vec<Sample>> {
     // The page names the command that measured (not a later --report-only).
     let _ = fs::write(s.out.join("command.txt"), &s.command);
     // Only emulated paths select CUBIC (loopback rows keep the host's).
-    let _cc =
-        if s.paths.iter().any(|p| p.one_way_ms.is_some()) { Some(AllowedCongestion::add("cubic")?) } else { None };
+    let _cc = if s.paths.iter().any(|p| p.one_way_ms.is_some()) {
+        Some(crate::net::AllowedCongestion::add("cubic")?)
+    } else {
+        None
+    };
     let needs_udt4 = s.rows.iter().any(|r| matches!(r.tool, Tool::Udt4File | Tool::Udt4App));
     if needs_udt4 {
         build_udt4(&s.work.join("udt4"))?;
