@@ -128,10 +128,13 @@ pub enum Row {
     Ftps,
     Tcp,
     Udt,
+    /// `udt` under `PROT P`: AES-256-GCM records keyed from the control
+    /// channel's TLS exporter (docs/udt.md, "Encryption after PROT P").
+    UdtSealed,
 }
 
 impl Row {
-    pub const ALL: [Row; 5] = [Row::Quic, Row::QuicQuinnMtu, Row::Ftps, Row::Tcp, Row::Udt];
+    pub const ALL: [Row; 6] = [Row::Quic, Row::QuicQuinnMtu, Row::Ftps, Row::Tcp, Row::Udt, Row::UdtSealed];
 
     pub fn id(self) -> &'static str {
         match self {
@@ -140,6 +143,7 @@ impl Row {
             Row::Ftps => "ftps",
             Row::Tcp => "tcp",
             Row::Udt => "udt",
+            Row::UdtSealed => "udt-prot-p",
         }
     }
 
@@ -150,11 +154,12 @@ impl Row {
             Row::Ftps => format!("ferry FTPS (PROT P) -p {streams}"),
             Row::Tcp => format!("ferry TCP clear -p {streams}"),
             Row::Udt => format!("ferry udt clear -p {streams}"),
+            Row::UdtSealed => format!("ferry udt PROT P (AES-GCM) -p {streams}"),
         }
     }
 
     pub fn encrypted(self) -> bool {
-        matches!(self, Row::Quic | Row::QuicQuinnMtu | Row::Ftps)
+        matches!(self, Row::Quic | Row::QuicQuinnMtu | Row::Ftps | Row::UdtSealed)
     }
 
     /// `ferry serve` and `ferry cp` flags.
@@ -167,6 +172,7 @@ impl Row {
             Row::Ftps => (tls, format!("{cp} {ca} --transport tcp")),
             Row::Tcp => (String::new(), format!("{cp} --transport tcp")),
             Row::Udt => (String::new(), format!("{cp} --transport udt")),
+            Row::UdtSealed => (tls, format!("{cp} {ca} --transport udt")),
         };
         (words(&serve), words(&cp))
     }
@@ -227,6 +233,7 @@ fn groups(prefix: &str, label: &str, pki: &Path, source: &Path, bytes: u64, with
             let mut comparisons = vec![
                 Comparison::rate(&format!("quic-{p}"), &format!("ftps-{p}")),
                 Comparison::rate(&format!("quic-{p}"), &format!("quic-quinn-mtu-{p}")),
+                Comparison::rate(&format!("udt-prot-p-{p}"), &format!("ftps-{p}")),
             ];
             if with_globus && p == 4 {
                 variants.push(globus(source, bytes));
@@ -316,8 +323,8 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
         title: "QUIC data channels against FTPS, TCP and UDT (issue 19)".into(),
         description: format!(
             "Ferry's data-channel transports, one `ferry serve` per row: `quic` (TLS 1.3, the `ferry` \
-             rate-based controller), FTPS (`ftps://`, `PROT P` over TCP), TCP in clear and `udt` in clear \
-             (`udt` refuses `PROT P`), MODE E with 1 and 4 streams, and `quic` again with quinn's own datagram sizes \
+             rate-based controller), FTPS (`ftps://`, `PROT P` over TCP), TCP in clear, `udt` in clear \
+             and `udt` under `PROT P` (AES-256-GCM records keyed from the control channel's TLS exporter), MODE E with 1 and 4 streams, and `quic` again with quinn's own datagram sizes \
              (`FERRY_QUIC_MTU=default`: the A/B of sizing datagrams from the interface MTU). The encrypted rows' server certificate comes \
              from a CA made for the run; the client trusts it with `--ca`. Loopback: one {} file from tmpfs to \
              `/dev/null` (throughput and CPU seconds per GB at both ends; the issue's target is QUIC's CPU per \
@@ -395,7 +402,19 @@ mod tests {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["kind"] == "run" && v["phase"] != "setup")
             .collect();
-        for id in ["quic-1", "quic-quinn-mtu-1", "ftps-1", "tcp-1", "udt-1", "quic-4", "ftps-4", "tcp-4", "udt-4"] {
+        for id in [
+            "quic-1",
+            "quic-quinn-mtu-1",
+            "ftps-1",
+            "tcp-1",
+            "udt-1",
+            "udt-prot-p-1",
+            "quic-4",
+            "ftps-4",
+            "tcp-4",
+            "udt-4",
+            "udt-prot-p-4",
+        ] {
             let r = rows.iter().find(|r| r["variant"] == id).unwrap_or_else(|| panic!("no record of {id}: {text}"));
             assert_eq!(r["outcome"], "ok", "{id}: {r}");
             assert_eq!(r["bytes"], 4 * MIB, "{id}");
@@ -415,6 +434,7 @@ mod tests {
             let want = match r {
                 Row::Ftps => "tcp",
                 Row::QuicQuinnMtu => "quic",
+                Row::UdtSealed => "udt",
                 _ => r.id(),
             };
             assert_eq!(cp[t + 1], want);
