@@ -362,3 +362,56 @@ fn cold_start_at_five_percent_loss_does_not_strand_at_an_early_queue_signal() {
     let g = s.goodput_between(t0 + Duration::from_millis(6400), s.now) / rate;
     assert!(g >= 0.1, "cold, 5 % loss, seed {seed}: {g:.3} of the link; {}", s.client().congestion().describe());
 }
+
+/// A blast sender that has been running, then is polled `late` after its
+/// pacing clock: how many data packets it releases at that instant.
+fn burst_after_late_wakeup(mbit: f64, late: Duration) -> usize {
+    let c = path_config(CongestionKind::Blast { rate: mbit * MBIT }, mbit * MBIT, 20);
+    let up = LinkConfig::new(20).rate_mbit(1000.0);
+    let down = LinkConfig::new(20);
+    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345, 7);
+    s.run_until(Duration::from_millis(500), |_| false);
+    let now = s.now + late;
+    let conn = s.client.conn.as_mut().expect("connected");
+    let mut buf = Vec::new();
+    let mut data = 0;
+    while let Some(t) = conn.poll_transmit(now, &mut buf) {
+        data += usize::from(t.data);
+    }
+    data
+}
+
+#[test]
+fn a_late_wakeup_sends_at_most_a_quarter_millisecond_of_the_rate() {
+    // 100 Mbit/s: 1500-byte packets every 120 µs. Woken 5 ms late, the old
+    // 1 ms allowance let 9 packets go back to back (a 4-packet policer
+    // keeps 4); 250 µs of the rate is 2-3.
+    let n = burst_after_late_wakeup(100.0, Duration::from_millis(5));
+    assert!((1..=3).contains(&n), "{n} packets at once at 100 Mbit/s");
+    // 10 Mbit/s: one packet every 1.2 ms; at most two at once.
+    let n = burst_after_late_wakeup(10.0, Duration::from_millis(5));
+    assert!((1..=2).contains(&n), "{n} packets at once at 10 Mbit/s");
+    // 800 Mbit/s keeps batches for GSO: 250 µs is ~17 packets.
+    let n = burst_after_late_wakeup(800.0, Duration::from_millis(5));
+    assert!((10..=18).contains(&n), "{n} packets at once at 800 Mbit/s");
+}
+
+#[test]
+fn blast_never_sends_faster_than_its_rate_on_a_lossy_link() {
+    // Retransmissions go through the same pacer as new data: over 10 s at
+    // 40 Mbit/s with 5 % loss each way, packets sent (new + retransmitted)
+    // stay within the rate plus a few bursts.
+    let rate = 40.0 * MBIT;
+    let c = path_config(CongestionKind::Blast { rate }, rate, 20);
+    let up = LinkConfig::new(20).rate_mbit(100.0).loss(0.05);
+    let down = LinkConfig::new(20).loss(0.05);
+    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345, 11);
+    let start = s.now;
+    s.run_until(Duration::from_secs(10), |_| false);
+    let secs = s.now.saturating_since(start).as_secs_f64();
+    let st = s.client().stats();
+    let allowed = rate * secs / 1500.0;
+    assert!(st.retransmitted > 1000, "{st:?}");
+    assert!((st.packets_sent as f64) < allowed * 1.02 + 10.0, "{} sent, {allowed:.0} allowed", st.packets_sent);
+    assert!((st.packets_sent as f64) > allowed * 0.9, "{} sent, {allowed:.0} allowed", st.packets_sent);
+}
