@@ -415,3 +415,66 @@ fn blast_never_sends_faster_than_its_rate_on_a_lossy_link() {
     assert!((st.packets_sent as f64) < allowed * 1.02 + 10.0, "{} sent, {allowed:.0} allowed", st.packets_sent);
     assert!((st.packets_sent as f64) > allowed * 0.9, "{} sent, {allowed:.0} allowed", st.packets_sent);
 }
+
+#[test]
+#[ignore = "a trace for reading, not a check"]
+fn trace_far_policed_path() {
+    for kind in [
+        CongestionKind::Ferry { initial_rate: None, max_rate: None },
+        CongestionKind::Udt,
+        CongestionKind::Ferry { initial_rate: Some(0.5 * 10.0 * MBIT), max_rate: None },
+    ] {
+        let c = Config { congestion: kind, ..Config::default() };
+        let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500);
+        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130), u64::MAX / 2, 1, 5);
+        s.sample_every = Duration::from_millis(1000);
+        let t0 = s.now;
+        for i in 1..=25u64 {
+            let (sent, drops) = (s.up.sent, s.up.dropped_queue);
+            s.run_until(Duration::from_secs(1), |_| false);
+            if std::env::var("TRACE").is_ok() {
+                let st = s.client().stats();
+                println!(
+                    "  {i}s sent {} drops {} retx {} {}",
+                    s.up.sent - sent,
+                    s.up.dropped_queue - drops,
+                    st.retransmitted,
+                    s.client().congestion().describe()
+                );
+            }
+        }
+        let g = s.goodput_between(t0, s.now) * 8.0 / 1e6;
+        let st = s.client().stats();
+        println!(
+            "{kind:?}: {g:.2} Mbit/s, sent {} drops {} retx {} rate {:.0} cwnd {}",
+            s.up.sent,
+            s.up.dropped_queue,
+            st.retransmitted,
+            st.pacing_rate * 8.0 / 1e6,
+            st.cwnd_packets
+        );
+        let mut last = 0;
+        for (t, b) in &s.samples {
+            print!("{:.1}:{:.2} ", t.saturating_since(t0).as_secs_f64(), (b - last) as f64 * 8.0 / 1e6);
+            last = *b;
+        }
+        println!();
+    }
+}
+
+#[test]
+fn ferry_cold_start_leaves_start_up_at_a_shallow_policer_without_a_loss_storm() {
+    // bench udt-table3 `far-client`: 10 Mbit/s, 260 ms, a 4-packet queue.
+    // Start-up at 2.9× the link loses two thirds of what it sends, and
+    // with the cumulative ACK stuck behind the holes its round did not end
+    // for ten seconds (5.4 Mbit/s, 4 809 queue drops in 25 s).
+    let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
+    let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130), u64::MAX / 2, 1, 5);
+    s.sample_every = Duration::from_millis(1000);
+    let t0 = s.now;
+    s.run_until(Duration::from_secs(25), |_| false);
+    let mbit = s.goodput_between(t0, s.now) * 8.0 / 1e6;
+    assert!(mbit >= 7.0, "{mbit:.2} Mbit/s in 25 s");
+    assert!(s.up.dropped_queue < 1500, "{} queue drops", s.up.dropped_queue);
+}
