@@ -614,6 +614,10 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 "transports": summary.transports.iter().map(|(server, t)| serde_json::json!({
                     "server": server, "transport": t,
                 })).collect::<Vec<_>>(),
+                // UDT's counters summed over this process's UDT connections
+                // (null when none): packets, retransmissions, losses, NAKs,
+                // drops, and the last connection's RTT and pacing rate.
+                "udt": Some(ferry_io::udt::totals()).filter(|t| t.connections > 0),
                 // `--transport auto`: what it chose and why, per server.
                 "transport_choice": summary.transport_choices.iter().map(|(server, why)| serde_json::json!({
                     "server": server, "choice": why,

@@ -975,3 +975,38 @@ fn hostile_udt_floods_neither_stop_nor_grow_the_server() {
         "server memory grew from {rss_before} kB to {rss_after} kB after {sent} datagrams"
     );
 }
+
+/// `ferry cp --json` over UDT carries UDT's counters, and so does the
+/// server's "transfer finished" line (the benchmark had only the
+/// emulator's counters to explain its losses).
+#[test]
+fn a_udt_copy_reports_udt_statistics_in_json_and_the_server_log() {
+    let server = FerryServer::start();
+    random_file(&server.path("s.bin"), 4 << 20, 21);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("s.bin");
+    let url = server.url(ALICE, "/s.bin");
+    let (ok, out, err) = ferry(&["cp", "--json", "--transport", "udt", "--no-resume", &url, dst.to_str().unwrap()]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    let v = json_of(&out);
+    assert_eq!(v["transport"], "udt", "{out}");
+    let udt = &v["udt"];
+    assert!(udt["connections"].as_u64().unwrap_or(0) >= 1, "{out}");
+    assert!(udt["packets_received"].as_u64().unwrap_or(0) >= (4 << 20) / 1500, "{out}");
+    assert!(udt["bytes_received"].as_u64().unwrap_or(0) >= 4 << 20, "{out}");
+    for field in ["packets_sent", "retransmitted", "lost_reported", "lost_detected", "naks_sent", "naks_received"] {
+        assert!(udt[field].is_u64(), "{field} missing: {out}");
+    }
+    for field in ["dropped", "last_rtt_us", "last_pacing_rate", "congestion"] {
+        assert!(!udt[field].is_null(), "{field} missing: {out}");
+    }
+    let sent = server.transfers("/s.bin");
+    let line = sent[0]["udt"].as_str().unwrap_or_default().to_string();
+    assert!(line.contains("packets_sent=") && line.contains("pacing_rate="), "{}", server.log_text());
+    let n: u64 = line.split("packets_sent=").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!(n > 100, "{line}");
+    // A TCP copy has no UDT section.
+    let (ok, out, _) = ferry(&["cp", "--json", "--no-resume", &url, dst.to_str().unwrap()]);
+    assert!(ok);
+    assert!(json_of(&out)["udt"].is_null(), "{out}");
+}

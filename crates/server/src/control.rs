@@ -568,6 +568,10 @@ impl Control {
             ferry_proto::command::TransferMode::Stream => "stream",
             ferry_proto::command::TransferMode::ExtendedBlock => "extended block",
         };
+        // UDT's counters over the transfer (process-wide: a concurrent
+        // transfer's packets count too); absent when no UDT packet moved.
+        let udt = ferry_io::udt::totals().since(&t.udt_before);
+        let udt = (udt.packets_sent + udt.packets_received > 0).then(|| udt.to_string());
         if let Some(direction) = direction {
             self.ctx.metrics.transfer(direction, matches!(outcome, TransferOutcome::Complete { .. }), bytes);
             tracing::info!(
@@ -587,6 +591,7 @@ impl Control {
                 seconds = (secs * 1e3).round() / 1e3,
                 rate_mb_s = (bytes as f64 / secs.max(1e-9) / 1e5).round() / 10.0,
                 status = %status,
+                udt = udt.as_deref(),
                 "transfer finished"
             );
         }

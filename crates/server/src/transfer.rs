@@ -156,6 +156,9 @@ pub(crate) struct ActiveTransfer {
     /// to stop sibling streams when one fails, which is not an ABOR.
     stopped: Arc<AtomicBool>,
     verdict: Arc<Verdict>,
+    /// The process's UDT totals when it started: the finished line reports
+    /// the difference (`ferry_io::udt::totals`).
+    pub udt_before: ferry_io::udt::UdtTotals,
 }
 
 impl ActiveTransfer {
@@ -373,6 +376,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         events,
         request,
         started: Instant::now(),
+        udt_before: ferry_io::udt::totals(),
         progress,
         durable,
         reported: RangeSet::new(),
@@ -410,6 +414,7 @@ pub(crate) fn external(request: TransferRequest) -> (ActiveTransfer, ExternalTra
         events,
         request,
         started: Instant::now(),
+        udt_before: ferry_io::udt::totals(),
         progress: ext.progress.clone(),
         durable: ext.durable.clone(),
         reported: RangeSet::new(),

@@ -1287,7 +1287,14 @@ impl Connection {
             s.pair_pending = probe && !s.pair_pending;
         }
         if !s.pair_pending {
-            let floor = now - self.config.max_burst;
+            // Backlog a late wake-up may send at once: `max_burst`, but no
+            // more than `BURST_QUANTUM` of the rate (at least two packets).
+            // A millisecond is eight packets back to back at 100 Mbit/s,
+            // and a policer with a queue of four keeps four of them; slow
+            // paths get packet-by-packet pacing, fast ones keep their
+            // batches (250 µs is ~21 packets at 1 Gbit/s).
+            let credit = self.config.max_burst.min((interval * 2).max(BURST_QUANTUM));
+            let floor = now - credit;
             // The pair's second packet is charged for both, so that the
             // average rate is the controller's (libudt's pairs add 1/16).
             let charge = if s.pair_charge { interval * 2 } else { interval };
@@ -1304,6 +1311,10 @@ impl Connection {
         Some(Transmit { len, data: true })
     }
 }
+
+/// The longest stretch of the pacing rate sent back to back after a late
+/// wake-up (see `poll_transmit`).
+pub const BURST_QUANTUM: Duration = Duration::from_micros(250);
 
 /// Reads the destination socket id of a datagram (for demultiplexing).
 pub fn destination(datagram: &[u8]) -> Option<u32> {

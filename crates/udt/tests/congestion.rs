@@ -362,3 +362,119 @@ fn cold_start_at_five_percent_loss_does_not_strand_at_an_early_queue_signal() {
     let g = s.goodput_between(t0 + Duration::from_millis(6400), s.now) / rate;
     assert!(g >= 0.1, "cold, 5 % loss, seed {seed}: {g:.3} of the link; {}", s.client().congestion().describe());
 }
+
+/// A blast sender that has been running, then is polled `late` after its
+/// pacing clock: how many data packets it releases at that instant.
+fn burst_after_late_wakeup(mbit: f64, late: Duration) -> usize {
+    let c = path_config(CongestionKind::Blast { rate: mbit * MBIT }, mbit * MBIT, 20);
+    let up = LinkConfig::new(20).rate_mbit(1000.0);
+    let down = LinkConfig::new(20);
+    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345, 7);
+    s.run_until(Duration::from_millis(500), |_| false);
+    let now = s.now + late;
+    let conn = s.client.conn.as_mut().expect("connected");
+    let mut buf = Vec::new();
+    let mut data = 0;
+    while let Some(t) = conn.poll_transmit(now, &mut buf) {
+        data += usize::from(t.data);
+    }
+    data
+}
+
+#[test]
+fn a_late_wakeup_sends_at_most_a_quarter_millisecond_of_the_rate() {
+    // 100 Mbit/s: 1500-byte packets every 120 µs. Woken 5 ms late, the old
+    // 1 ms allowance let 9 packets go back to back (a 4-packet policer
+    // keeps 4); 250 µs of the rate is 2-3.
+    let n = burst_after_late_wakeup(100.0, Duration::from_millis(5));
+    assert!((1..=3).contains(&n), "{n} packets at once at 100 Mbit/s");
+    // 10 Mbit/s: one packet every 1.2 ms; at most two at once.
+    let n = burst_after_late_wakeup(10.0, Duration::from_millis(5));
+    assert!((1..=2).contains(&n), "{n} packets at once at 10 Mbit/s");
+    // 800 Mbit/s keeps batches for GSO: 250 µs is ~17 packets.
+    let n = burst_after_late_wakeup(800.0, Duration::from_millis(5));
+    assert!((10..=18).contains(&n), "{n} packets at once at 800 Mbit/s");
+}
+
+#[test]
+fn blast_never_sends_faster_than_its_rate_on_a_lossy_link() {
+    // Retransmissions go through the same pacer as new data: over 10 s at
+    // 40 Mbit/s with 5 % loss each way, packets sent (new + retransmitted)
+    // stay within the rate plus a few bursts.
+    let rate = 40.0 * MBIT;
+    let c = path_config(CongestionKind::Blast { rate }, rate, 20);
+    let up = LinkConfig::new(20).rate_mbit(100.0).loss(0.05);
+    let down = LinkConfig::new(20).loss(0.05);
+    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345, 11);
+    let start = s.now;
+    s.run_until(Duration::from_secs(10), |_| false);
+    let secs = s.now.saturating_since(start).as_secs_f64();
+    let st = s.client().stats();
+    let allowed = rate * secs / 1500.0;
+    assert!(st.retransmitted > 1000, "{st:?}");
+    assert!((st.packets_sent as f64) < allowed * 1.02 + 10.0, "{} sent, {allowed:.0} allowed", st.packets_sent);
+    assert!((st.packets_sent as f64) > allowed * 0.9, "{} sent, {allowed:.0} allowed", st.packets_sent);
+}
+
+#[test]
+#[ignore = "a trace for reading, not a check"]
+fn trace_far_policed_path() {
+    for kind in [
+        CongestionKind::Ferry { initial_rate: None, max_rate: None },
+        CongestionKind::Udt,
+        CongestionKind::Ferry { initial_rate: Some(0.5 * 10.0 * MBIT), max_rate: None },
+    ] {
+        let c = Config { congestion: kind, ..Config::default() };
+        let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500);
+        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130), u64::MAX / 2, 1, 5);
+        s.sample_every = Duration::from_millis(1000);
+        let t0 = s.now;
+        for i in 1..=25u64 {
+            let (sent, drops) = (s.up.sent, s.up.dropped_queue);
+            s.run_until(Duration::from_secs(1), |_| false);
+            if std::env::var("TRACE").is_ok() {
+                let st = s.client().stats();
+                println!(
+                    "  {i}s sent {} drops {} retx {} {}",
+                    s.up.sent - sent,
+                    s.up.dropped_queue - drops,
+                    st.retransmitted,
+                    s.client().congestion().describe()
+                );
+            }
+        }
+        let g = s.goodput_between(t0, s.now) * 8.0 / 1e6;
+        let st = s.client().stats();
+        println!(
+            "{kind:?}: {g:.2} Mbit/s, sent {} drops {} retx {} rate {:.0} cwnd {}",
+            s.up.sent,
+            s.up.dropped_queue,
+            st.retransmitted,
+            st.pacing_rate * 8.0 / 1e6,
+            st.cwnd_packets
+        );
+        let mut last = 0;
+        for (t, b) in &s.samples {
+            print!("{:.1}:{:.2} ", t.saturating_since(t0).as_secs_f64(), (b - last) as f64 * 8.0 / 1e6);
+            last = *b;
+        }
+        println!();
+    }
+}
+
+#[test]
+fn ferry_cold_start_leaves_start_up_at_a_shallow_policer_without_a_loss_storm() {
+    // bench udt-table3 `far-client`: 10 Mbit/s, 260 ms, a 4-packet queue.
+    // Start-up at 2.9× the link loses two thirds of what it sends, and
+    // with the cumulative ACK stuck behind the holes its round did not end
+    // for ten seconds (5.4 Mbit/s, 4 809 queue drops in 25 s).
+    let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
+    let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130), u64::MAX / 2, 1, 5);
+    s.sample_every = Duration::from_millis(1000);
+    let t0 = s.now;
+    s.run_until(Duration::from_secs(25), |_| false);
+    let mbit = s.goodput_between(t0, s.now) * 8.0 / 1e6;
+    assert!(mbit >= 7.0, "{mbit:.2} Mbit/s in 25 s");
+    assert!(s.up.dropped_queue < 1500, "{} queue drops", s.up.dropped_queue);
+}

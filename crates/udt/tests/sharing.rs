@@ -213,3 +213,20 @@ fn ferry_leaves_room_for_a_udt_flow() {
     assert!(b >= 0.1, "udt got {b:.3}, ferry {a:.3}: {} | {}", describe(0), describe(1));
     assert!(a + b >= 0.8, "together {:.3}", a + b);
 }
+
+#[test]
+#[ignore = "prints shares, asserts nothing"]
+fn trace_ferry_against_a_loss_based_flow_at_the_fairness_bench_path() {
+    // bench/results/udt-fairness: 150 Mbit/s, 30 ms one way, 60 s; there
+    // CUBIC got 1.6 Mbit/s beside Ferry's 132.6. DAIMD stands in for a
+    // loss-based flow; the queue is the sim's default (one BDP).
+    for start in [0u64, 2000] {
+        let mut s = Shared::new(150.0, 30, 0.0, &[(CongestionKind::Udt, start), (ferry(), 2000 - start)]);
+        s.run_for(Duration::from_secs(60));
+        let cap = 150.0 * MBIT * 1456.0 / 1500.0;
+        let d = s.goodput(0, Duration::from_secs(10), Duration::from_secs(60)) / cap;
+        let f = s.goodput(1, Duration::from_secs(10), Duration::from_secs(60)) / cap;
+        let describe = |i: usize| s.flows[i].client.as_ref().unwrap().congestion().describe();
+        println!("daimd starts at {start} ms: daimd {d:.3} ferry {f:.3}\n  {}\n  {}", describe(0), describe(1));
+    }
+}

@@ -168,6 +168,7 @@ impl ServerSession {
             if r.code.is_positive_completion() {
                 self.transport = "udt".to_string();
                 self.udt_sealed = true;
+                self.size_streams_for_udt();
                 return Ok(());
             }
             tracing::debug!(server = %self.url, reply = %r.text(), "no encrypted udt; asking for plain udt");
@@ -186,7 +187,10 @@ impl ServerSession {
         }
         let here = transport::by_name(name).filter(|t| transport::networked().contains(&t.name()));
         match here {
-            Some(t) => self.transport = t.name().to_string(),
+            Some(t) => {
+                self.transport = t.name().to_string();
+                self.size_streams_for_udt();
+            }
             None => {
                 tracing::warn!(transport = name, "this client has no such transport; using tcp");
                 let _ = self.ctrl.command(&Command::Tprt("tcp".into())).await?;
@@ -250,6 +254,20 @@ impl ServerSession {
             }
         };
         tracing::info!(server = %self.url, rtt_ms = self.rtt.as_secs_f64() * 1e3, sizing = %self.sizing, "data channel sizing");
+    }
+
+    /// One stream on UDT unless the user asked for more. The login sized
+    /// the streams for TCP, whose per-connection window is capped by the
+    /// socket buffers (32 streams on a long path with 128 KiB buffers);
+    /// a UDT connection paces at the path's rate by itself, and each of
+    /// those streams would run its own controller, or its own fixed
+    /// blast rate: 32 blasts at the path's capacity overflowed the
+    /// bottleneck many times over (bench/results/udt-table3, "Findings").
+    pub(super) fn size_streams_for_udt(&mut self) {
+        if self.transport == "udt" && self.opts.parallelism.is_none() && self.parallelism > 1 {
+            self.set_streams(1, "UDT paces one connection at the path's rate");
+            tracing::info!(server = %self.url, sizing = %self.sizing, "data channel sizing");
+        }
     }
 
     /// Reads the answer to a RETR sent with the login and not used. If the

@@ -84,6 +84,35 @@ pub fn congestion() -> UdtCongestion {
     *CONGESTION.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The path's bottleneck rate, bytes/s, as measured by whoever measured
+/// it (a path probe); `None`: nothing measured. Process-wide, as the
+/// controller is.
+static PATH_RATE: Mutex<Option<f64>> = Mutex::new(None);
+
+/// Tells UDT connections made from now on the path rate a probe measured:
+/// the ferry controller then starts at half of it (conservative: a probe
+/// over TCP may overstate a path it shares) instead of ramping up from
+/// ten packets per round trip — the issue's "starts at the rate the path
+/// probe measured". `ferry cp` measures no rate of its own (its login
+/// has only the control connection's RTT, which says nothing of the
+/// bottleneck), so it leaves this unset and starts cold.
+pub fn set_path_rate(rate: Option<f64>) {
+    *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner()) = rate.filter(|r| r.is_finite() && *r > 0.0);
+}
+
+/// The controller for a connection: the process's choice, capped, and
+/// started at half the measured path rate when one is known and the
+/// choice named no starting rate of its own.
+fn connection_kind(cc: &UdtCongestion, path_rate: Option<f64>) -> CongestionKind {
+    let kind = match (cc.kind, path_rate) {
+        (CongestionKind::Ferry { initial_rate: None, max_rate }, Some(r)) => {
+            CongestionKind::Ferry { initial_rate: Some(r / 2.0), max_rate }
+        }
+        (k, _) => k,
+    };
+    UdtCongestion { kind, ..*cc }.capped_kind()
+}
+
 /// The UDT transport (stateless: every option comes with the call).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Udt;
@@ -143,7 +172,8 @@ fn config(opts: &ChannelOptions) -> UdtConfig {
     // fails as one would.
     c.protocol.connect_timeout = opts.timeout.max(Duration::from_secs(1));
     let cc = congestion();
-    c.protocol.congestion = cc.capped_kind();
+    let path_rate = *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner());
+    c.protocol.congestion = connection_kind(&cc, path_rate);
     c.protocol.max_bandwidth = cc.max_rate;
     c
 }
@@ -598,6 +628,32 @@ mod tests {
         let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let err = udt.listen(held.local_addr().unwrap(), &opts).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    }
+
+    #[test]
+    fn a_measured_path_rate_starts_the_ferry_controller_at_half_of_it() {
+        let cold = UdtCongestion::DEFAULT;
+        assert_eq!(connection_kind(&cold, None), CongestionKind::Ferry { initial_rate: None, max_rate: None });
+        assert_eq!(
+            connection_kind(&cold, Some(100e6)),
+            CongestionKind::Ferry { initial_rate: Some(50e6), max_rate: None }
+        );
+        // under --max-rate
+        let capped = UdtCongestion { max_rate: Some(20e6), ..cold };
+        assert_eq!(
+            connection_kind(&capped, Some(100e6)),
+            CongestionKind::Ferry { initial_rate: Some(20e6), max_rate: Some(20e6) }
+        );
+        // a starting rate given explicitly wins; other controllers ignore it
+        let given = UdtCongestion { kind: CongestionKind::Ferry { initial_rate: Some(7e6), max_rate: None }, ..cold };
+        assert_eq!(connection_kind(&given, Some(100e6)), given.kind);
+        let blast = UdtCongestion { kind: CongestionKind::Blast { rate: 5e6 }, max_rate: None };
+        assert_eq!(connection_kind(&blast, Some(100e6)), blast.kind);
+        // and the setter reaches the connection's config
+        set_path_rate(Some(80e6));
+        let c = config(&ChannelOptions::new(Duration::from_secs(2)));
+        set_path_rate(None);
+        assert_eq!(c.protocol.congestion, CongestionKind::Ferry { initial_rate: Some(40e6), max_rate: None });
     }
 
     #[test]

@@ -90,9 +90,178 @@ pub struct UdtStats {
     pub mss: u32,
     pub congestion: String,
     pub dropped: u64,
+    pub naks_sent: u64,
+    pub naks_received: u64,
+    pub exp_timeouts: u64,
     pub gso: bool,
     pub gro: bool,
     pub socket_buffer: usize,
+}
+
+/// The UDT connections of this process, summed as each closes: what
+/// `ferry cp --json` and the server's "transfer finished" line report
+/// (the benchmark's diagnosis of loss and pacing needed them).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct UdtTotals {
+    pub connections: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub retransmitted: u64,
+    pub lost_reported: u64,
+    pub lost_detected: u64,
+    pub naks_sent: u64,
+    pub naks_received: u64,
+    pub dropped: u64,
+    pub exp_timeouts: u64,
+    /// Of the connection that closed last: smoothed RTT (µs), pacing rate
+    /// (bytes/s), controller.
+    pub last_rtt_us: u64,
+    pub last_pacing_rate: f64,
+    pub congestion: String,
+}
+
+impl UdtTotals {
+    fn add(&mut self, s: &UdtStats) {
+        self.connections += 1;
+        self.bytes_sent += s.bytes_sent;
+        self.bytes_received += s.bytes_received;
+        self.packets_sent += s.packets_sent;
+        self.packets_received += s.packets_received;
+        self.retransmitted += s.retransmitted;
+        self.lost_reported += s.lost_reported;
+        self.lost_detected += s.lost_detected;
+        self.naks_sent += s.naks_sent;
+        self.naks_received += s.naks_received;
+        self.dropped += s.dropped;
+        self.exp_timeouts += s.exp_timeouts;
+        self.last_rtt_us = s.rtt_us;
+        self.last_pacing_rate = s.pacing_rate;
+        self.congestion = s.congestion.clone();
+    }
+
+    /// The counters gathered since `before` (a snapshot taken earlier);
+    /// the `last_*` fields are kept. Process-wide: concurrent transfers'
+    /// connections count in each other's difference.
+    pub fn since(&self, before: &UdtTotals) -> UdtTotals {
+        UdtTotals {
+            connections: self.connections.saturating_sub(before.connections),
+            bytes_sent: self.bytes_sent.saturating_sub(before.bytes_sent),
+            bytes_received: self.bytes_received.saturating_sub(before.bytes_received),
+            packets_sent: self.packets_sent.saturating_sub(before.packets_sent),
+            packets_received: self.packets_received.saturating_sub(before.packets_received),
+            retransmitted: self.retransmitted.saturating_sub(before.retransmitted),
+            lost_reported: self.lost_reported.saturating_sub(before.lost_reported),
+            lost_detected: self.lost_detected.saturating_sub(before.lost_detected),
+            naks_sent: self.naks_sent.saturating_sub(before.naks_sent),
+            naks_received: self.naks_received.saturating_sub(before.naks_received),
+            dropped: self.dropped.saturating_sub(before.dropped),
+            exp_timeouts: self.exp_timeouts.saturating_sub(before.exp_timeouts),
+            ..self.clone()
+        }
+    }
+}
+
+/// One line of `key=value` pairs, for logs.
+impl std::fmt::Display for UdtTotals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "connections={} packets_sent={} packets_received={} retransmitted={} lost_reported={} \
+             lost_detected={} naks_sent={} naks_received={} dropped={} exp_timeouts={} rtt_us={} \
+             pacing_rate={:.0} congestion={}",
+            self.connections,
+            self.packets_sent,
+            self.packets_received,
+            self.retransmitted,
+            self.lost_reported,
+            self.lost_detected,
+            self.naks_sent,
+            self.naks_received,
+            self.dropped,
+            self.exp_timeouts,
+            self.last_rtt_us,
+            self.last_pacing_rate,
+            self.congestion
+        )
+    }
+}
+
+static TOTALS: std::sync::Mutex<UdtTotals> = std::sync::Mutex::new(UdtTotals {
+    connections: 0,
+    bytes_sent: 0,
+    bytes_received: 0,
+    packets_sent: 0,
+    packets_received: 0,
+    retransmitted: 0,
+    lost_reported: 0,
+    lost_detected: 0,
+    naks_sent: 0,
+    naks_received: 0,
+    dropped: 0,
+    exp_timeouts: 0,
+    last_rtt_us: 0,
+    last_pacing_rate: 0.0,
+    congestion: String::new(),
+});
+
+/// The streams open now (endpoint, connection id), for [`totals`].
+static LIVE: std::sync::Mutex<Vec<(std::sync::Weak<Shared>, u32)>> = std::sync::Mutex::new(Vec::new());
+
+/// The totals of every UDT connection this process has had: those closed
+/// so far and those open now (a server's cached data channels outlive
+/// the transfer whose line reports them).
+pub fn totals() -> UdtTotals {
+    // Lock order: LIVE, then an endpoint's state, then TOTALS (a closing
+    // stream moves from LIVE to TOTALS under both, so none is missed).
+    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut open = Vec::new();
+    for (shared, id) in live.iter() {
+        let Some(shared) = shared.upgrade() else { continue };
+        let s = stats_of(&shared, *id);
+        if s != UdtStats::default() {
+            open.push(s);
+        }
+    }
+    let mut t = TOTALS.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    drop(live);
+    for s in &open {
+        t.add(s);
+    }
+    t
+}
+
+fn stats_of(shared: &Shared, id: u32) -> UdtStats {
+    let info = shared.socket_info;
+    let st = shared.lock();
+    st.conns.get(&id).map_or_else(UdtStats::default, |e| {
+        let c = &e.conn;
+        let s = c.stats();
+        UdtStats {
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            packets_sent: s.packets_sent,
+            packets_received: s.packets_received,
+            retransmitted: s.retransmitted,
+            lost_reported: s.lost_reported,
+            lost_detected: s.lost_detected,
+            rtt_us: s.rtt.as_micros() as u64,
+            rtt_var_us: s.rtt_var.as_micros() as u64,
+            pacing_rate: s.pacing_rate,
+            cwnd_packets: s.cwnd_packets,
+            flow_window: s.flow_window,
+            mss: c.mss(),
+            congestion: c.congestion().describe(),
+            dropped: s.dropped,
+            naks_sent: s.naks_sent,
+            naks_received: s.naks_received,
+            exp_timeouts: s.exp_timeouts,
+            gso: info.gso,
+            gro: info.gro,
+            socket_buffer: info.send_buffer,
+        }
+    })
 }
 
 fn closed_error(e: &ConnectionError) -> io::Error {
@@ -126,6 +295,7 @@ pub struct UdtStream {
 
 impl UdtStream {
     fn new(shared: Arc<Shared>, id: u32, owns_endpoint: bool) -> UdtStream {
+        LIVE.lock().unwrap_or_else(|e| e.into_inner()).push((Arc::downgrade(&shared), id));
         UdtStream { shared, id, owns_endpoint, read_timeout: AtomicU64::new(0), write_timeout: AtomicU64::new(0) }
     }
 
@@ -338,31 +508,7 @@ impl UdtStream {
     }
 
     pub fn stats(&self) -> UdtStats {
-        let info = self.shared.socket_info;
-        self.with_conn(|c| {
-            let s = c.stats();
-            UdtStats {
-                bytes_sent: s.bytes_sent,
-                bytes_received: s.bytes_received,
-                packets_sent: s.packets_sent,
-                packets_received: s.packets_received,
-                retransmitted: s.retransmitted,
-                lost_reported: s.lost_reported,
-                lost_detected: s.lost_detected,
-                rtt_us: s.rtt.as_micros() as u64,
-                rtt_var_us: s.rtt_var.as_micros() as u64,
-                pacing_rate: s.pacing_rate,
-                cwnd_packets: s.cwnd_packets,
-                flow_window: s.flow_window,
-                mss: c.mss(),
-                congestion: c.congestion().describe(),
-                dropped: s.dropped,
-                gso: info.gso,
-                gro: info.gro,
-                socket_buffer: info.send_buffer,
-            }
-        })
-        .unwrap_or_default()
+        stats_of(&self.shared, self.id)
     }
 
     /// The socket's GSO/GRO and buffer sizes.
@@ -373,6 +519,15 @@ impl UdtStream {
 
 impl Drop for UdtStream {
     fn drop(&mut self) {
+        {
+            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+            let last = self.stats();
+            if last != UdtStats::default() {
+                TOTALS.lock().unwrap_or_else(|e| e.into_inner()).add(&last);
+            }
+            let me = Arc::as_ptr(&self.shared);
+            live.retain(|(s, id)| !(*id == self.id && std::ptr::eq(s.as_ptr(), me)) && s.strong_count() > 0);
+        }
         {
             let mut st = self.shared.lock();
             if let Some(e) = st.conns.get_mut(&self.id) {
@@ -434,6 +589,9 @@ impl UdtListener {
         let mut st = self.shared.lock();
         loop {
             if let Some(id) = st.accept_queue.pop_front() {
+                // `new` takes the registry's lock, which `totals` holds
+                // while it takes endpoints' locks: never the other way.
+                drop(st);
                 return Ok(Some(UdtStream::new(Arc::clone(&self.shared), id, false)));
             }
             if let Some(d) = &st.dead {

@@ -36,7 +36,8 @@
 //! Without a starting rate the controller begins in a start-up phase that
 //! doubles the rate every round trip (gain 2/ln 2) until the measured rate
 //! stops growing by 25 % for three rounds or a round shows congestion, then
-//! drains the queue it made.
+//! drains the queue it made, or as soon as a fifth of the round's packets
+//! were lost (a shallow policer's answer: no queue, only drops).
 //! Given a starting rate (from `ferry probe`), it skips start-up and paces
 //! at that rate from the first packet; the rate stays in the model only as
 //! long as a measured rate would (ten rounds), so a wrong probe corrects
@@ -67,6 +68,8 @@ const MIN_ROUND_PACKETS: u64 = 20;
 /// standing queue, or `base·3 + 10 %` without one.
 const EXCESS_LOSS: (f64, f64) = (1.5, 0.02);
 const FAR_EXCESS_LOSS: (f64, f64) = (3.0, 0.10);
+/// Start-up ends mid-round once this share of the round's packets was lost.
+const STARTUP_LOSS_EXIT: f64 = 0.2;
 /// Multiplicative cap on a congestion round's delivery rate.
 const CONGESTION_BETA: f64 = 0.85;
 
@@ -380,6 +383,20 @@ impl CongestionControl for FerryRate {
         // rate (see the module doc): one loss report is never a signal.
         self.in_flight = loss.bytes_in_flight;
         self.round_lost += loss.lost_packets;
+        // ...except start-up's overshoot into a shallow policer: it queues
+        // nothing (no RTT signal) and, since the cumulative ACK stands
+        // behind the holes, its round does not end for seconds while the
+        // sender keeps 2.9× the link (10 Mbit/s, 260 ms, a 4-packet queue:
+        // ten seconds at two thirds lost). Losing more than a fifth of what
+        // this round sent, far above the path's own rate, ends start-up at
+        // once; random loss is nowhere near that.
+        if self.phase == Phase::Startup && self.round_sent >= 2 * MIN_ROUND_PACKETS {
+            let rate = self.round_lost as f64 / self.round_sent as f64;
+            if rate > STARTUP_LOSS_EXIT.max(self.loss_base * FAR_EXCESS_LOSS.0 + FAR_EXCESS_LOSS.1) {
+                self.congestion_events += 1;
+                self.phase = Phase::Drain;
+            }
+        }
     }
 
     fn pacing_rate(&self) -> f64 {
