@@ -9,6 +9,9 @@ set -euo pipefail
 packages=(
   globus-gridftp-server-progs globus-gass-copy-progs libglobus-xio-udt-driver
   iperf3 fio
+  # udt-* scenarios: UDT4's example programs (built with g++ against
+  # libudt) and uftp/uftpd as anchors
+  g++ libudt-dev uftp
   # ip and tc (namespaces, tbf), setpriv/findmnt/lsblk, sync/df, getent
   iproute2 util-linux coreutils libc-bin
   # ferry-bench-service: the two-node rows share a PostgreSQL queue
