@@ -87,15 +87,29 @@ const SIZE: u64 = 48 << 20;
 #[test]
 fn a_killed_udt_upload_resumes_from_its_restart_markers() {
     let server = FerryServer::start_with(&["--marker-interval", "1"]);
+    let url = server.url(ALICE, "/big.bin");
+    let resumed = kill_then_resume_upload(&server, &url, &["--transport", "udt"], 53);
+    assert_eq!(resumed["transport"], "udt");
+}
+
+/// Starts an upload of a fresh `SIZE`-byte file to `url` with `cp_args`,
+/// kills it once 16 MiB are in, checks nothing appeared under the final
+/// name, resumes it with `-p 4 --verify` and checks the bytes: returns the
+/// server's record of the resumed transfer (which must have moved less
+/// than the whole file).
+fn kill_then_resume_upload(server: &FerryServer, url: &str, cp_args: &[&str], seed: u64) -> serde_json::Value {
     let local = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let src = local.path().join("big.bin");
-    random_file(&src, SIZE, 53);
-    let url = server.url(ALICE, "/big.bin");
-    start_and_kill(&["--transport", "udt", src.to_str().unwrap(), &url], state.path(), 16 << 20);
+    random_file(&src, SIZE, seed);
+    let src_arg = src.to_str().unwrap();
+    let first: Vec<&str> = cp_args.iter().copied().chain([src_arg, url]).collect();
+    start_and_kill(&first, state.path(), 16 << 20);
     assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
     let out = Command::new(ferry_bin())
-        .args(["cp", "--json", "-p", "4", "--transport", "udt", "--verify", src.to_str().unwrap(), &url])
+        .args(["cp", "--json", "-p", "4", "--verify"])
+        .args(cp_args)
+        .args([src_arg, url])
         .env("FERRY_STATE_DIR", state.path())
         .output()
         .unwrap();
@@ -105,9 +119,9 @@ fn a_killed_udt_upload_resumes_from_its_restart_markers() {
     let all = server.transfers("/big.bin");
     let resumed: Vec<_> = all.iter().filter(|t| t["restart"] == true).collect();
     assert_eq!(resumed.len(), 1, "{all:?}");
-    assert_eq!(resumed[0]["transport"], "udt");
     let bytes = resumed[0]["bytes"].as_u64().unwrap();
     assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
+    resumed[0].clone()
 }
 
 /// A server whose default is UDT (`--data-transport udt`) serves curl, an
@@ -152,27 +166,9 @@ fn a_killed_encrypted_udt_upload_resumes_from_its_restart_markers() {
     let pki = TestPki::new();
     let server = tls_server(&pki, &["--marker-interval", "1", "--require-protected-data"]);
     let ca = pki.file("ca.pem");
-    let local = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let src = local.path().join("big.bin");
-    random_file(&src, SIZE, 54);
     let url = ftps_url(&server, ALICE, "/big.bin");
-    start_and_kill(&["--transport", "udt", "--ca", &ca, src.to_str().unwrap(), &url], state.path(), 16 << 20);
-    assert!(!server.path("big.bin").exists(), "no file under the final name after the kill");
-    let out = Command::new(ferry_bin())
-        .args(["cp", "--json", "-p", "4", "--transport", "udt", "--ca", &ca, "--verify", src.to_str().unwrap(), &url])
-        .env("FERRY_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), server.log_text());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"resumed\":1"));
-    assert_eq!(sha256_file(&server.path("big.bin")), sha256_file(&src));
-    let all = server.transfers("/big.bin");
-    let resumed: Vec<_> = all.iter().filter(|t| t["restart"] == true).collect();
-    assert_eq!(resumed.len(), 1, "{all:?}");
-    assert_eq!((resumed[0]["transport"].as_str(), resumed[0]["protected"].as_bool()), (Some("udt"), Some(true)));
-    let bytes = resumed[0]["bytes"].as_u64().unwrap();
-    assert!(bytes <= SIZE - (16 << 20), "the resumed upload moved {bytes} of {SIZE} bytes");
+    let resumed = kill_then_resume_upload(&server, &url, &["--transport", "udt", "--ca", &ca], 54);
+    assert_eq!((resumed["transport"].as_str(), resumed["protected"].as_bool()), (Some("udt"), Some(true)));
 }
 
 /// The Globus GridFTP server as the reference runs its UDT end:
@@ -845,32 +841,6 @@ fn auto_third_party_between_servers_that_chose_differently_agrees_on_tcp() {
     let choices = v["transport_choice"].to_string();
     assert!(choices.contains("then tcp: third-party copy"), "{out}");
     assert_eq!(sha256_file(&root.path().join("t.bin")), sha256_file(&gdir.path().join("g.bin")));
-}
-
-/// The UDP ports a process holds (its UDT listeners), from /proc.
-fn udp_ports_of(pid: u32) -> Vec<u16> {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
-                .filter_map(|l| {
-                    let l = l.display().to_string();
-                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut ports = Vec::new();
-    for table in ["/proc/net/udp", "/proc/net/udp6"] {
-        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() > 9 && inodes.iter().any(|i| i == f[9]) {
-                if let Some(port) = f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
-                    ports.push(port);
-                }
-            }
-        }
-    }
-    ports
 }
 
 /// Hostile UDT datagrams for flood step `i`: junk of every length, forged

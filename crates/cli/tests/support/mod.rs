@@ -860,3 +860,31 @@ pub fn ferry_bounded(args: &[&str], env: &[(&str, &str)], secs: u64) -> (i32, St
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The UDP ports `pid` has open (from /proc: its socket inodes, matched
+/// against the kernel's UDP tables): where a server's UDT or QUIC
+/// listener is, for the tests that flood it.
+pub fn udp_ports_of(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.display().to_string();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        for line in std::fs::read_to_string(table).unwrap_or_default().lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && inodes.iter().any(|i| i == f[9]) {
+                if let Some(port) = f[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) {
+                    ports.push(port);
+                }
+            }
+        }
+    }
+    ports
+}
