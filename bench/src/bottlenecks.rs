@@ -536,7 +536,11 @@ fn run_case_inner(suite: &Suite, case: &Case, o: &mut Outcome) -> Result<()> {
             Net::Loopback
         }
         "page-cache" => {
-            file_size = size(scale, 1 << 30, 2 << 30);
+            // Since splice(2) on receive (issue 16) a quiet machine moves
+            // 1 GiB through the page cache in 0.6-0.8 s, under the verdict's
+            // one-second minimum (CI read "inconclusive"): 3 GiB lasts
+            // about two seconds there.
+            file_size = size(scale, 3 << 30, 4 << 30);
             extra.push("--compare-memory".into());
             dst = Some(dir.join("received.bin"));
             Net::Loopback
