@@ -100,6 +100,13 @@ pub struct CpArgs {
     /// Cap the copy's rate, e.g. 100M (bytes per second).
     #[arg(long, value_parser = parse_size_u64)]
     max_rate: Option<u64>,
+    /// The path's bottleneck rate, bytes per second, as `ferry probe`
+    /// measured it (e.g. 12M): UDT senders start at half of it instead of
+    /// ramping up from a few packets per round trip — this client's for
+    /// uploads, and a Ferry server's for downloads (sent as `OPTS TPRT
+    /// Rate=N;`, capped by --max-rate; docs/udt.md). Without it they start cold.
+    #[arg(long, value_parser = parse_size_u64, value_name = "RATE")]
+    path_rate: Option<u64>,
     /// Attempts after a failure; each resumes where the last one stopped.
     #[arg(long, default_value_t = 3)]
     retries: u32,
@@ -491,6 +498,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         args.channel.transport.as_deref(),
         args.max_rate,
     )?;
+    ferry_io::transport::udt::set_path_rate(args.path_rate.map(|r| r as f64));
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,

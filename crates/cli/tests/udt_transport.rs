@@ -441,7 +441,11 @@ fn a_third_party_copy_between_ferry_servers_moves_over_udt() {
 #[test]
 fn ferry_cp_over_udt_downloads_from_and_uploads_to_a_globus_udt_server() {
     // Globus knows no TPRT: the client falls back to `SITE SETNETSTACK udt`
-    // (Globus's own way) and its data channels then meet libudt.
+    // (Globus's own way) and its data channels then meet libudt. With
+    // -p 4 the client also has a measured path rate (`--path-rate`): it
+    // sends Globus no `OPTS TPRT` (TPRT was not how UDT was chosen), and
+    // its own UDT sender of the upload starts at half of it against
+    // libudt's receiver.
     let globus = GlobusUdtServer::start();
     let local = tempfile::tempdir().unwrap();
     let src = local.path().join("src.bin");
@@ -451,42 +455,93 @@ fn ferry_cp_over_udt_downloads_from_and_uploads_to_a_globus_udt_server() {
     chown_nobody(globus.dir.path());
     for p in ["1", "4"] {
         let down = local.path().join(format!("down-{p}.bin"));
-        let (ok, out, err) = ferry(&[
-            "cp",
-            "-q",
-            "--json",
-            "--retries",
-            "0",
-            "--transport",
-            "udt",
-            "-p",
-            p,
-            &globus.url("g.bin"),
-            down.to_str().unwrap(),
-        ]);
+        let rate: &[&str] = if p == "4" { &["--path-rate", "50000000"] } else { &[] };
+        let (ok, out, err) = ferry(
+            &[
+                &["cp", "-q", "--json", "--retries", "0", "--transport", "udt", "-p", p][..],
+                rate,
+                &[&globus.url("g.bin"), down.to_str().unwrap()],
+            ]
+            .concat(),
+        );
         assert!(ok, "download -p {p}: {err}\n{}", globus.log_text());
         assert_eq!(json_transport(&out), "udt", "{out}");
         assert_eq!(sha256_file(&down), want);
         let name = format!("up-{p}.bin");
-        let (ok, out, err) = ferry(&[
-            "cp",
-            "-q",
-            "--json",
-            "--retries",
-            "0",
-            "--transport",
-            "udt",
-            "-p",
-            p,
-            src.to_str().unwrap(),
-            &globus.url(&name),
-        ]);
+        let (ok, out, err) = ferry(
+            &[
+                &["cp", "-q", "--json", "--retries", "0", "--transport", "udt", "-p", p][..],
+                rate,
+                &[src.to_str().unwrap(), &globus.url(&name)],
+            ]
+            .concat(),
+        );
         assert!(ok, "upload -p {p}: {err}\n{}", globus.log_text());
         assert_eq!(json_transport(&out), "udt", "{out}");
         assert_eq!(sha256_file(&globus.path(&name)), want);
     }
     // (A TCP data channel could not have worked: this server's data
     // channels are UDT unless a client asks `SITE SETNETSTACK tcp`.)
+}
+
+/// `ferry cp --path-rate R` (a rate `ferry probe` measured) reaches the
+/// server, the sender of a download (`OPTS TPRT Rate=R;`): the server's
+/// UDT connection starts cruising at R/2 instead of in start-up, and the
+/// client's own sender of an upload does too. Without it both start cold.
+/// `--max-rate` caps what is announced.
+#[test]
+fn a_measured_path_rate_reaches_the_servers_udt_sender() {
+    let server = FerryServer::start();
+    random_file(&server.path("r.bin"), 2 << 20, 5);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("r.bin");
+    let url = server.url(ALICE, "/r.bin");
+    let opened = |server: &FerryServer| -> Vec<String> {
+        server
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "udt data channel open")
+            .map(|v| v["fields"]["controller"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let cp = |extra: &[&str]| {
+        let args =
+            [&["cp", "-q", "--transport", "udt", "-p", "1", "--no-resume"][..], extra, &[&url, dst.to_str().unwrap()]]
+                .concat();
+        let (ok, _, err) = ferry(&args);
+        assert!(ok, "{args:?}: {err}\n{}", server.log_text());
+        assert_eq!(sha256_file(&dst), sha256_file(&server.path("r.bin")));
+    };
+    cp(&["--path-rate", "20000000"]);
+    let c = opened(&server);
+    assert_eq!(c.len(), 1, "{}", server.log_text());
+    assert!(c[0].starts_with("ferry ProbeBw btl_bw 10000000 B/s"), "{c:?}");
+    // capped by --max-rate: 6e6 announced, 3e6 to start
+    cp(&["--path-rate", "20000000", "--max-rate", "6000000"]);
+    let c = opened(&server);
+    assert!(c[1].starts_with("ferry ProbeBw btl_bw 3000000 B/s"), "{c:?}");
+    // nothing measured: cold, as before
+    cp(&[]);
+    let c = opened(&server);
+    assert!(c[2].starts_with("ferry Startup btl_bw 0 B/s"), "{c:?}");
+    assert_eq!(transports_of(&server, "/r.bin"), vec!["udt"; 3]);
+    // An upload: the client's sender starts at half of it too; the
+    // server's receiving end logs its own (unused) controller.
+    let up = server.url(ALICE, "/up.bin");
+    let (ok, _, err) = ferry(&[
+        "cp",
+        "-q",
+        "--transport",
+        "udt",
+        "--path-rate",
+        "20000000",
+        "--no-resume",
+        dst.to_str().unwrap(),
+        &up,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(sha256_file(&server.path("up.bin")), sha256_file(&dst));
 }
 
 /// The data-channel transport `ferry cp --json` reports.

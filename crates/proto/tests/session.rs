@@ -410,6 +410,31 @@ fn transports_are_listed_selected_and_refused() {
     assert_eq!(fresh.code("TPRT tcp"), 530);
 }
 
+/// `OPTS TPRT Rate=N;`: the client's measured path rate reaches the
+/// transfer's channel plan (the server's UDT sender starts at half of it);
+/// `Rate=0;` forgets it; nonsense is a 501 and keeps the last value.
+#[test]
+fn opts_tprt_rate_reaches_the_channel_plan() {
+    let mut h = Harness::logged_in();
+    assert_eq!(h.s.path_rate(), None);
+    assert_eq!(h.code("OPTS TPRT Rate=12500000;"), 200);
+    assert_eq!(h.s.path_rate(), Some(12_500_000));
+    for bad in ["OPTS TPRT Rate=fast;", "OPTS TPRT Rate=-1;", "OPTS TPRT Speed=1;", "OPTS TPRT Rate=99999999999999999;"]
+    {
+        assert_eq!(h.code(bad), 501, "{bad}");
+    }
+    assert_eq!(h.s.path_rate(), Some(12_500_000));
+    assert_eq!(h.code("PASV"), 227);
+    let Action::Transfer(req) = h.s.handle(Command::parse(b"RETR f")) else { panic!() };
+    assert_eq!(req.channel.path_rate, Some(12_500_000));
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 0 });
+    assert_eq!(h.code("OPTS TPRT Rate=0;"), 200);
+    assert_eq!(h.s.path_rate(), None);
+    // Before login, like every transfer parameter.
+    let mut fresh = Harness::new(AnonymousAccess::Off);
+    assert_ne!(fresh.code("OPTS TPRT Rate=1000;"), 200);
+}
+
 /// QUIC is TLS itself (issue 19): refused with 534 on a clear control
 /// channel, and a session whose default it is stays on TCP until PROT P.
 #[test]

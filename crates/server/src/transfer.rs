@@ -559,7 +559,11 @@ impl Task {
         }
         if let DataEndpoint::DelayedPassive(kind) = self.request.endpoint {
             if !reuse || self.ctx.channels.listener.is_none() {
-                let opts = ChannelOptions { buffer: self.buffer(), ..ChannelOptions::new(self.timeout()) };
+                let opts = ChannelOptions {
+                    buffer: self.buffer(),
+                    path_rate: self.request.channel.path_rate.map(|r| r as f64),
+                    ..ChannelOptions::new(self.timeout())
+                };
                 let transport = transport_for(&self.ctx.server, self.request.channel.transport);
                 let l = self
                     .ctx
@@ -612,6 +616,7 @@ impl Task {
             timeout: self.timeout(),
             protection: self.ctx.protection.clone(),
             sealing: self.ctx.sealing.clone(),
+            path_rate: self.request.channel.path_rate.map(|r| r as f64),
             observer: probe(&self.ctx.streams, &self.probes, &self.request.path),
         }
     }

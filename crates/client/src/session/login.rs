@@ -169,12 +169,14 @@ impl ServerSession {
                 self.transport = "udt".to_string();
                 self.udt_sealed = true;
                 self.size_streams_for_udt();
+                self.announce_path_rate().await?;
                 return Ok(());
             }
             tracing::debug!(server = %self.url, reply = %r.text(), "no encrypted udt; asking for plain udt");
         }
         let mut r = self.ctrl.command(&Command::Tprt(name.to_string())).await?;
-        if matches!(r.code.get(), 500 | 502) {
+        let by_tprt = !matches!(r.code.get(), 500 | 502);
+        if !by_tprt {
             // A server that does not know TPRT may still speak Globus's
             // way of choosing a data-channel stack (a Globus server with
             // the UDT driver answers 250 to `SITE SETNETSTACK udt`).
@@ -190,11 +192,37 @@ impl ServerSession {
             Some(t) => {
                 self.transport = t.name().to_string();
                 self.size_streams_for_udt();
+                if self.transport == "udt" && by_tprt {
+                    self.announce_path_rate().await?;
+                }
             }
             None => {
                 tracing::warn!(transport = name, "this client has no such transport; using tcp");
                 let _ = self.ctrl.command(&Command::Tprt("tcp".into())).await?;
             }
+        }
+        Ok(())
+    }
+
+    /// Tells a Ferry server that accepted `TPRT udt` the path rate this
+    /// client measured (`ferry cp --path-rate`, from `ferry probe`), so its
+    /// UDT senders — the server sends a download — start at half of it
+    /// rather than cold: `OPTS TPRT Rate=N;`, capped by this copy's
+    /// `--max-rate`. Sent only after `TPRT` succeeded (a Globus server,
+    /// reached through `SITE SETNETSTACK`, never sees it); a server that
+    /// does not know it answers 501 and its senders start cold.
+    async fn announce_path_rate(&mut self) -> Result<(), ClientError> {
+        let cap = transport::udt::congestion().max_rate;
+        let Some(rate) = transport::udt::path_rate().map(|r| cap.map_or(r, |c| r.min(c))) else { return Ok(()) };
+        let opts = Command::Opts(ferry_proto::command::Opts::Other {
+            command: "TPRT".into(),
+            args: format!("Rate={};", rate.round().max(1.0) as u64),
+        });
+        let r = self.ctrl.command(&opts).await?;
+        if r.code.is_positive_completion() {
+            tracing::debug!(server = %self.url, rate, "announced the path rate to the server's udt senders");
+        } else {
+            tracing::info!(server = %self.url, reply = %r.text(), "the server takes no path rate; its udt senders start cold");
         }
         Ok(())
     }

@@ -311,13 +311,25 @@ pub struct ChannelOptions {
     /// only when the session negotiated `TPRT udt:aes-gcm`; `udt_seal`).
     /// Other transports ignore it.
     pub sealing: Option<udt_seal::SealSecret>,
+    /// The path's bottleneck rate, bytes/s, as the peer measured and
+    /// announced it (`OPTS TPRT Rate=N;`): a UDT sender on this channel
+    /// starts its ferry controller at half of it (`udt::set_path_rate`
+    /// is the process-wide fallback). Other transports ignore it.
+    pub path_rate: Option<f64>,
     /// Told about every connection opened.
     pub observer: Option<ConnectionObserver>,
 }
 
 impl ChannelOptions {
     pub fn new(timeout: Duration) -> Self {
-        Self { buffer: None, timeout, protection: DataProtection::Clear, sealing: None, observer: None }
+        Self {
+            buffer: None,
+            timeout,
+            protection: DataProtection::Clear,
+            sealing: None,
+            path_rate: None,
+            observer: None,
+        }
     }
 
     pub(crate) fn observe(&self, conn: &dyn Connection) {
@@ -334,6 +346,7 @@ impl fmt::Debug for ChannelOptions {
             .field("timeout", &self.timeout)
             .field("private", &self.protection.is_private())
             .field("sealing", &self.sealing.is_some())
+            .field("path_rate", &self.path_rate)
             .field("observed", &self.observer.is_some())
             .finish()
     }

@@ -93,11 +93,21 @@ static PATH_RATE: Mutex<Option<f64>> = Mutex::new(None);
 /// the ferry controller then starts at half of it (conservative: a probe
 /// over TCP may overstate a path it shares) instead of ramping up from
 /// ten packets per round trip — the issue's "starts at the rate the path
-/// probe measured". `ferry cp` measures no rate of its own (its login
-/// has only the control connection's RTT, which says nothing of the
-/// bottleneck), so it leaves this unset and starts cold.
+/// probe measured". `ferry cp --path-rate RATE` sets it (a rate `ferry
+/// probe` measured) and announces it to the server, the sender of a
+/// download, with `OPTS TPRT Rate=N;` (docs/udt.md, "Starting at a
+/// measured rate"); unset, connections start cold.
 pub fn set_path_rate(rate: Option<f64>) {
-    *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner()) = rate.filter(|r| r.is_finite() && *r > 0.0);
+    *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner()) = valid_rate(rate);
+}
+
+/// The rate [`set_path_rate`] gave, if any.
+pub fn path_rate() -> Option<f64> {
+    *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn valid_rate(rate: Option<f64>) -> Option<f64> {
+    rate.filter(|r| r.is_finite() && *r > 0.0)
 }
 
 /// The controller for a connection: the process's choice, capped, and
@@ -172,7 +182,8 @@ fn config(opts: &ChannelOptions) -> UdtConfig {
     // fails as one would.
     c.protocol.connect_timeout = opts.timeout.max(Duration::from_secs(1));
     let cc = congestion();
-    let path_rate = *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner());
+    // The channel's own (the peer announced it) before the process's.
+    let path_rate = valid_rate(opts.path_rate).or_else(path_rate);
     c.protocol.congestion = connection_kind(&cc, path_rate);
     c.protocol.max_bandwidth = cc.max_rate;
     c
@@ -227,6 +238,15 @@ fn open(stream: UdtStream, sealed: Option<Box<Sealed>>, opts: &ChannelOptions) -
     stream.set_read_timeout(Some(opts.timeout));
     stream.set_write_timeout(Some(opts.timeout));
     let peer = stream.peer_addr().ok();
+    // The controller as the connection starts (cold: "ferry Startup
+    // btl_bw 0 B/s"; at a measured rate: "ferry ProbeBw btl_bw R B/s"),
+    // so a log shows whether the rate a client announced reached it.
+    tracing::info!(
+        target: "ferry::udt",
+        peer = ?peer,
+        controller = %stream.stats().congestion,
+        "udt data channel open"
+    );
     let conn: DataConn = Box::new(UdtConnection { stream: Arc::new(stream), peer, sealed });
     opts.observe(&*conn);
     conn
@@ -654,6 +674,36 @@ mod tests {
         let c = config(&ChannelOptions::new(Duration::from_secs(2)));
         set_path_rate(None);
         assert_eq!(c.protocol.congestion, CongestionKind::Ferry { initial_rate: Some(40e6), max_rate: None });
+        // a rate the peer announced for this channel (OPTS TPRT) reaches
+        // it too, and none leaves the start cold
+        let announced = ChannelOptions { path_rate: Some(12e6), ..ChannelOptions::new(Duration::from_secs(2)) };
+        assert_eq!(
+            config(&announced).protocol.congestion,
+            CongestionKind::Ferry { initial_rate: Some(6e6), max_rate: None }
+        );
+        let garbage = ChannelOptions { path_rate: Some(f64::NAN), ..ChannelOptions::new(Duration::from_secs(2)) };
+        assert_eq!(config(&garbage).protocol.congestion, CongestionKind::Ferry { initial_rate: None, max_rate: None });
+    }
+
+    /// The rate a peer announced (`ChannelOptions::path_rate`, from `OPTS
+    /// TPRT Rate=N;`) reaches the controller of the connections a listener
+    /// accepts: they start cruising at half of it, not in start-up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_announced_path_rate_reaches_the_accepted_connections_controller() {
+        let udt = by_name("udt").unwrap();
+        for (rate, want) in [(Some(80e6), 20e6..=50e6), (None, 0.0..=10e6)] {
+            let lo = ChannelOptions { path_rate: rate, ..ChannelOptions::new(Duration::from_secs(5)) };
+            let l = udt.listen("127.0.0.1:0".parse().unwrap(), &lo).unwrap();
+            let to = l.local_addr().unwrap();
+            let co = ChannelOptions::new(Duration::from_secs(5));
+            let (accepted, client) = tokio::join!(l.accept(&lo, None), udt.connect(to, None, &co));
+            let (server, _) = accepted.unwrap();
+            let _client = client.unwrap();
+            // The pacing rate before anything was sent: the controller's
+            // starting point (cold: ten packets per default RTT, doubled).
+            let got = server.stats().rate.unwrap_or(0) as f64;
+            assert!(want.contains(&got), "{rate:?}: pacing {got} B/s, want {want:?}");
+        }
     }
 
     #[test]

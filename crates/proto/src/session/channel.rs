@@ -23,6 +23,9 @@ pub struct ChannelPlan {
     pub parallelism: u32,
     /// TCP buffer size for data sockets (SBUF, SITE RETRBUFSIZE...).
     pub buffer_size: Option<u32>,
+    /// The path's bottleneck rate the client measured, bytes/s (`OPTS
+    /// TPRT Rate=N;`): UDT senders start at half of it.
+    pub path_rate: Option<u64>,
     /// The transport of the data connections (`TPRT`).
     pub transport: crate::transport::TransportName,
 }

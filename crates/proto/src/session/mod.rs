@@ -146,6 +146,9 @@ pub struct Session {
     /// third-party copy, whose certificate the data channel must show
     /// for this name.
     data_peer: Option<String>,
+    /// `OPTS TPRT Rate=N;`: the path's bottleneck rate (bytes/s) the
+    /// client measured; this server's UDT senders start at half of it.
+    path_rate: Option<u64>,
     parallelism: u32,
     buffer_size: Option<u32>,
     /// OPTS RETR markers=N: perf markers while sending.
@@ -197,6 +200,7 @@ impl Session {
             transport_selected: false,
             udt_sealed: false,
             data_peer: None,
+            path_rate: None,
             parallelism: 1,
             buffer_size: None,
             send_markers: None,
@@ -289,6 +293,11 @@ impl Session {
 
     pub fn buffer_size(&self) -> Option<u32> {
         self.buffer_size
+    }
+
+    /// The path rate the client announced (`OPTS TPRT Rate=N;`), bytes/s.
+    pub fn path_rate(&self) -> Option<u64> {
+        self.path_rate
     }
 
     pub fn is_transferring(&self) -> bool {

@@ -10,6 +10,7 @@ impl Session {
     pub(super) fn on_opts(&mut self, opts: Opts) -> Action {
         match opts {
             Opts::Mlst(_) => Self::reply(ReplyCode::OK, format!("MLST OPTS {MLST_FACTS_ON}")),
+            Opts::Other { command, args } if command == "TPRT" => self.on_opts_tprt(&args),
             Opts::Other { command, .. } => Self::reply(
                 ReplyCode::PARAMETER_SYNTAX_ERROR,
                 format!("OPTS {command}: no options are defined for this command."),
@@ -31,6 +32,44 @@ impl Session {
                 Self::reply(ReplyCode::OK, "OPTS Command Successful.")
             }
             Opts::Utf8(_) => Self::reply(ReplyCode::OK, "UTF8 set to on."),
+        }
+    }
+
+    /// `OPTS TPRT Rate=N;` (Ferry): the path's bottleneck rate in bytes/s,
+    /// measured by the client (`ferry probe`, `ferry cp --path-rate`), so
+    /// that this server's UDT senders — the sender of a download is the
+    /// server — start at half of it instead of ramping up from a few
+    /// packets per round trip; `Rate=0;` forgets it. The server's own
+    /// `--max-rate` still caps it. A server without it answers 501 (the
+    /// client then starts cold, as before); Globus clients never send it.
+    /// docs/udt.md, "Starting at a measured rate".
+    fn on_opts_tprt(&mut self, args: &str) -> Action {
+        /// 8 Tbit/s: anything above is a typo, not a path.
+        const MAX_RATE: u64 = 1 << 40;
+        let mut rate = self.path_rate;
+        for item in args.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let (k, v) = item.split_once('=').unwrap_or((item, ""));
+            if !k.trim().eq_ignore_ascii_case("rate") {
+                return Self::reply(
+                    ReplyCode::PARAMETER_SYNTAX_ERROR,
+                    format!("OPTS TPRT: unknown option {}.", k.trim()),
+                );
+            }
+            match v.trim().parse::<u64>() {
+                Ok(0) => rate = None,
+                Ok(r) if r <= MAX_RATE => rate = Some(r),
+                _ => {
+                    return Self::reply(
+                        ReplyCode::PARAMETER_SYNTAX_ERROR,
+                        format!("OPTS TPRT: Rate takes bytes per second, 1 to {MAX_RATE}."),
+                    )
+                }
+            }
+        }
+        self.path_rate = rate;
+        match rate {
+            Some(r) => Self::reply(ReplyCode::OK, format!("OPTS TPRT: UDT senders start at half of {r} bytes/s.")),
+            None => Self::reply(ReplyCode::OK, "OPTS TPRT: UDT senders start cold."),
         }
     }
 

@@ -196,6 +196,7 @@ impl Session {
                 reuse: extended && self.cached == Some(direction),
                 parallelism: self.parallelism,
                 buffer_size: self.buffer_size,
+                path_rate: self.path_rate,
                 transport: self.data_transport(),
             },
             markers,
