@@ -65,6 +65,12 @@ pub enum Tool {
     FerryUdt {
         cc: String,
     },
+    /// `ferry cp --transport udt --path-rate CAPACITY` (ferry cc): the
+    /// client announces the path's payload capacity as a measured rate
+    /// (`OPTS TPRT Rate=N;`) and the server's sender starts at half of it.
+    /// The harness gives the configured capacity, standing in for a probe
+    /// that measured the idle link exactly.
+    FerryUdtAtRate,
     /// `--transport blast` at this share of the path's capacity (payload rate).
     FerryBlast {
         share: f64,
@@ -109,6 +115,7 @@ fn row(id: &str, label: &str, tool: Tool) -> Row {
 pub fn table3_rows() -> Vec<Row> {
     let mut r = vec![
         row("ferry-udt", "Ferry udt (ferry cc)", Tool::FerryUdt { cc: "ferry".into() }),
+        row("ferry-udt-rate", "Ferry udt (ferry cc, --path-rate capacity)", Tool::FerryUdtAtRate),
         row("ferry-udt-daimd", "Ferry udt (UDT's DAIMD)", Tool::FerryUdt { cc: "udt".into() }),
         row("ferry-blast", "Ferry blast at capacity", Tool::FerryBlast { share: 1.0 }),
         row("ferry-blast-90", "Ferry blast at 0.9× capacity", Tool::FerryBlast { share: 0.9 }),
@@ -130,6 +137,7 @@ pub fn table3_rows() -> Vec<Row> {
 pub fn long_rows() -> Vec<Row> {
     vec![
         row("ferry-udt", "Ferry udt (ferry cc)", Tool::FerryUdt { cc: "ferry".into() }),
+        row("ferry-udt-rate", "Ferry udt (ferry cc, --path-rate capacity)", Tool::FerryUdtAtRate),
         row("ferry-udt-daimd", "Ferry udt (UDT's DAIMD)", Tool::FerryUdt { cc: "udt".into() }),
         row("ferry-tcp-p4", "Ferry TCP -p 4", Tool::FerryTcp { p: 4 }),
         row("globus-p4", "Globus TCP -p 4", Tool::GlobusTcp { p: 4 }),
@@ -629,10 +637,11 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
     let mut server_rss = None;
     let mut got_bytes = None;
     match &r.tool {
-        Tool::FerryUdt { .. } | Tool::FerryBlast { .. } | Tool::FerryTcp { .. } => {
+        Tool::FerryUdt { .. } | Tool::FerryUdtAtRate | Tool::FerryBlast { .. } | Tool::FerryTcp { .. } => {
             let root = src.parent().unwrap_or(Path::new("/"));
             let cc = match &r.tool {
                 Tool::FerryUdt { cc } => Some(cc.clone()),
+                Tool::FerryUdtAtRate => Some("ferry".into()),
                 Tool::FerryBlast { share } => Some(format!("blast:{}", (payload_rate(p) as f64 * share) as u64)),
                 _ => None,
             };
@@ -654,6 +663,10 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
                 }
                 Tool::FerryUdt { cc } => {
                     cmd.args(["--transport", "udt", "--congestion", cc]);
+                }
+                Tool::FerryUdtAtRate => {
+                    let rate = payload_rate(p).to_string();
+                    cmd.args(["--transport", "udt", "--congestion", "ferry", "--path-rate", &rate]);
                 }
                 _ => {}
             }
@@ -880,7 +893,10 @@ pub fn run(s: &Setup) -> Result<Vec<Sample>> {
             q.name = format!("{}-256MiB", p.name);
             for rep in 0..s.reps {
                 for r in s.rows.iter().filter(|r| {
-                    matches!(r.tool, Tool::FerryUdt { .. } | Tool::FerryTcp { .. } | Tool::GlobusTcp { .. })
+                    matches!(
+                        r.tool,
+                        Tool::FerryUdt { .. } | Tool::FerryUdtAtRate | Tool::FerryTcp { .. } | Tool::GlobusTcp { .. }
+                    )
                 }) {
                     let mut smp = one_row(s, &net, &q, r, rep, &logs).unwrap_or_else(|e| {
                         let mut b = blank(s, &q, r, rep);

@@ -14,6 +14,7 @@
 
 mod endpoint;
 mod socket;
+mod trace;
 
 pub use socket::SocketInfo;
 
@@ -295,6 +296,7 @@ pub struct UdtStream {
 
 impl UdtStream {
     fn new(shared: Arc<Shared>, id: u32, owns_endpoint: bool) -> UdtStream {
+        trace::ensure_started();
         LIVE.lock().unwrap_or_else(|e| e.into_inner()).push((Arc::downgrade(&shared), id));
         UdtStream { shared, id, owns_endpoint, read_timeout: AtomicU64::new(0), write_timeout: AtomicU64::new(0) }
     }
