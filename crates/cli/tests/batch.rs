@@ -46,6 +46,20 @@ fn batch_upload_and_download_of_a_tree_are_byte_identical() {
     assert!(ok, "{err}");
     assert!(err.contains("BSTO"), "the upload named its files in BSTO lines: {err}");
     assert_eq!(tree_digest(&server.path("up")), tree_digest(&src));
+    // Durability per batch: every file the client counted came through a
+    // batch whose one durability pass ran, and the client heard each
+    // pass's final reply before it reported success.
+    let passes: Vec<serde_json::Value> = server
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "batch durable")
+        .map(|v| v["fields"].clone())
+        .collect();
+    assert!(!passes.is_empty(), "no batch durability pass: {}", server.log_text());
+    let synced: u64 = passes.iter().map(|p| p["synced"].as_u64().unwrap()).sum();
+    assert_eq!(synced, 60, "each uploaded file in exactly one pass: {passes:?}");
+    assert_eq!(err.matches("upload batch durable").count(), passes.len(), "the client waited for every final reply");
     let dst = local.path().join("dst");
     let (ok, _, err) = cp(&["-r", &server.url(ALICE, "/up/"), &format!("{}/", dst.display())], state.path());
     assert!(ok, "{err}");
@@ -110,6 +124,39 @@ fn a_malformed_batch_is_refused_and_the_session_goes_on() {
     let r = c.cmd("BRET 1 /missing.dat");
     assert!(r.starts_with("4") || r.starts_with("5"), "{r}");
     assert!(c.cmd("NOOP").starts_with("200"));
+}
+
+/// `BSTO SYNC` on the wire: the file's replies, its 226 when it is under
+/// its name, then the batch's final reply after the durability pass; a
+/// plain `BSTO` has no such reply.
+#[test]
+fn a_sync_batch_answers_once_more_after_its_durability_pass() {
+    use std::io::Write;
+    let server = FerryServer::start();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("FEAT").contains(" BATCH RETR,STOR,SYNC"));
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    for (sync, name) in [(true, "synced.dat"), (false, "plain.dat")] {
+        let data = pasv_addr(&c.cmd("PASV"));
+        let mut d = std::net::TcpStream::connect(data).unwrap();
+        c.send(format!("BSTO {}1 3:/{name}", if sync { "SYNC " } else { "" }).as_bytes());
+        assert!(c.reply().starts_with("200"), "ALLO");
+        let r = c.reply();
+        assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
+        d.write_all(b"abc").unwrap();
+        drop(d);
+        let r = c.reply();
+        assert!(r.starts_with("226"), "{r}");
+        assert_eq!(std::fs::read(server.path(name)).unwrap(), b"abc", "complete under its name at its 226");
+        if sync {
+            let r = c.reply();
+            assert!(r.starts_with("250") && r.contains("durable"), "the batch's final reply: {r}");
+        }
+        assert!(c.cmd("NOOP").starts_with("200"), "no other reply is pending");
+    }
+    let passes = server.log_text().lines().filter(|l| l.contains("batch durable")).count();
+    assert_eq!(passes, 1, "one pass, for the SYNC batch only");
 }
 
 #[test]

@@ -184,6 +184,23 @@ impl Upload {
         group.commit(self)
     }
 
+    /// The commit of a file of a Ferry batch (`BSTO SYNC`, docs/batch.md):
+    /// renamed over its final name now — its data written, so the name
+    /// never shows a partial file — and made durable later, with the rest
+    /// of the batch, by one [`BatchDurability::finish`]. The per-file 226
+    /// then means "complete, under its name"; the batch's final reply
+    /// means "durable". No `fsync` here: a batch of small files does not
+    /// wait for one sync per file.
+    pub fn commit_deferred(&self, batch: &BatchDurability) -> Result<(), FsError> {
+        // Writeback starts now, so the batch's pass finds less to write.
+        let _ = crate::disk::start_writeback(&self.file);
+        let file = self.file.try_clone().map_err(|e| fs_error(&e))?;
+        let parent = self.parent.try_clone().map_err(|e| fs_error(&e))?;
+        self.rename_into_place()?;
+        batch.add(PendingFile { file, parent });
+        Ok(())
+    }
+
     /// Renames the synced partial over the final name (nothing to do for
     /// an upload written in place).
     fn rename_into_place(&self) -> Result<(), FsError> {
@@ -280,6 +297,128 @@ impl CommitGroup {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         (st.passes, st.committed)
     }
+}
+
+/// A file of a batch renamed under its name, not yet synced.
+#[derive(Debug)]
+pub struct PendingFile {
+    file: std::fs::File,
+    parent: Dir,
+}
+
+/// How a batch's one durability pass is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchSyncMethod {
+    /// `syncfs(2)` once per file system holding a file of the batch: one
+    /// call, which also writes whatever else is dirty on that file system.
+    /// Measured cheaper on this machine's ext4 (512 × 4 KiB: 13–114 ms,
+    /// against 149–290 ms for writeback + one `fsync` per file, 136–293 ms
+    /// for 16 threads of `fsync`s; docs/batch.md).
+    #[default]
+    Syncfs,
+    /// Writeback started for every file, then one `fsync` per file and
+    /// one per directory: touches only the batch's files.
+    Fsyncs,
+}
+
+/// The files of one batch waiting for their durability pass (docs/batch.md,
+/// "durability"): [`Upload::commit_deferred`] adds each as it is renamed,
+/// [`finish`](Self::finish) makes all of them durable at once before the
+/// batch's final reply.
+#[derive(Debug, Default)]
+pub struct BatchDurability {
+    pending: Mutex<Vec<PendingFile>>,
+    method: BatchSyncMethod,
+    /// (passes, files made durable): for tests and logs.
+    counts: Mutex<(u64, u64)>,
+}
+
+impl BatchDurability {
+    pub fn new(method: BatchSyncMethod) -> Self {
+        Self { method, ..Self::default() }
+    }
+
+    fn add(&self, f: PendingFile) {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+    }
+
+    /// Files renamed and not yet made durable.
+    pub fn pending(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// (passes run, files made durable) so far.
+    pub fn stats(&self) -> (u64, u64) {
+        *self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The one durability pass: every file added so far, its size and its
+    /// name on disk when this returns `Ok` (returns the number of files).
+    /// An error means some may not be: the batch's final reply says so
+    /// and the client does not report the batch's files as stored.
+    pub fn finish(&self) -> io::Result<usize> {
+        let files = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        if files.is_empty() {
+            return Ok(0);
+        }
+        let result = match self.method {
+            BatchSyncMethod::Syncfs => syncfs_of(&files).or_else(|e| {
+                tracing::debug!(error = %e, "syncfs failed; syncing the batch file by file");
+                fsyncs_of(&files)
+            }),
+            BatchSyncMethod::Fsyncs => fsyncs_of(&files),
+        };
+        let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.0 += 1;
+        if result.is_ok() {
+            c.1 += files.len() as u64;
+        }
+        result.map(|()| files.len())
+    }
+}
+
+/// `syncfs(2)` once for each file system (device) of `files`.
+#[allow(unsafe_code)]
+fn syncfs_of(files: &[PendingFile]) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    use std::os::unix::io::AsRawFd;
+    let mut devices: Vec<u64> = Vec::new();
+    for f in files {
+        let dev = f.file.metadata()?.dev();
+        if devices.contains(&dev) {
+            continue;
+        }
+        devices.push(dev);
+        // SAFETY: syncfs only reads the descriptor number, which `f.file`
+        // keeps open for the duration of the call.
+        if unsafe { libc::syncfs(f.file.as_raw_fd()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Writeback for all, then each file's `fsync`, then each directory's.
+fn fsyncs_of(files: &[PendingFile]) -> io::Result<()> {
+    for f in files {
+        let _ = crate::disk::start_writeback(&f.file);
+    }
+    for f in files {
+        f.file.sync_all()?;
+    }
+    let mut synced: Vec<(u64, u64)> = Vec::new();
+    for f in files {
+        if let Ok(m) = f.parent.dir_metadata() {
+            let k = (m.dev(), m.ino());
+            if synced.contains(&k) {
+                continue;
+            }
+            synced.push(k);
+        }
+        sync_dir(&f.parent)?;
+    }
+    Ok(())
 }
 
 /// The leader's duty on the way out of a pass.
@@ -1229,6 +1368,38 @@ mod tests {
             assert_eq!(std::fs::read(d.path().join(format!("g{i}.bin"))).unwrap(), format!("file {i}").as_bytes());
         }
         assert!(!d.path().join(AREA).exists(), "the partial area is removed once empty");
+    }
+
+    /// A batch's files (`BSTO SYNC`): each under its name, complete, as
+    /// soon as its commit returns, with no sync of its own (the commit
+    /// group never runs); one durability pass covers them all, and a
+    /// second finish has nothing left to do. Both methods.
+    #[test]
+    fn a_batch_is_renamed_file_by_file_and_made_durable_in_one_pass() {
+        for method in [BatchSyncMethod::Syncfs, BatchSyncMethod::Fsyncs] {
+            let d = tempfile::tempdir().unwrap();
+            let root = Root::open(d.path()).unwrap();
+            std::fs::create_dir(d.path().join("sub")).unwrap();
+            let batch = BatchDurability::new(method);
+            for i in 0..5 {
+                let dir = if i % 2 == 0 { "" } else { "/sub" };
+                let up = root.begin_store(&vp(&format!("{dir}/b{i}")), StoreMode::Replace, &info()).unwrap();
+                (&up.file).write_all(format!("batch file {i}").as_bytes()).unwrap();
+                assert!(!d.path().join(format!("{}b{i}", if dir.is_empty() { "" } else { "sub/" })).exists());
+                up.commit_deferred(&batch).unwrap();
+                drop(up);
+                let p = d.path().join(format!("{}b{i}", if dir.is_empty() { "" } else { "sub/" }));
+                assert_eq!(std::fs::read(&p).unwrap(), format!("batch file {i}").as_bytes(), "complete under its name");
+                assert_eq!(batch.pending(), i + 1);
+            }
+            assert_eq!(batch.stats(), (0, 0), "no file waited for a sync of its own");
+            assert_eq!(root.commits.stats(), (0, 0), "nor for the commit group's");
+            assert_eq!(batch.finish().unwrap(), 5);
+            assert_eq!(batch.stats(), (1, 5), "one pass for the whole batch ({method:?})");
+            assert_eq!(batch.pending(), 0);
+            assert_eq!(batch.finish().unwrap(), 0);
+            assert!(!d.path().join(AREA).exists() && !d.path().join("sub").join(AREA).exists());
+        }
     }
 
     /// A lone upload is committed at once, in a pass of its own.

@@ -22,6 +22,16 @@
 //! or a partial that `REST` resumes range by range. A malformed batch is
 //! answered once (`501`) and runs nothing.
 //!
+//! `BSTO SYNC <count> ...` (FEAT `BATCH RETR,STOR,SYNC`) changes one
+//! thing: durability is per batch. Each file's `226` means "complete and
+//! under its final name" (renamed after its data was written, never a
+//! partial file under the name), and one more reply after the last file's
+//! — the batch's final reply, [`Command::BatchEnd`] in the expansion —
+//! means "every file of this batch is durable", after one durability pass
+//! on the server. The client reports the batch's files as stored only
+//! after it. A plain `BSTO` keeps the per-file rule (each file synced
+//! before its `226`).
+//!
 //! Bounds: at most [`MAX_BATCH_FILES`] entries, each path at most
 //! [`MAX_BATCH_PATH`] bytes decoded, and the whole line within the control
 //! channel's line limit (8 KiB by default), so a batch never asks the
@@ -35,7 +45,10 @@ pub const MAX_BATCH_FILES: usize = 512;
 /// Longest decoded path of an entry (PATH_MAX).
 pub const MAX_BATCH_PATH: usize = 4096;
 /// The FEAT line a server that serves batches sends.
-pub const FEAT_LINE: &str = " BATCH RETR,STOR";
+pub const FEAT_LINE: &str = " BATCH RETR,STOR,SYNC";
+/// The word of FEAT's `BATCH` line, and of `BSTO SYNC`, for durability per
+/// batch.
+pub const SYNC_WORD: &str = "SYNC";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchKind {
@@ -60,6 +73,9 @@ pub struct BatchEntry {
 pub struct Batch {
     pub kind: BatchKind,
     pub files: Vec<BatchEntry>,
+    /// `BSTO SYNC`: one durability pass for the batch, answered by a
+    /// final reply after the last file's (see the module's doc).
+    pub sync: bool,
 }
 
 fn syntax(verb: &'static str, reason: impl Into<String>) -> CommandError {
@@ -79,6 +95,7 @@ impl Batch {
         Batch {
             kind: BatchKind::Retrieve,
             files: paths.into_iter().map(|path| BatchEntry { path, size: None }).collect(),
+            sync: false,
         }
     }
 
@@ -87,7 +104,14 @@ impl Batch {
         Batch {
             kind: BatchKind::Store,
             files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size) }).collect(),
+            sync: false,
         }
+    }
+
+    /// This upload batch with durability per batch (`BSTO SYNC`).
+    pub fn durable_at_end(mut self) -> Batch {
+        self.sync = self.kind == BatchKind::Store;
+        self
     }
 
     /// The commands this batch stands for, in order; the server queues
@@ -104,6 +128,9 @@ impl Batch {
                 }
             }
         }
+        if self.sync {
+            out.push(Command::BatchEnd { files: self.files.len() });
+        }
         out
     }
 
@@ -115,7 +142,8 @@ impl Batch {
         };
         let arg =
             arg.map(str::trim).filter(|a| !a.is_empty()).ok_or_else(|| syntax(verb, "expected a count and paths"))?;
-        let mut words = arg.split(' ').filter(|w| !w.is_empty());
+        let mut words = arg.split(' ').filter(|w| !w.is_empty()).peekable();
+        let sync = kind == BatchKind::Store && words.next_if(|w| w.eq_ignore_ascii_case(SYNC_WORD)).is_some();
         let count = words.next().unwrap_or("");
         if count.is_empty() || count.len() > 6 || !count.bytes().all(|b| b.is_ascii_digit()) {
             return Err(syntax(verb, "expected the number of files first"));
@@ -148,7 +176,7 @@ impl Batch {
         if files.len() != count {
             return Err(syntax(verb, format!("{} entries, but the count says {count}", files.len())));
         }
-        Ok(Batch { kind, files })
+        Ok(Batch { kind, files, sync })
     }
 }
 
@@ -201,7 +229,11 @@ pub fn encode_path(path: &str) -> String {
 
 impl fmt::Display for Batch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.verb(), self.files.len())?;
+        write!(f, "{}", self.verb())?;
+        if self.sync {
+            write!(f, " {SYNC_WORD}")?;
+        }
+        write!(f, " {}", self.files.len())?;
         for e in &self.files {
             match e.size {
                 Some(s) if self.kind == BatchKind::Store => write!(f, " {s}:{}", encode_path(&e.path))?,
@@ -216,7 +248,7 @@ impl fmt::Display for Batch {
 /// (with its CRLF), starting at `files[0]`; at least one, at most
 /// [`MAX_BATCH_FILES`]. The client cuts its lists with it.
 pub fn fits(kind: BatchKind, files: &[(&str, u64)], max_line: usize) -> usize {
-    let mut len = "BRET 512".len() + 2;
+    let mut len = "BSTO SYNC 512".len() + 2;
     let mut n = 0;
     for (p, size) in files.iter().take(MAX_BATCH_FILES) {
         let entry = 1 + encode_path(p).len() + if kind == BatchKind::Store { 21 } else { 0 };
@@ -253,6 +285,14 @@ mod tests {
         assert_eq!(s.to_string(), "BSTO 2 10:/t/f1 0:/t/f2");
         assert_eq!(p(&s.to_string()), Ok(Command::Batch(s.clone())));
         assert_eq!(s.expand().len(), 4);
+        let d = s.clone().durable_at_end();
+        assert_eq!(d.to_string(), "BSTO SYNC 2 10:/t/f1 0:/t/f2");
+        assert_eq!(p(&d.to_string()), Ok(Command::Batch(d.clone())));
+        assert_eq!(p("BSTO sync 1 3:/x").map(|c| matches!(c, Command::Batch(b) if b.sync)), Ok(true));
+        let e = d.expand();
+        assert_eq!(e.len(), 5);
+        assert_eq!(e[4], Command::BatchEnd { files: 2 }, "the final reply comes after the last file's");
+        assert!(!b.clone().durable_at_end().sync, "downloads have no durability reply");
     }
 
     #[test]
@@ -272,6 +312,9 @@ mod tests {
             "BSTO 1 x:/a",
             "BSTO 1 99999999999999999999999:/a",
             "BSTO 1 5:",
+            "BSTO SYNC",
+            "BSTO SYNC SYNC 1 5:/a",
+            "BRET SYNC 1 /a",
         ] {
             let e = p(line).expect_err(line);
             assert_eq!(e.code().get(), 501, "{line}: {e}");

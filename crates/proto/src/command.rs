@@ -244,6 +244,12 @@ pub enum Command {
     /// `BRET`/`BSTO`: many files in one line, Ferry to Ferry
     /// (`crate::batch`, docs/batch.md).
     Batch(crate::batch::Batch),
+    /// Never on the wire: the end of a `BSTO SYNC` batch in its expansion
+    /// (`crate::batch`), which the server answers with the batch's final
+    /// reply once its files are durable, and the client waits for.
+    BatchEnd {
+        files: usize,
+    },
 }
 
 /// Events whose frequency `TREV` sets.
@@ -597,6 +603,7 @@ impl Command {
             C::Cksm { .. } => "CKSM",
             C::Trev { .. } => "TREV",
             C::Batch(b) => b.verb(),
+            C::BatchEnd { .. } => "BSTO",
         }
     }
 
@@ -956,6 +963,7 @@ impl fmt::Display for Command {
                 TrevEvent::Restart => write!(f, "{v} RESTART {seconds}"),
             },
             C::Batch(b) => write!(f, "{b}"),
+            C::BatchEnd { files } => write!(f, "(end of a BSTO SYNC batch of {files} files)"),
         }
     }
 }

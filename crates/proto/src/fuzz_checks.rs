@@ -17,7 +17,7 @@ pub fn command_parser(data: &[u8]) {
         if let Command::Batch(b) = &cmd {
             assert!(!b.files.is_empty() && b.files.len() <= crate::batch::MAX_BATCH_FILES);
             let per = if b.kind == crate::batch::BatchKind::Store { 2 } else { 1 };
-            assert_eq!(b.expand().len(), b.files.len() * per);
+            assert_eq!(b.expand().len(), b.files.len() * per + usize::from(b.sync));
             assert!(b.files.iter().all(|f| !f.path.is_empty() && !f.path.contains('\0')));
         }
     }

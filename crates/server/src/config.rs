@@ -159,6 +159,9 @@ pub struct ServerConfig {
     /// Advertise Ferry-to-Ferry batches (`BATCH` in FEAT, docs/batch.md).
     /// Default on; off makes Ferry's client pipeline one command per file.
     pub batch: bool,
+    /// How a `BSTO SYNC` batch's one durability pass is made (`syncfs`
+    /// of the file system by default; docs/batch.md).
+    pub batch_sync: ferry_io::root::BatchSyncMethod,
     /// Seconds an abandoned partial upload is kept before it is removed
     /// (see `docs/partial-files.md`); 0 keeps them for ever. Default a week.
     pub partial_expiry_secs: u64,
@@ -277,6 +280,7 @@ impl Default for ServerConfig {
             shutdown_grace_secs: 60,
             max_file_size: ferry_proto::session::DEFAULT_MAX_FILE_SIZE,
             batch: true,
+            batch_sync: ferry_io::root::BatchSyncMethod::default(),
             partial_expiry_secs: 7 * 24 * 3600,
             max_checksums: 4,
             max_data_connections_per_session: 64,

@@ -19,7 +19,7 @@
 use crate::profiling::Profiler;
 use crate::server::{ServerContext, SessionSlot};
 use crate::transfer::{self, ActiveTransfer, DataChannels, TransferContext, TransferEvent};
-use ferry_io::root::Root;
+use ferry_io::root::{BatchDurability, Root};
 use ferry_proto::command::Command;
 use ferry_proto::line::{parse_line, LineBuffer, DEFAULT_MAX_LINE};
 use ferry_proto::markers::{range_marker, PerfMarker};
@@ -144,6 +144,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         running: None,
         stripes: crate::stripe::front::Stripes::default(),
         udt_secret: None,
+        batch: None,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -266,7 +267,15 @@ struct Control {
     /// encrypted UDT data channels (`TPRT udt:aes-gcm`, docs/udt.md);
     /// `None` until AUTH TLS.
     udt_secret: Option<ferry_io::transport::udt_seal::SealSecret>,
+    /// The `BSTO SYNC` batch the command being processed belongs to: its
+    /// uploads are renamed without a sync of their own and made durable
+    /// together before the batch's final reply (docs/batch.md).
+    batch: Option<Arc<BatchDurability>>,
 }
+
+/// A queued command and the durability-per-batch handle of the
+/// `BSTO SYNC` it came from, if any.
+type Queued = (Parsed, Option<Arc<BatchDurability>>);
 
 /// A file operation running in the background.
 struct RunningOp {
@@ -361,7 +370,7 @@ impl Control {
     ) -> std::io::Result<()> {
         let greeting = self.session.greeting();
         self.send(&greeting).await?;
-        let mut queue: VecDeque<Parsed> = VecDeque::new();
+        let mut queue: VecDeque<Queued> = VecDeque::new();
         let mut clock = MarkerClock::default();
         let mut deadline = self.deadline();
         // While busy the loop reads no command once its queue is full (and
@@ -379,8 +388,14 @@ impl Control {
                 return Ok(());
             }
             if active.is_none() && self.running.is_none() {
-                if let Some(cmd) = queue.pop_front() {
-                    match self.process(cmd, active).await? {
+                if let Some((cmd, batch)) = queue.pop_front() {
+                    self.batch = batch;
+                    let flow = match cmd {
+                        Ok(Command::BatchEnd { files }) => self.end_batch(files).await,
+                        cmd => self.process(cmd, active).await,
+                    };
+                    self.batch = None;
+                    match flow? {
                         Flow::Continue => {}
                         Flow::Close => return Ok(()),
                     }
@@ -417,11 +432,14 @@ impl Control {
                         }
                         // A batch (BRET/BSTO, docs/batch.md) is the
                         // pipelined commands it names, queued in its place.
+                        // `BSTO SYNC`: one durability pass for the batch,
+                        // before its final reply (the expansion's last).
                         (_, Ok(Command::Batch(b))) => {
-                            tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files)", b.verb(), b.files.len());
-                            queue.extend(b.expand().into_iter().map(Ok));
+                            tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
+                            let batch = b.sync.then(|| Arc::new(BatchDurability::new(self.ctx.config.batch_sync)));
+                            queue.extend(b.expand().into_iter().map(|c| (Ok(c), batch.clone())));
                         }
-                        _ => queue.push_back(cmd),
+                        _ => queue.push_back((cmd, None)),
                     }
                 }
                 done = running_done(&mut self.running) => {
@@ -508,6 +526,40 @@ impl Control {
                 }
             }
         }
+    }
+
+    /// The end of a `BSTO SYNC` batch: one durability pass over the files
+    /// it committed (each already renamed under its name), then the final
+    /// reply — 250 only when every one of them is durable.
+    async fn end_batch(&mut self, files: usize) -> std::io::Result<Flow> {
+        let reply = match self.batch.take() {
+            Some(batch) => {
+                let started = Instant::now();
+                let pass = batch.clone();
+                let result = tokio::task::spawn_blocking(move || pass.finish())
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+                match result {
+                    Ok(synced) => {
+                        tracing::info!(peer = %self.peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
+                        Reply::new(
+                            ReplyCode::FILE_ACTION_OK,
+                            format!("Batch of {files} files: {synced} stored, durable."),
+                        )
+                    }
+                    Err(e) => {
+                        tracing::warn!(peer = %self.peer, files, error = %e, "the batch's durability pass failed");
+                        Reply::new(
+                            ReplyCode::LOCAL_ERROR,
+                            format!("Batch of {files} files: could not make them durable ({e}); send them again."),
+                        )
+                    }
+                }
+            }
+            None => Reply::new(ReplyCode::BAD_SEQUENCE, "No batch to end."),
+        };
+        self.send(&reply).await?;
+        Ok(Flow::Continue)
     }
 
     /// Stops a running file operation (a checksum stops between reads).
@@ -801,6 +853,7 @@ impl Control {
                     // Only a session that negotiated encrypted UDT gets the
                     // secret: any other UDT channel under PROT P is refused.
                     sealing: self.udt_secret.clone().filter(|_| self.session.udt_sealed()),
+                    batch: self.batch.clone(),
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));

@@ -28,7 +28,7 @@ use crate::server::ServerContext;
 use ferry_io::endpoint::{NullSink, ZeroSource};
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::rate::RateLimit;
-use ferry_io::root::{Listing, Root, StoreMode, Upload, UploadInfo};
+use ferry_io::root::{BatchDurability, Listing, Root, StoreMode, Upload, UploadInfo};
 use ferry_io::stream::{self, AbortSignal, CopyError, ReceiveTo};
 use ferry_io::tls::DataProtection;
 use ferry_io::transport::{ChannelOptions, Connection, DataConn, DataListener};
@@ -210,6 +210,10 @@ pub(crate) struct TransferContext {
     /// The control connection (a duplicate descriptor): whether the
     /// client is still there is read from the kernel's TCP state.
     pub control: Arc<OwnedFd>,
+    /// Set for the files of a `BSTO SYNC` batch: the upload is renamed
+    /// under its name without a sync of its own and made durable with the
+    /// batch before the batch's final reply (docs/batch.md).
+    pub batch: Option<Arc<BatchDurability>>,
 }
 
 enum Prepared {
@@ -1041,6 +1045,15 @@ impl Task {
     async fn commit(&self, upload: Arc<Upload>) -> Result<(), TransferError> {
         if !self.verdict.commit() {
             return Err(TransferError::Aborted);
+        }
+        if let Some(batch) = self.ctx.batch.clone() {
+            // Durability per batch: complete and renamed now, durable at
+            // the batch's final reply. The 111 markers keep reporting only
+            // what is synced.
+            return tokio::task::spawn_blocking(move || upload.commit_deferred(&batch))
+                .await
+                .map_err(|e| TransferError::Local(e.to_string()))?
+                .map_err(fs_to_transfer);
         }
         tokio::task::spawn_blocking(move || upload.commit_grouped())
             .await

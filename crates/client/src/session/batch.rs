@@ -13,7 +13,7 @@ use super::{BatchFile, ServerSession};
 use crate::control::refused;
 use crate::error::ClientError;
 use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
-use ferry_proto::batch::{fits, Batch, BatchKind};
+use ferry_proto::batch::{fits, Batch, BatchKind, SYNC_WORD};
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::line::DEFAULT_MAX_LINE;
 use std::ops::Range;
@@ -30,9 +30,10 @@ fn next_chunk<D>(kind: BatchKind, items: &[BatchFile<D>], from: usize) -> Range<
     from..from + fits(kind, &rest, DEFAULT_MAX_LINE)
 }
 
-fn batch_command<D>(kind: BatchKind, items: &[BatchFile<D>]) -> Command {
+fn batch_command<D>(kind: BatchKind, items: &[BatchFile<D>], sync: bool) -> Command {
     Command::Batch(match kind {
         BatchKind::Retrieve => Batch::retrieve(items.iter().map(|f| f.path.clone())),
+        BatchKind::Store if sync => Batch::store(items.iter().map(|f| (f.path.clone(), f.size))).durable_at_end(),
         BatchKind::Store => Batch::store(items.iter().map(|f| (f.path.clone(), f.size))),
     })
 }
@@ -41,6 +42,14 @@ impl ServerSession {
     /// Whether the server takes `BRET`/`BSTO` (FEAT lists `BATCH`).
     pub fn supports_batch(&self) -> bool {
         self.ctrl.features.line("BATCH").is_some()
+    }
+
+    /// Whether the server makes an upload batch durable in one pass
+    /// (`BSTO SYNC`: FEAT lists `BATCH RETR,STOR,SYNC`).
+    pub fn supports_batch_sync(&self) -> bool {
+        self.ctrl.features.line("BATCH").is_some_and(|l| {
+            l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(SYNC_WORD)))
+        })
     }
 
     /// [`retrieve_many`](Self::retrieve_many) with the files named in
@@ -69,11 +78,11 @@ impl ServerSession {
         let mut done = 0;
         let result = async {
             let mut sent = next_chunk(BatchKind::Retrieve, items, 0);
-            self.flush(&[batch_command(BatchKind::Retrieve, &items[sent.clone()])]).await?;
+            self.flush(&[batch_command(BatchKind::Retrieve, &items[sent.clone()], false)]).await?;
             for (i, item) in items.iter().enumerate() {
                 if sent.end < items.len() && sent.end - i < window.max(1) {
                     let next = next_chunk(BatchKind::Retrieve, items, sent.end);
-                    self.ctrl.send(&batch_command(BatchKind::Retrieve, &items[next.clone()])).await?;
+                    self.ctrl.send(&batch_command(BatchKind::Retrieve, &items[next.clone()], false)).await?;
                     sent = next;
                 }
                 let state = states.get(i).cloned().unwrap_or_default();
@@ -93,6 +102,13 @@ impl ServerSession {
 
     /// [`store_many`](Self::store_many) with the files named in `BSTO`
     /// lines (each entry stands for `ALLO size` + `STOR path`).
+    ///
+    /// With a server that makes batches durable in one pass (`BSTO SYNC`,
+    /// docs/batch.md) a file's 226 means only "complete, under its name":
+    /// the files of a line count as done — `on_done`, the returned count —
+    /// only when the line's final reply says they are durable. A batch
+    /// stopped before it leaves them uncounted, so they are checked again
+    /// (size, time, `--verify` checksums) and sent again if they differ.
     pub async fn store_batch(
         &mut self,
         items: &[BatchFile<Arc<dyn BlockSource>>],
@@ -105,15 +121,20 @@ impl ServerSession {
             return self.store_many(items, window, control, on_marker, on_done).await;
         }
         self.ensure_connecting();
+        let sync = self.supports_batch_sync();
         let mut done = 0;
         let result = async {
             let mut sent = next_chunk(BatchKind::Store, items, 0);
-            let addr = self.flush_connecting(&[batch_command(BatchKind::Store, &items[sent.clone()])]).await?;
+            // Where each line sent so far ends: its final reply follows
+            // that file's 226 (`BSTO SYNC`).
+            let mut ends = std::collections::VecDeque::from([sent.end]);
+            let addr = self.flush_connecting(&[batch_command(BatchKind::Store, &items[sent.clone()], sync)]).await?;
             for (i, item) in items.iter().enumerate() {
                 if sent.end < items.len() && sent.end - i < window.max(1) {
                     let next = next_chunk(BatchKind::Store, items, sent.end);
-                    self.ctrl.send(&batch_command(BatchKind::Store, &items[next.clone()])).await?;
+                    self.ctrl.send(&batch_command(BatchKind::Store, &items[next.clone()], sync)).await?;
                     sent = next;
+                    ends.push_back(sent.end);
                 }
                 let allo = self.ctrl.reply().await?;
                 if !allo.code.is_positive_completion() {
@@ -122,8 +143,26 @@ impl ServerSession {
                 let cmd = Command::Stor(item.path.clone());
                 let plan = SendPlan::whole(item.size, self.opts.block_size);
                 self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |m| on_marker(i, m)).await?;
-                done += 1;
-                on_done(i);
+                if !sync {
+                    done += 1;
+                    on_done(i);
+                    continue;
+                }
+                if ends.front() != Some(&(i + 1)) {
+                    continue;
+                }
+                ends.pop_front();
+                // The line's final reply: its files are durable (or not).
+                let end = Command::BatchEnd { files: i + 1 - done };
+                let r = self.ctrl.reply_untimed().await?;
+                if !r.code.is_positive_completion() {
+                    return Err(refused(&end, r));
+                }
+                tracing::debug!(files = i + 1 - done, "upload batch durable");
+                for j in done..=i {
+                    on_done(j);
+                }
+                done = i + 1;
             }
             Ok(())
         }

@@ -450,6 +450,9 @@ impl Session {
                 ReplyCode::BAD_SEQUENCE,
                 format!("{} must be expanded by the server's control loop.", b.verb()),
             ),
+            C::BatchEnd { .. } => {
+                Self::reply(ReplyCode::BAD_SEQUENCE, "The end of a batch is answered by the server's control loop.")
+            }
             C::Tprt(name) => {
                 let (base, option) = crate::transport::split_option(&name);
                 let sealed = match option {
