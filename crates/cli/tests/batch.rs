@@ -159,6 +159,41 @@ fn a_sync_batch_answers_once_more_after_its_durability_pass() {
     assert_eq!(passes, 1, "one pass, for the SYNC batch only");
 }
 
+/// A client of `BSTO SYNC` sends each file's data without waiting for its
+/// 125: when the server refuses a file, that file's data is on the data
+/// channel, and must never become the next file's. The server refuses the
+/// rest of the batch, and the final reply says the batch failed.
+#[test]
+fn a_refused_file_of_a_sync_batch_refuses_the_rest_and_its_data_goes_nowhere() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let server = FerryServer::start();
+    std::fs::create_dir(server.path("adir")).unwrap();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut d = std::net::TcpStream::connect(data).unwrap();
+    // Both files' data at once, as Ferry's client sends a SYNC batch.
+    for payload in [b"abc", b"xyz"] {
+        d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
+        d.write_all(payload).unwrap();
+        d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+    }
+    c.send(b"BSTO SYNC 2 3:/adir 3:/next.dat");
+    assert!(c.reply().starts_with("200"), "ALLO");
+    let r = c.reply();
+    assert!(r.starts_with('4') || r.starts_with('5'), "a directory is refused: {r}");
+    assert!(c.reply().starts_with("200"), "ALLO");
+    let r = c.reply();
+    assert!(r.starts_with("451") && r.contains("earlier file"), "the rest of the batch is not run: {r}");
+    let r = c.reply();
+    assert!(r.starts_with("451") && r.contains("failed"), "the batch's final reply: {r}");
+    assert!(!server.path("next.dat").exists(), "the refused file's data became the next file");
+    assert!(c.cmd("NOOP").starts_with("200"));
+}
+
 #[test]
 fn without_batch_in_feat_the_client_pipelines() {
     let server = FerryServer::start_with(&["--anonymous", "read", "--no-batch"]);

@@ -332,6 +332,10 @@ pub struct BatchDurability {
     method: BatchSyncMethod,
     /// (passes, files made durable): for tests and logs.
     counts: Mutex<(u64, u64)>,
+    /// A file of the batch was refused or failed: the client may already
+    /// have sent later files' data (it does not wait for their 125), so
+    /// the server runs none of the batch's later files.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl BatchDurability {
@@ -341,6 +345,16 @@ impl BatchDurability {
 
     fn add(&self, f: PendingFile) {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+    }
+
+    /// Marks the batch failed (see the field).
+    pub fn fail(&self) {
+        self.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a file of the batch was refused or failed.
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Files renamed and not yet made durable.

@@ -389,12 +389,25 @@ impl Control {
             }
             if active.is_none() && self.running.is_none() {
                 if let Some((cmd, batch)) = queue.pop_front() {
+                    // Kept while the command's transfer runs: its failure
+                    // fails the batch (`Finished` below).
                     self.batch = batch;
+                    let is_store = matches!(cmd, Ok(Command::Stor(_)));
                     let flow = match cmd {
                         Ok(Command::BatchEnd { files }) => self.end_batch(files).await,
+                        Ok(Command::Stor(_)) if self.batch.as_ref().is_some_and(|b| b.has_failed()) => {
+                            let r = Reply::new(
+                                ReplyCode::LOCAL_ERROR,
+                                "Not run: an earlier file of this batch failed, and this file's data may already be on its way.",
+                            );
+                            self.send(&r).await.map(|()| Flow::Continue)
+                        }
                         cmd => self.process(cmd, active).await,
                     };
-                    self.batch = None;
+                    if is_store && active.is_none() {
+                        // Refused before any data was read.
+                        self.fail_batch();
+                    }
                     match flow? {
                         Flow::Continue => {}
                         Flow::Close => return Ok(()),
@@ -482,6 +495,9 @@ impl Control {
                         clock = MarkerClock::default();
                         self.channels = channels;
                         self.sync_channels();
+                        if !matches!(outcome, TransferOutcome::Complete { .. }) {
+                            self.fail_batch();
+                        }
                         if let Some(t) = active.take() {
                             self.finish(t, outcome, queue.len()).await?;
                         }
@@ -528,6 +544,18 @@ impl Control {
         }
     }
 
+    /// A file of a `BSTO SYNC` batch was refused or failed: the client
+    /// sends a batch's data without waiting for each file's 125, so what
+    /// is on the data channel may be this file's; the channel is closed
+    /// and no later file of the batch runs (each is answered 451).
+    fn fail_batch(&mut self) {
+        if let Some(b) = &self.batch {
+            b.fail();
+            let generation = self.channels.generation;
+            self.channels = DataChannels { generation, ..DataChannels::default() };
+        }
+    }
+
     /// The end of a `BSTO SYNC` batch: one durability pass over the files
     /// it committed (each already renamed under its name), then the final
     /// reply — 250 only when every one of them is durable.
@@ -540,6 +568,10 @@ impl Control {
                     .await
                     .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
                 match result {
+                    Ok(synced) if batch.has_failed() => Reply::new(
+                        ReplyCode::LOCAL_ERROR,
+                        format!("Batch of {files} files failed; the {synced} stored are durable."),
+                    ),
                     Ok(synced) => {
                         tracing::info!(peer = %self.peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
                         Reply::new(

@@ -15,6 +15,7 @@ use std::sync::Arc;
 impl ServerSession {
     /// Opens the data connections for a STOR already sent (Globus answers
     /// 150 only once they exist), waits for the 1xx and sends the data.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn send_stored(
         &mut self,
         cmd: &Command,
@@ -23,6 +24,7 @@ impl ServerSession {
         plan: SendPlan,
         ctl: &TransferControl,
         on_marker: &mut (dyn FnMut(Marker) + Send),
+        wait_preliminary: bool,
     ) -> Result<(), ClientError> {
         let Channel::Connecting { cached, .. } = &mut self.channel else {
             return Err(channel_changed());
@@ -34,8 +36,13 @@ impl ServerSession {
             ctl.abort.register(&**s).map_err(|e| ClientError::Data(e.to_string()))?;
         }
         // A refusal resets the channel: the streams close with it and the
-        // next transfer sets up a new one (PASV).
-        self.preliminary(cmd, on_marker).await?;
+        // next transfer sets up a new one (PASV). Without the wait (a
+        // `BSTO SYNC` batch, docs/batch.md) the 125 comes while the data
+        // goes, and a server that refuses the file refuses the rest of the
+        // batch too, so its data is never taken for the next file's.
+        if wait_preliminary {
+            self.preliminary(cmd, on_marker).await?;
+        }
         let c = ctl.clone();
         let send = async move {
             tokio::task::spawn_blocking(move || mode_e::send(streams, &*source, &plan, &c))
@@ -66,7 +73,7 @@ impl ServerSession {
         let plan = SendPlan::missing(size, done, self.opts.block_size);
         let cmd = Command::Stor(path.to_string());
         let addr = self.flush_connecting(std::slice::from_ref(&cmd)).await?;
-        self.send_stored(&cmd, addr, source, plan, ctl, on_marker).await
+        self.send_stored(&cmd, addr, source, plan, ctl, on_marker, true).await
     }
 
     /// Uploads many files over the cached MODE E channel with up to
@@ -105,7 +112,8 @@ impl ServerSession {
                 }
                 let cmd = Command::Stor(item.path.clone());
                 let plan = SendPlan::whole(item.size, self.opts.block_size);
-                self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |m| on_marker(i, m)).await?;
+                self.send_stored(&cmd, addr, item.data.clone(), plan, &control(), &mut |m| on_marker(i, m), true)
+                    .await?;
                 w.completed();
                 on_done(i);
             }
