@@ -569,10 +569,71 @@ impl Quic {
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("QUIC handshake with {to} timed out")))?
             .map_err(|e| handshake_error(to, e))?;
         tracing::debug!(%to, "QUIC data connection up");
+        log_stats(&conn, "client");
         let s = Arc::new(Shared { conn });
         shared.insert(key, Arc::downgrade(&s));
         Ok(s)
     }
+}
+
+/// With `FERRY_LOG=ferry_io::transport::quic=debug`: the connection's
+/// figures once a second while it lives (what was sent and lost, RTT,
+/// window, flow-control frames), to see where a long path's rate goes
+/// (issue 19: start-up, loss recovery, window stalls).
+fn log_stats(conn: &quinn::Connection, side: &'static str) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let start = std::time::Instant::now();
+        let mut last = conn.stats();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            let closed = tokio::select! {
+                _ = tick.tick() => false,
+                _ = conn.closed() => true,
+            };
+            let s = conn.stats();
+            let (p, l) = (&s.path, &last.path);
+            tracing::debug!(
+                side,
+                t = format!("{:.1}", start.elapsed().as_secs_f64()),
+                tx_mbit = (s.udp_tx.bytes - last.udp_tx.bytes) as f64 * 8e-6,
+                rx_mbit = (s.udp_rx.bytes - last.udp_rx.bytes) as f64 * 8e-6,
+                rtt_ms = p.rtt.as_secs_f64() * 1e3,
+                min_rtt_ms = p.min_rtt.as_secs_f64() * 1e3,
+                cwnd = p.cwnd,
+                sent = p.sent_packets - l.sent_packets,
+                lost = p.lost_packets - l.lost_packets,
+                congestion_events = p.congestion_events - l.congestion_events,
+                mtu = p.current_mtu,
+                acks_tx = s.frame_tx.acks - last.frame_tx.acks,
+                acks_rx = s.frame_rx.acks - last.frame_rx.acks,
+                max_data_rx = (s.frame_rx.max_data + s.frame_rx.max_stream_data)
+                    - (last.frame_rx.max_data + last.frame_rx.max_stream_data),
+                blocked_tx = (s.frame_tx.data_blocked + s.frame_tx.stream_data_blocked)
+                    - (last.frame_tx.data_blocked + last.frame_tx.stream_data_blocked),
+                "QUIC connection, last second"
+            );
+            if closed {
+                tracing::debug!(
+                    side,
+                    t = format!("{:.1}", start.elapsed().as_secs_f64()),
+                    udp_tx_bytes = s.udp_tx.bytes,
+                    udp_rx_bytes = s.udp_rx.bytes,
+                    sent_packets = p.sent_packets,
+                    lost_packets = p.lost_packets,
+                    lost_bytes = p.lost_bytes,
+                    congestion_events = p.congestion_events,
+                    "QUIC connection closed, totals"
+                );
+                break;
+            }
+            last = s;
+        }
+    });
 }
 
 fn handshake_error(peer: SocketAddr, e: quinn::ConnectionError) -> io::Error {
@@ -700,6 +761,7 @@ impl QuicListener {
         match tokio::time::timeout(opts.timeout, connecting).await {
             Ok(Ok(conn)) => {
                 tracing::debug!(%from, "QUIC data connection accepted");
+                log_stats(&conn, "server");
                 self.conns.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
                 self.changed.notify_waiters();
             }

@@ -49,6 +49,18 @@ use std::time::{Duration, Instant};
 /// so the window, not the pacer, keeps the data in flight to the model.
 const WINDOW_GAIN: f64 = 4.0;
 
+/// [`WINDOW_GAIN`], or `FERRY_QUIC_WINDOW_GAIN` for A/B runs (read once).
+fn window_gain() -> f64 {
+    static GAIN: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *GAIN.get_or_init(|| {
+        std::env::var("FERRY_QUIC_WINDOW_GAIN")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|g| g.is_finite() && *g >= 1.0)
+            .unwrap_or(WINDOW_GAIN)
+    })
+}
+
 /// Records of packets in flight kept at most (a bound on memory if ACKs
 /// stop coming): far more than a 10 Gbit/s × 200 ms window of full packets.
 const MAX_RECORDS: usize = 1 << 20;
@@ -108,6 +120,9 @@ pub struct UdtController {
     rtt_sample: Option<Duration>,
     smoothed_rtt: Duration,
     min_rtt: Option<Duration>,
+    /// When the controller's state was last logged (debug level, once a
+    /// second).
+    logged: Instant,
 }
 
 impl UdtController {
@@ -130,6 +145,7 @@ impl UdtController {
             rtt_sample: None,
             smoothed_rtt: Duration::ZERO,
             min_rtt: None,
+            logged: now,
         }
     }
 
@@ -207,6 +223,19 @@ impl UdtController {
             link_capacity: None,
         };
         self.cc_mut().on_ack(&ack);
+        if now.saturating_duration_since(self.logged) >= Duration::from_secs(1)
+            && tracing::enabled!(tracing::Level::DEBUG)
+        {
+            self.logged = now;
+            tracing::debug!(
+                t = format!("{:.1}", now.saturating_duration_since(self.epoch).as_secs_f64()),
+                window = self.window(),
+                in_flight,
+                delivered = self.delivered,
+                "QUIC controller: {}",
+                self.describe()
+            );
+        }
     }
 
     /// The controller's state in a line (for logs and tests).
@@ -284,7 +313,7 @@ impl Controller for UdtController {
         let floor = 16 * u64::from(self.mtu);
         let rtt = self.min_rtt.filter(|r| !r.is_zero()).unwrap_or(Duration::from_millis(100));
         let rate = self.cc().pacing_rate();
-        let w = if rate.is_finite() { (WINDOW_GAIN * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
+        let w = if rate.is_finite() { (window_gain() * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
         w.min(self.cc().window()).max(floor)
     }
 

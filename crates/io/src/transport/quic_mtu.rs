@@ -9,8 +9,10 @@
 //! benchmark (bench/results/quic/dev-notes.md) put about half of QUIC's CPU
 //! there. On loopback the interface *is* the path, so its MTU is the
 //! endpoint's receive limit, MTU discovery's upper bound and the
-//! connection's starting size. Other paths keep quinn's sizes for now
-//! (see [`plan`]: jumbo datagrams were slower on the 80 ms path).
+//! connection's starting size. On other paths the interface MTU bounds
+//! quinn's MTU discovery (jumbo frames: 8,972-byte datagrams), and jumbo
+//! datagrams go without GSO batches (see [`PayloadPlan::gso`]: a shaper
+//! dropped the batches whole, which made jumbo datagrams look slow).
 //!
 //! RFC 9000 §14 (datagram size) lets an endpoint use any size the path
 //! carries, with DPLPMTUD (RFC 8899) to find it; quinn implements the
@@ -26,9 +28,8 @@ pub const MAX_PAYLOAD: u16 = 65_527;
 pub const DEFAULT_UPPER: u16 = 1_452;
 
 /// Above this payload one datagram per `sendmsg` already carries as much
-/// as a GSO batch may (the kernel caps a GSO send at 64 KiB), so
-/// segmentation offload is turned off rather than have quinn build a
-/// batch the kernel refuses.
+/// as a GSO batch may (the kernel caps a GSO send at 64 KiB). Only the
+/// `FERRY_QUIC_GSO=on` A/B switch still uses it: see [`PayloadPlan::gso`].
 pub const NO_GSO_ABOVE: u16 = 32 << 10;
 
 /// What the QUIC connection is configured with.
@@ -41,9 +42,23 @@ pub struct PayloadPlan {
 }
 
 impl PayloadPlan {
-    /// Whether quinn may batch datagrams with GSO at this size.
+    /// Whether quinn may batch datagrams with GSO at this size: only at
+    /// Ethernet sizes. A GSO batch is one buffer in the qdisc, up to ten
+    /// datagrams (90 kB of jumbo ones); a shaper whose bucket is smaller
+    /// (ferry-wan's `tbf`: 37 kB at 150 Mbit/s, as on many sites' egress)
+    /// must split or drop it, and the sender's UDP `SndbufErrors` grew.
+    /// Measured on the 80 ms, 1 %, 150 Mbit/s path, one invocation, two
+    /// repetitions, debug build, load 6–9 (`bench/results/quic-s4/`):
+    /// 8,972-byte datagrams in GSO batches took 14.0 and 25.9 s for
+    /// 128 MiB, one at a time 9.6 and 10.0 s, quinn's 1,452-byte batches
+    /// 9.8 and 10.9 s. This was the "sender held itself back" of the first
+    /// jumbo attempt. `FERRY_QUIC_GSO=on` keeps batches up to
+    /// [`NO_GSO_ABOVE`] for A/B runs.
     pub fn gso(&self) -> bool {
-        self.upper <= NO_GSO_ABOVE
+        if std::env::var("FERRY_QUIC_GSO").is_ok_and(|v| v == "on") {
+            return self.upper <= NO_GSO_ABOVE;
+        }
+        self.upper <= DEFAULT_UPPER
     }
 }
 
@@ -73,17 +88,12 @@ pub fn plan(addr: IpAddr) -> Option<PayloadPlan> {
         return None;
     }
     let local = local_toward(addr)?;
-    // Loopback only, for now: on the emulated 80 ms path (MTU 9000)
-    // discovery up to 8,972-byte datagrams made a QUIC copy 3–4 × slower
-    // with nothing dropped — the sender held itself back (the rate-based
-    // controller counts in the segment size it was built with; treating
-    // each large datagram as several such segments did not help). Until
-    // that is understood, other paths keep quinn's sizes.
-    if !local.is_loopback() {
-        return None;
-    }
+    // Jumbo interfaces (MTU 9000 on ferry-wan's paths, as on many
+    // research networks) let discovery go up to the interface: DPLPMTUD
+    // (RFC 8899) probes the path and falls back if it carries less. Only
+    // loopback, where the interface is the whole path, starts there.
     let mtu = interface_mtu(local)?;
-    Some(plan_for(mtu, addr.is_ipv6(), true))
+    Some(plan_for(mtu, addr.is_ipv6(), local.is_loopback()))
 }
 
 /// The local address the kernel routes `to` from (a connected UDP socket
@@ -119,10 +129,12 @@ mod tests {
     }
 
     #[test]
-    fn jumbo_paths_discover_up_to_the_interface_and_keep_gso() {
+    fn jumbo_paths_discover_up_to_the_interface_without_gso() {
         let p = plan_for(9000, false, false);
         assert_eq!(p, PayloadPlan { initial: None, upper: 8972 });
-        assert!(p.gso());
+        // ten 8,972-byte datagrams in one qdisc buffer: a tbf drops it whole
+        assert!(!p.gso());
+        assert!(plan_for(1500, false, false).gso());
         assert_eq!(plan_for(9000, true, false).upper, 8952);
     }
 
