@@ -513,6 +513,7 @@ impl Task {
             let _ = tokio::task::spawn_blocking(move || upload.abandon(&held)).await;
         }
         self.upload = None;
+        self.wait_delivered().await;
         // The kept connections keep their places in the budget.
         let mut permits = std::mem::take(&mut *self.permits.lock().unwrap_or_else(|e| e.into_inner()));
         permits.truncate(self.ctx.channels.cached.len().saturating_sub(self.ctx.channels.permits.len()));
@@ -623,6 +624,31 @@ impl Task {
             path_rate: self.request.channel.path_rate.map(|r| r as f64),
             observer: probe(&self.ctx.streams, &self.probes, &self.request.path),
         }
+    }
+
+    /// A UDT sender's cached connections still hold unacknowledged data
+    /// when the last block is queued (up to a second of it); the
+    /// transfer's `udt=` counters and the 226 wait until the client has
+    /// acknowledged it (about a round trip after the last packet; bounded
+    /// by the data timeout), so the line reports what UDT really sent.
+    /// TCP connections return at once.
+    async fn wait_delivered(&mut self) {
+        if self.request.channel.transport.as_str() != "udt" || self.ctx.channels.cached.is_empty() {
+            return;
+        }
+        let timeout = self.timeout();
+        let conns = std::mem::take(&mut self.ctx.channels.cached);
+        let waited = tokio::task::spawn_blocking(move || {
+            for c in &conns {
+                // Still unacknowledged after the data timeout: the next
+                // transfer's stall detection deals with such a peer.
+                let _ = c.wait_delivered(timeout);
+            }
+            conns
+        })
+        .await;
+        // (A panicked wait loses the connections: the next transfer opens new ones.)
+        self.ctx.channels.cached = waited.unwrap_or_default();
     }
 
     /// Takes a new data connection into this transfer: a place in the

@@ -228,6 +228,15 @@ pub trait Connection: Read + Write + Send + Sync + fmt::Debug {
         Ok(())
     }
 
+    /// Waits (at most `timeout`) until the peer has acknowledged what was
+    /// written: a UDT sender's send buffer still holds up to a second of
+    /// data when the last block is queued, so a transfer's statistics
+    /// taken then undercount what it sends. A no-op where the kernel owns
+    /// the queue (TCP: its counters are read from `TCP_INFO` anyway).
+    fn wait_delivered(&self, _timeout: Duration) -> io::Result<()> {
+        Ok(())
+    }
+
     /// The peer's address, for logs and labels.
     fn peer_addr(&self) -> Option<SocketAddr>;
 

@@ -412,6 +412,10 @@ impl Connection for UdtConnection {
         self.sealed.is_some()
     }
 
+    fn wait_delivered(&self, timeout: Duration) -> io::Result<()> {
+        self.stream.wait_acknowledged(timeout)
+    }
+
     fn abort_handle(&self) -> io::Result<AbortHandle> {
         let stream = Arc::downgrade(&self.stream);
         Ok(AbortHandle::new(move || {

@@ -394,6 +394,30 @@ impl UdtStream {
         self.with_conn(|c| c.peer_addr())
     }
 
+    /// Waits until the peer acknowledged every byte written so far (or
+    /// the connection closed), at most `timeout`; `TimedOut` if bytes are
+    /// still unacknowledged then. Unlike [`Self::shutdown`] the connection
+    /// stays open: a server's cached MODE E channel takes the next file.
+    pub fn wait_acknowledged(&self, timeout: Duration) -> io::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.lock();
+        loop {
+            match st.conns.get(&self.id) {
+                Some(e) if e.conn.send_buffered() == 0 || e.conn.is_closed() => return Ok(()),
+                Some(_) => {}
+                None => return Ok(()),
+            }
+            if st.dead.is_some() {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "UDT data still unacknowledged"));
+            }
+            st = self.shared.wait(st, left.min(Duration::from_millis(50)));
+        }
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local
     }
