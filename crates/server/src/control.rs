@@ -655,7 +655,7 @@ impl Control {
         // UDT's counters over the transfer (process-wide: a concurrent
         // transfer's packets count too); absent when no UDT packet moved.
         let udt = ferry_io::udt::totals().since(&t.udt_before);
-        let udt = (udt.packets_sent + udt.packets_received > 0).then(|| udt.to_string());
+        let udt = (udt.counters.packets_sent + udt.counters.packets_received > 0).then(|| udt.to_string());
         if let Some(direction) = direction {
             self.ctx.metrics.transfer(direction, matches!(outcome, TransferOutcome::Complete { .. }), bytes);
             tracing::info!(

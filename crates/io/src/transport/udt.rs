@@ -429,14 +429,14 @@ impl Connection for UdtConnection {
         let s = self.stream.stats();
         TransportStats {
             transport: "udt".into(),
-            bytes_sent: s.bytes_sent,
-            bytes_received: s.bytes_received,
+            bytes_sent: s.counters.bytes_sent,
+            bytes_received: s.counters.bytes_received,
             rtt_us: (s.rtt_us > 0).then_some(s.rtt_us),
             // The flow window is in packets of at most one MSS.
             window_bytes: u64::try_from(s.flow_window).ok().map(|w| w * u64::from(s.mss)),
             rate: (s.pacing_rate > 0.0).then_some(s.pacing_rate as u64),
-            retransmissions: s.retransmitted,
-            losses: s.lost_reported + s.lost_detected,
+            retransmissions: s.counters.retransmitted,
+            losses: s.counters.lost_reported + s.counters.lost_detected,
             ..TransportStats::default()
         }
     }

@@ -71,17 +71,92 @@ impl UdtConfig {
     }
 }
 
-/// What the profiler and `--json` show of a UDT connection.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct UdtStats {
+/// The counters of UDT connections, one struct for a connection's
+/// ([`UdtStats::counters`]) and for the process's sum ([`UdtTotals`]), so
+/// the two cannot drift apart; filled from the protocol's
+/// `ferry_udt::Stats` in one place ([`UdtCounters::of`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UdtCounters {
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Data packets sent (retransmissions included) and received.
     pub packets_sent: u64,
     pub packets_received: u64,
     pub retransmitted: u64,
     /// Packets the peer reported lost, and gaps we detected.
     pub lost_reported: u64,
     pub lost_detected: u64,
+    pub naks_sent: u64,
+    pub naks_received: u64,
+    /// Datagrams discarded: malformed, duplicates, out of window.
+    pub dropped: u64,
+    pub exp_timeouts: u64,
+}
+
+impl UdtCounters {
+    pub const ZERO: UdtCounters = UdtCounters {
+        bytes_sent: 0,
+        bytes_received: 0,
+        packets_sent: 0,
+        packets_received: 0,
+        retransmitted: 0,
+        lost_reported: 0,
+        lost_detected: 0,
+        naks_sent: 0,
+        naks_received: 0,
+        dropped: 0,
+        exp_timeouts: 0,
+    };
+
+    /// The counters of one connection's protocol statistics.
+    pub fn of(s: &ferry_udt::Stats) -> UdtCounters {
+        UdtCounters {
+            bytes_sent: s.bytes_sent,
+            bytes_received: s.bytes_received,
+            packets_sent: s.packets_sent,
+            packets_received: s.packets_received,
+            retransmitted: s.retransmitted,
+            lost_reported: s.lost_reported,
+            lost_detected: s.lost_detected,
+            naks_sent: s.naks_sent,
+            naks_received: s.naks_received,
+            dropped: s.dropped,
+            exp_timeouts: s.exp_timeouts,
+        }
+    }
+
+    fn zip(&self, o: &UdtCounters, f: impl Fn(u64, u64) -> u64) -> UdtCounters {
+        UdtCounters {
+            bytes_sent: f(self.bytes_sent, o.bytes_sent),
+            bytes_received: f(self.bytes_received, o.bytes_received),
+            packets_sent: f(self.packets_sent, o.packets_sent),
+            packets_received: f(self.packets_received, o.packets_received),
+            retransmitted: f(self.retransmitted, o.retransmitted),
+            lost_reported: f(self.lost_reported, o.lost_reported),
+            lost_detected: f(self.lost_detected, o.lost_detected),
+            naks_sent: f(self.naks_sent, o.naks_sent),
+            naks_received: f(self.naks_received, o.naks_received),
+            dropped: f(self.dropped, o.dropped),
+            exp_timeouts: f(self.exp_timeouts, o.exp_timeouts),
+        }
+    }
+
+    /// The sum of both.
+    pub fn plus(&self, o: &UdtCounters) -> UdtCounters {
+        self.zip(o, u64::saturating_add)
+    }
+
+    /// What was counted since `before` (an earlier reading).
+    pub fn since(&self, before: &UdtCounters) -> UdtCounters {
+        self.zip(before, u64::saturating_sub)
+    }
+}
+
+/// What the profiler and `--json` show of a UDT connection.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct UdtStats {
+    #[serde(flatten)]
+    pub counters: UdtCounters,
     pub rtt_us: u64,
     pub rtt_var_us: u64,
     /// Pacing rate, bytes/s.
@@ -90,10 +165,6 @@ pub struct UdtStats {
     pub flow_window: i64,
     pub mss: u32,
     pub congestion: String,
-    pub dropped: u64,
-    pub naks_sent: u64,
-    pub naks_received: u64,
-    pub exp_timeouts: u64,
     pub gso: bool,
     pub gro: bool,
     pub socket_buffer: usize,
@@ -105,17 +176,8 @@ pub struct UdtStats {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UdtTotals {
     pub connections: u64,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    pub packets_sent: u64,
-    pub packets_received: u64,
-    pub retransmitted: u64,
-    pub lost_reported: u64,
-    pub lost_detected: u64,
-    pub naks_sent: u64,
-    pub naks_received: u64,
-    pub dropped: u64,
-    pub exp_timeouts: u64,
+    #[serde(flatten)]
+    pub counters: UdtCounters,
     /// Of the connection that closed last: smoothed RTT (µs), pacing rate
     /// (bytes/s), controller.
     pub last_rtt_us: u64,
@@ -126,17 +188,7 @@ pub struct UdtTotals {
 impl UdtTotals {
     fn add(&mut self, s: &UdtStats) {
         self.connections += 1;
-        self.bytes_sent += s.bytes_sent;
-        self.bytes_received += s.bytes_received;
-        self.packets_sent += s.packets_sent;
-        self.packets_received += s.packets_received;
-        self.retransmitted += s.retransmitted;
-        self.lost_reported += s.lost_reported;
-        self.lost_detected += s.lost_detected;
-        self.naks_sent += s.naks_sent;
-        self.naks_received += s.naks_received;
-        self.dropped += s.dropped;
-        self.exp_timeouts += s.exp_timeouts;
+        self.counters = self.counters.plus(&s.counters);
         self.last_rtt_us = s.rtt_us;
         self.last_pacing_rate = s.pacing_rate;
         self.congestion = s.congestion.clone();
@@ -148,17 +200,7 @@ impl UdtTotals {
     pub fn since(&self, before: &UdtTotals) -> UdtTotals {
         UdtTotals {
             connections: self.connections.saturating_sub(before.connections),
-            bytes_sent: self.bytes_sent.saturating_sub(before.bytes_sent),
-            bytes_received: self.bytes_received.saturating_sub(before.bytes_received),
-            packets_sent: self.packets_sent.saturating_sub(before.packets_sent),
-            packets_received: self.packets_received.saturating_sub(before.packets_received),
-            retransmitted: self.retransmitted.saturating_sub(before.retransmitted),
-            lost_reported: self.lost_reported.saturating_sub(before.lost_reported),
-            lost_detected: self.lost_detected.saturating_sub(before.lost_detected),
-            naks_sent: self.naks_sent.saturating_sub(before.naks_sent),
-            naks_received: self.naks_received.saturating_sub(before.naks_received),
-            dropped: self.dropped.saturating_sub(before.dropped),
-            exp_timeouts: self.exp_timeouts.saturating_sub(before.exp_timeouts),
+            counters: self.counters.since(&before.counters),
             ..self.clone()
         }
     }
@@ -167,21 +209,22 @@ impl UdtTotals {
 /// One line of `key=value` pairs, for logs.
 impl std::fmt::Display for UdtTotals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.counters;
         write!(
             f,
             "connections={} packets_sent={} packets_received={} retransmitted={} lost_reported={} \
              lost_detected={} naks_sent={} naks_received={} dropped={} exp_timeouts={} rtt_us={} \
              pacing_rate={:.0} congestion={}",
             self.connections,
-            self.packets_sent,
-            self.packets_received,
-            self.retransmitted,
-            self.lost_reported,
-            self.lost_detected,
-            self.naks_sent,
-            self.naks_received,
-            self.dropped,
-            self.exp_timeouts,
+            c.packets_sent,
+            c.packets_received,
+            c.retransmitted,
+            c.lost_reported,
+            c.lost_detected,
+            c.naks_sent,
+            c.naks_received,
+            c.dropped,
+            c.exp_timeouts,
             self.last_rtt_us,
             self.last_pacing_rate,
             self.congestion
@@ -191,17 +234,7 @@ impl std::fmt::Display for UdtTotals {
 
 static TOTALS: std::sync::Mutex<UdtTotals> = std::sync::Mutex::new(UdtTotals {
     connections: 0,
-    bytes_sent: 0,
-    bytes_received: 0,
-    packets_sent: 0,
-    packets_received: 0,
-    retransmitted: 0,
-    lost_reported: 0,
-    lost_detected: 0,
-    naks_sent: 0,
-    naks_received: 0,
-    dropped: 0,
-    exp_timeouts: 0,
+    counters: UdtCounters::ZERO,
     last_rtt_us: 0,
     last_pacing_rate: 0.0,
     congestion: String::new(),
@@ -240,13 +273,7 @@ fn stats_of(shared: &Shared, id: u32) -> UdtStats {
         let c = &e.conn;
         let s = c.stats();
         UdtStats {
-            bytes_sent: s.bytes_sent,
-            bytes_received: s.bytes_received,
-            packets_sent: s.packets_sent,
-            packets_received: s.packets_received,
-            retransmitted: s.retransmitted,
-            lost_reported: s.lost_reported,
-            lost_detected: s.lost_detected,
+            counters: UdtCounters::of(&s),
             rtt_us: s.rtt.as_micros() as u64,
             rtt_var_us: s.rtt_var.as_micros() as u64,
             pacing_rate: s.pacing_rate,
@@ -254,10 +281,6 @@ fn stats_of(shared: &Shared, id: u32) -> UdtStats {
             flow_window: s.flow_window,
             mss: c.mss(),
             congestion: c.congestion().describe(),
-            dropped: s.dropped,
-            naks_sent: s.naks_sent,
-            naks_received: s.naks_received,
-            exp_timeouts: s.exp_timeouts,
             gso: info.gso,
             gro: info.gro,
             socket_buffer: info.send_buffer,
@@ -660,4 +683,41 @@ impl Drop for UdtListener {
 /// A timeout as stored: nanoseconds, 0 for none (a zero timeout is 1 ns).
 fn nanos(timeout: Option<Duration>) -> u64 {
     timeout.map_or(0, |t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1))
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::*;
+
+    /// One set of counters for a connection and for the sum: adding a
+    /// connection's and taking the difference since an earlier reading
+    /// give back exactly its counters, and the JSON keeps its flat shape.
+    #[test]
+    fn totals_add_and_subtract_a_connections_counters() {
+        let s = UdtStats {
+            counters: UdtCounters {
+                bytes_sent: 10,
+                packets_sent: 3,
+                retransmitted: 1,
+                dropped: 2,
+                ..UdtCounters::ZERO
+            },
+            rtt_us: 65_000,
+            congestion: "ferry".into(),
+            ..UdtStats::default()
+        };
+        let before = UdtTotals {
+            connections: 2,
+            counters: UdtCounters { packets_sent: 5, ..UdtCounters::ZERO },
+            ..UdtTotals::default()
+        };
+        let mut after = before.clone();
+        after.add(&s);
+        let d = after.since(&before);
+        assert_eq!((d.connections, d.counters), (1, s.counters));
+        assert_eq!((d.last_rtt_us, d.congestion.as_str()), (65_000, "ferry"));
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!((v["packets_sent"].as_u64(), v["dropped"].as_u64()), (Some(3), Some(2)), "{v}");
+        assert!(d.to_string().contains("packets_sent=3 "), "{d}");
+    }
 }
