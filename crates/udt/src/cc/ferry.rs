@@ -43,8 +43,19 @@
 //! long as a measured rate would (ten rounds), so a wrong probe corrects
 //! itself. `max_rate` caps the pacing rate (`--max-rate`).
 //!
-//! Not done (see docs/udt.md): BBR's PROBE_RTT phase (the minimum RTT here
-//! simply expires and is re-measured).
+//! Sharing a FIFO with a loss-based flow (docs/udt.md, "Fairness"): in a
+//! drop-tail queue the flows' shares are their shares of the data in
+//! flight, so a rate model with a window of four BDPs on a minimum RTT
+//! that had expired into a queued one kept the queue for itself (CUBIC at
+//! 0.11 of the link on the fairness bench). On paths that lose less than
+//! 0.5 % by themselves, a queue that persists three rounds now halves the
+//! window to two BDPs, stops the 1.25 probes, and lets a smaller loss
+//! excess (0.5 %) count as congestion; and the minimum RTT is refreshed by
+//! BBR's PROBE_RTT (half a BDP for a moment) when it is ten seconds old,
+//! or 2.5 s old under a standing queue — if the queue is another flow's,
+//! the RTT measured then becomes the minimum, so the two-BDP cap does not
+//! starve us. Lossier paths keep the old rules: there, a smaller window
+//! only delays the repair of holes.
 
 use super::{AckSample, CongestionControl, LossSample};
 use crate::time::Time;
