@@ -180,11 +180,15 @@ impl Client {
                         record(i, &mut |r| r.add(&ranges));
                     }
                 };
-                let mut on_done = |i: usize| {
-                    record(i, &mut |r| r.clear());
-                    counted(&mut *summary, i);
-                };
-                self.session(du).await?.store_batch(&items, window, control, &mut on_marker, &mut on_done).await
+                // Complete under its name at its 226: nothing left to
+                // resume (a re-run finds it whole, or sends it again);
+                // counted only when its batch is durable.
+                let mut on_stored = |i: usize| record(i, &mut |r| r.clear());
+                let mut on_done = |i: usize| counted(&mut *summary, i);
+                self.session(du)
+                    .await?
+                    .store_batch(&items, window, control, &mut on_marker, &mut on_stored, &mut on_done)
+                    .await
             }
             (Location::Remote(su), Location::Remote(du)) => {
                 let items: Vec<(String, String, u64)> = files

@@ -9,11 +9,13 @@
 //! queues in one step. A server that does not list `BATCH` in FEAT gets
 //! the pipelined commands ([`ServerSession::supports_batch`] decides).
 
-use super::{BatchFile, ServerSession};
-use crate::control::refused;
+use super::{BatchFile, Channel, ServerSession};
+use crate::control::{event_reply, refused};
 use crate::error::ClientError;
-use ferry_io::mode_e::{BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
+use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
+use ferry_io::stream::CopyError;
 use ferry_proto::batch::{fits, Batch, BatchKind, SYNC_WORD};
+use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::line::DEFAULT_MAX_LINE;
 use std::ops::Range;
@@ -103,38 +105,40 @@ impl ServerSession {
     /// [`store_many`](Self::store_many) with the files named in `BSTO`
     /// lines (each entry stands for `ALLO size` + `STOR path`).
     ///
-    /// With a server that makes batches durable in one pass (`BSTO SYNC`,
-    /// docs/batch.md) a file's 226 means only "complete, under its name":
-    /// the files of a line count as done — `on_done`, the returned count —
-    /// only when the line's final reply says they are durable. A batch
-    /// stopped before it leaves them uncounted, so they are checked again
-    /// (size, time, `--verify` checksums) and sent again if they differ.
+    /// `on_stored(i)`: item `i` is complete under its name (its 226).
+    /// `on_done(i)`: it is durable too, and counted. With a server that
+    /// makes batches durable in one pass (`BSTO SYNC`, docs/batch.md,
+    /// [`store_batch_streamed`](Self::store_batch_streamed)) that is at its
+    /// line's final reply; a batch stopped before it leaves its files
+    /// uncounted, so they are checked again (size, time, `--verify`
+    /// checksums) and sent again if they differ.
     pub async fn store_batch(
         &mut self,
         items: &[BatchFile<Arc<dyn BlockSource>>],
         window: usize,
         control: impl Fn() -> TransferControl,
         on_marker: &mut (dyn FnMut(usize, Marker) + Send),
+        on_stored: &mut (dyn FnMut(usize) + Send),
         on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
         if !self.supports_batch() {
             return self.store_many(items, window, control, on_marker, on_done).await;
         }
+        if self.supports_batch_sync() {
+            return self.store_batch_streamed(items, window, control, on_marker, on_stored, on_done).await;
+        }
+        // A plain `BSTO` (a server without SYNC): each file durable at
+        // its 226, which the client waits for, as for its 125.
         self.ensure_connecting();
-        let sync = self.supports_batch_sync();
         let mut done = 0;
         let result = async {
             let mut sent = next_chunk(BatchKind::Store, items, 0);
-            // Where each line sent so far ends: its final reply follows
-            // that file's 226 (`BSTO SYNC`).
-            let mut ends = std::collections::VecDeque::from([sent.end]);
-            let addr = self.flush_connecting(&[batch_command(BatchKind::Store, &items[sent.clone()], sync)]).await?;
+            let addr = self.flush_connecting(&[batch_command(BatchKind::Store, &items[sent.clone()], false)]).await?;
             for (i, item) in items.iter().enumerate() {
                 if sent.end < items.len() && sent.end - i < window.max(1) {
                     let next = next_chunk(BatchKind::Store, items, sent.end);
-                    self.ctrl.send(&batch_command(BatchKind::Store, &items[next.clone()], sync)).await?;
+                    self.ctrl.send(&batch_command(BatchKind::Store, &items[next.clone()], false)).await?;
                     sent = next;
-                    ends.push_back(sent.end);
                 }
                 let allo = self.ctrl.reply().await?;
                 if !allo.code.is_positive_completion() {
@@ -142,31 +146,11 @@ impl ServerSession {
                 }
                 let cmd = Command::Stor(item.path.clone());
                 let plan = SendPlan::whole(item.size, self.opts.block_size);
-                // In a `BSTO SYNC` batch the data goes without waiting
-                // for the file's 125: one round trip less per file.
                 let control = control();
-                self.send_stored(&cmd, addr, item.data.clone(), plan, &control, &mut |m| on_marker(i, m), !sync)
-                    .await?;
-                if !sync {
-                    done += 1;
-                    on_done(i);
-                    continue;
-                }
-                if ends.front() != Some(&(i + 1)) {
-                    continue;
-                }
-                ends.pop_front();
-                // The line's final reply: its files are durable (or not).
-                let end = Command::BatchEnd { files: i + 1 - done };
-                let r = self.ctrl.reply_untimed().await?;
-                if !r.code.is_positive_completion() {
-                    return Err(refused(&end, r));
-                }
-                tracing::debug!(files = i + 1 - done, "upload batch durable");
-                for j in done..=i {
-                    on_done(j);
-                }
-                done = i + 1;
+                self.send_stored(&cmd, addr, item.data.clone(), plan, &control, &mut |m| on_marker(i, m), true).await?;
+                on_stored(i);
+                done += 1;
+                on_done(i);
             }
             Ok(())
         }
@@ -175,5 +159,160 @@ impl ServerSession {
             self.reset_after_batch();
         }
         (done, result)
+    }
+
+    /// [`store_batch`](Self::store_batch) to a server that takes
+    /// `BSTO SYNC` (docs/batch.md): no round trip per file. The files'
+    /// data go one after the other over the cached MODE E connections
+    /// from one thread, without waiting for any file's 125 or 226, while
+    /// this task reads the replies in order; the server reads a file's
+    /// data once it has run the file's STOR, and TCP holds the rest. A
+    /// negative reply stops the data (the server refuses the rest of the
+    /// batch, so no data of a refused file is ever stored under another
+    /// name). A line's files count as done at its final reply (durable).
+    async fn store_batch_streamed(
+        &mut self,
+        items: &[BatchFile<Arc<dyn BlockSource>>],
+        window: usize,
+        control: impl Fn() -> TransferControl,
+        on_marker: &mut (dyn FnMut(usize, Marker) + Send),
+        on_stored: &mut (dyn FnMut(usize) + Send),
+        on_done: &mut (dyn FnMut(usize) + Send),
+    ) -> (usize, Result<(), ClientError>) {
+        self.ensure_connecting();
+        let mut done = 0;
+        let mut sent = next_chunk(BatchKind::Store, items, 0);
+        let mut ends = std::collections::VecDeque::from([sent.end]);
+        let addr = match self.flush_connecting(&[batch_command(BatchKind::Store, &items[sent.clone()], true)]).await {
+            Ok(a) => a,
+            Err(e) => return (0, Err(e)),
+        };
+        let streams = match self.batch_streams(addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.reset_after_batch();
+                return (0, Err(e));
+            }
+        };
+        let ctl = control();
+        for s in &streams {
+            if let Err(e) = ctl.abort.register(&**s) {
+                self.reset_after_batch();
+                return (0, Err(ClientError::Data(e.to_string())));
+            }
+        }
+        let block_size = self.opts.block_size;
+        let work: Vec<(Arc<dyn BlockSource>, SendPlan)> =
+            items.iter().map(|f| (f.data.clone(), SendPlan::whole(f.size, block_size))).collect();
+        let data_ctl = ctl.clone();
+        let mut data = tokio::task::spawn_blocking(move || {
+            let mut streams = streams;
+            for (source, plan) in &work {
+                streams = mode_e::send(streams, &**source, plan, &data_ctl)?;
+            }
+            Ok::<_, CopyError>(streams)
+        });
+        let mut data_result: Option<Result<Vec<ferry_io::transport::DataConn>, CopyError>> = None;
+        let result = {
+            let done = &mut done;
+            let mut replies = Box::pin(async {
+                for (i, item) in items.iter().enumerate() {
+                    if sent.end < items.len() && sent.end - i < window.max(1) {
+                        let next = next_chunk(BatchKind::Store, items, sent.end);
+                        self.ctrl.send(&batch_command(BatchKind::Store, &items[next.clone()], true)).await?;
+                        sent = next;
+                        ends.push_back(sent.end);
+                    }
+                    let allo = self.ctrl.reply_untimed().await?;
+                    if !allo.code.is_positive_completion() {
+                        return Err(refused(&Command::Allo(Allo { size: item.size, record: None }), allo));
+                    }
+                    let cmd = Command::Stor(item.path.clone());
+                    loop {
+                        match self.ctrl.next_event_untimed().await? {
+                            PipelineEvent::Marker { marker, .. } => {
+                                if let Some(m) = marker {
+                                    on_marker(i, m);
+                                }
+                            }
+                            PipelineEvent::Preliminary { .. } => {}
+                            PipelineEvent::Final { reply, .. } if reply.code.is_positive_completion() => {
+                                on_stored(i);
+                                break;
+                            }
+                            ev => return Err(refused(&cmd, event_reply(ev))),
+                        }
+                    }
+                    if ends.front() != Some(&(i + 1)) {
+                        continue;
+                    }
+                    ends.pop_front();
+                    let end = Command::BatchEnd { files: i + 1 - *done };
+                    let r = self.ctrl.reply_untimed().await?;
+                    if !r.code.is_positive_completion() {
+                        return Err(refused(&end, r));
+                    }
+                    tracing::debug!(files = i + 1 - *done, "upload batch durable");
+                    for j in *done..=i {
+                        on_done(j);
+                    }
+                    *done = i + 1;
+                }
+                Ok::<(), ClientError>(())
+            });
+            loop {
+                tokio::select! {
+                    r = &mut replies => break r,
+                    d = &mut data, if data_result.is_none() => {
+                        let d = d.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string()))));
+                        if let Err(e) = &d {
+                            // The server waits for data that will not come.
+                            let e = ClientError::Data(e.to_string());
+                            data_result = Some(d);
+                            break Err(e);
+                        }
+                        data_result = Some(d);
+                    }
+                }
+            }
+        };
+        if result.is_err() {
+            ctl.abort.abort();
+        }
+        let data_result = match data_result {
+            Some(d) => d,
+            None => data.await.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string())))),
+        };
+        match (result, data_result) {
+            (Ok(()), Ok(streams)) => {
+                if let Channel::Connecting { cached, .. } = &mut self.channel {
+                    *cached = streams;
+                }
+                (done, Ok(()))
+            }
+            (Ok(()), Err(e)) => {
+                self.reset_after_batch();
+                (done, Err(ClientError::Data(e.to_string())))
+            }
+            (Err(e), _) => {
+                self.reset_after_batch();
+                (done, Err(e))
+            }
+        }
+    }
+
+    /// The session's cached upload connections, topped up to its number
+    /// of parallel streams.
+    async fn batch_streams(
+        &mut self,
+        addr: std::net::SocketAddr,
+    ) -> Result<Vec<ferry_io::transport::DataConn>, ClientError> {
+        let Channel::Connecting { cached, .. } = &mut self.channel else {
+            return Err(super::channel_changed());
+        };
+        let mut streams = std::mem::take(cached);
+        let missing = (self.parallelism as usize).saturating_sub(streams.len());
+        streams.extend(self.connect_many(addr, missing).await?);
+        Ok(streams)
     }
 }
