@@ -38,6 +38,10 @@ use std::time::Duration;
 /// enough to notice a failed copy and run it again.
 pub const DEFAULT_PARTIAL_EXPIRY: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// A fresh upload whose ALLO announces at most this many bytes writes no
+/// partial-upload record until it fails (`Root::begin_store`).
+pub const SMALL_UPLOAD: u64 = 1 << 20;
+
 /// Directories with at most this many entries are listed sorted by name;
 /// larger ones are streamed in the order the file system returns them, so
 /// a listing never holds a whole huge directory in memory.
@@ -196,7 +200,9 @@ impl Upload {
         let _ = crate::disk::start_writeback(&self.file);
         let file = self.file.try_clone().map_err(|e| fs_error(&e))?;
         let parent = self.parent.try_clone().map_err(|e| fs_error(&e))?;
-        self.rename_into_place()?;
+        // The partial area stays for the batch's next file (one `mkdir`
+        // and `rmdir` per batch, not per file); the pass removes it.
+        self.rename_keeping_area()?;
         batch.add(PendingFile { file, parent });
         Ok(())
     }
@@ -204,10 +210,17 @@ impl Upload {
     /// Renames the synced partial over the final name (nothing to do for
     /// an upload written in place).
     fn rename_into_place(&self) -> Result<(), FsError> {
+        self.rename_keeping_area()?;
+        if self.partial.is_some() {
+            let _ = self.parent.remove_dir(AREA);
+        }
+        Ok(())
+    }
+
+    fn rename_keeping_area(&self) -> Result<(), FsError> {
         if let Some(p) = &self.partial {
             p.area.rename(&p.part, &self.parent, &self.name).map_err(|e| fs_error(&e))?;
             let _ = p.area.remove_file(&p.meta);
-            let _ = self.parent.remove_dir(AREA);
         }
         Ok(())
     }
@@ -383,6 +396,17 @@ impl BatchDurability {
             }),
             BatchSyncMethod::Fsyncs => fsyncs_of(&files),
         };
+        // The partial areas the batch kept, removed when empty.
+        let mut seen: Vec<(u64, u64)> = Vec::new();
+        for f in &files {
+            if let Ok(m) = f.parent.dir_metadata() {
+                if seen.contains(&(m.dev(), m.ino())) {
+                    continue;
+                }
+                seen.push((m.dev(), m.ino()));
+            }
+            let _ = f.parent.remove_dir(AREA);
+        }
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         c.0 += 1;
         if result.is_ok() {
@@ -858,8 +882,17 @@ impl Root {
             preallocate(&upload.file, size)?;
         }
         // The record exists from the start, so the partial is never an
-        // orphan nobody can name.
-        upload.checkpoint(&upload.held).map_err(|e| fs_error(&e))?;
+        // orphan nobody can name — except for a fresh small upload
+        // (ALLO of at most SMALL_UPLOAD): no checkpoint comes before its
+        // end, a failure writes the record then (`abandon`), and only a
+        // crash of the server leaves its partial unnamed, removed by the
+        // expiry. Creating and deleting a record file per upload was the
+        // largest cost of thousands of small uploads (ext4's inode
+        // allocator scanning the recently deleted inodes; issue 18).
+        let small = mode == StoreMode::Replace && info.allocation.is_some_and(|a| a <= SMALL_UPLOAD);
+        if !small {
+            upload.checkpoint(&upload.held).map_err(|e| fs_error(&e))?;
+        }
         Ok(upload)
     }
 
@@ -893,6 +926,7 @@ impl Root {
         let Ok(key) = Self::key(dir) else { return };
         let now = std::time::SystemTime::now();
         let Ok(entries) = area.entries() else { return };
+        let mut removed = false;
         for entry in entries.flatten() {
             let file = entry.file_name();
             let file = file.to_string_lossy();
@@ -906,10 +940,15 @@ impl Root {
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| now.duration_since(t.into_std()).ok());
             if age.is_some_and(|a| a >= expiry) {
-                let _ = area.remove_file(&*file);
+                removed |= area.remove_file(&*file).is_ok();
             }
         }
-        let _ = dir.remove_dir(AREA);
+        // An empty area is removed by the commit that emptied it (or a
+        // batch's pass): removing it here too made every upload of a
+        // batch create it again.
+        if removed {
+            let _ = dir.remove_dir(AREA);
+        }
     }
 
     /// What the partial upload of `p` holds (`SITE PARTIAL`): its record
