@@ -67,7 +67,9 @@ impl TcpFlow {
             start,
             next_seq: 0,
             cwnd: 10.0,
-            ssthresh: f64::INFINITY,
+            // HYSTART=N: leave slow start at N segments (HyStart's delay
+            // exit stands in), not at the first loss
+            ssthresh: std::env::var("HYSTART").ok().and_then(|v| v.parse().ok()).unwrap_or(f64::INFINITY),
             w_max: 0.0,
             epoch: None,
             outstanding: BTreeMap::new(),
@@ -403,7 +405,10 @@ fn trace_ferry_against_a_loss_based_flow_at_the_fairness_bench_path() {
 /// rate + 256 KiB, 3.8 BDPs), 60 s; CUBIC starts first as iperf3 does in
 /// the bench. Prints each flow's share of the link from 10 s on, and the
 /// shares every 5 s (`cargo nextest run -p ferry-udt --test sharing
-/// trace_ferry_against_cubic --run-ignored ignored-only --no-capture`).
+/// trace_ferry_against_cubic --run-ignored ignored-only --no-capture`;
+/// `SECS=90` for a longer run, `HYSTART=1000` for a CUBIC that leaves slow
+/// start at 1 000 segments instead of at its first loss, `TRACE=1` for
+/// both flows' state every second).
 #[test]
 #[ignore = "prints shares, asserts nothing"]
 fn trace_ferry_against_cubic_at_the_fairness_bench_path() {
