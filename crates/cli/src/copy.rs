@@ -101,7 +101,7 @@ pub struct CpArgs {
     #[arg(long, value_parser = parse_size_u64)]
     max_rate: Option<u64>,
     /// The path's bottleneck rate, bytes per second, as `ferry probe`
-    /// measured it (e.g. 12M): UDT senders start at half of it instead of
+    /// measured it (e.g. 12M): UDT senders start at it instead of
     /// ramping up from a few packets per round trip — this client's for
     /// uploads, and a Ferry server's for downloads (sent as `OPTS TPRT
     /// Rate=N;`, capped by --max-rate; docs/udt.md). Without it they start cold.

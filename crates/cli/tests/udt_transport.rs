@@ -444,7 +444,7 @@ fn ferry_cp_over_udt_downloads_from_and_uploads_to_a_globus_udt_server() {
     // (Globus's own way) and its data channels then meet libudt. With
     // -p 4 the client also has a measured path rate (`--path-rate`): it
     // sends Globus no `OPTS TPRT` (TPRT was not how UDT was chosen), and
-    // its own UDT sender of the upload starts at half of it against
+    // its own UDT sender of the upload starts at it against
     // libudt's receiver.
     let globus = GlobusUdtServer::start();
     let local = tempfile::tempdir().unwrap();
@@ -486,7 +486,7 @@ fn ferry_cp_over_udt_downloads_from_and_uploads_to_a_globus_udt_server() {
 
 /// `ferry cp --path-rate R` (a rate `ferry probe` measured) reaches the
 /// server, the sender of a download (`OPTS TPRT Rate=R;`): the server's
-/// UDT connection starts cruising at R/2 instead of in start-up, and the
+/// UDT connection starts cruising at R instead of in start-up, and the
 /// client's own sender of an upload does too. Without it both start cold.
 /// `--max-rate` caps what is announced.
 #[test]
@@ -516,17 +516,17 @@ fn a_measured_path_rate_reaches_the_servers_udt_sender() {
     cp(&["--path-rate", "20000000"]);
     let c = opened(&server);
     assert_eq!(c.len(), 1, "{}", server.log_text());
-    assert!(c[0].starts_with("ferry ProbeBw btl_bw 10000000 B/s"), "{c:?}");
-    // capped by --max-rate: 6e6 announced, 3e6 to start
+    assert!(c[0].starts_with("ferry ProbeBw btl_bw 20000000 B/s"), "{c:?}");
+    // capped by --max-rate: 6e6 announced and started at
     cp(&["--path-rate", "20000000", "--max-rate", "6000000"]);
     let c = opened(&server);
-    assert!(c[1].starts_with("ferry ProbeBw btl_bw 3000000 B/s"), "{c:?}");
+    assert!(c[1].starts_with("ferry ProbeBw btl_bw 6000000 B/s"), "{c:?}");
     // nothing measured: cold, as before
     cp(&[]);
     let c = opened(&server);
     assert!(c[2].starts_with("ferry Startup btl_bw 0 B/s"), "{c:?}");
     assert_eq!(transports_of(&server, "/r.bin"), vec!["udt"; 3]);
-    // An upload: the client's sender starts at half of it too; the
+    // An upload: the client's sender starts at it too; the
     // server's receiving end logs its own (unused) controller.
     let up = server.url(ALICE, "/up.bin");
     let (ok, _, err) = ferry(&[

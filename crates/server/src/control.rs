@@ -819,7 +819,7 @@ impl Control {
                 self.channels = DataChannels { generation, ..DataChannels::default() };
                 let opts = ferry_io::transport::ChannelOptions {
                     buffer: self.session.buffer_size(),
-                    // The listener's UDT connections start at half the
+                    // The listener's UDT connections start at the
                     // client's measured rate (OPTS TPRT Rate=N;).
                     path_rate: self.session.path_rate().map(|r| r as f64),
                     ..ferry_io::transport::ChannelOptions::new(self.ctx.config.data_timeout())

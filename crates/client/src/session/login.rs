@@ -206,7 +206,7 @@ impl ServerSession {
 
     /// Tells a Ferry server that accepted `TPRT udt` the path rate this
     /// client measured (`ferry cp --path-rate`, from `ferry probe`), so its
-    /// UDT senders — the server sends a download — start at half of it
+    /// UDT senders — the server sends a download — start at it
     /// rather than cold: `OPTS TPRT Rate=N;`, capped by this copy's
     /// `--max-rate`. Sent only after `TPRT` succeeded (a Globus server,
     /// reached through `SITE SETNETSTACK`, never sees it); a server that

@@ -90,8 +90,10 @@ pub fn congestion() -> UdtCongestion {
 static PATH_RATE: Mutex<Option<f64>> = Mutex::new(None);
 
 /// Tells UDT connections made from now on the path rate a probe measured:
-/// the ferry controller then starts at half of it (conservative: a probe
-/// over TCP may overstate a path it shares) instead of ramping up from
+/// the ferry controller then starts at it (a probe over TCP between
+/// hosts with capped buffers understates a path rather than overstates
+/// it; a rate above the path is corrected by the model's delivery-rate
+/// samples and loss rules within a few round trips) instead of ramping up from
 /// ten packets per round trip — the issue's "starts at the rate the path
 /// probe measured". `ferry cp --path-rate RATE` sets it (a rate `ferry
 /// probe` measured) and announces it to the server, the sender of a
@@ -111,12 +113,12 @@ fn valid_rate(rate: Option<f64>) -> Option<f64> {
 }
 
 /// The controller for a connection: the process's choice, capped, and
-/// started at half the measured path rate when one is known and the
+/// started at the measured path rate when one is known and the
 /// choice named no starting rate of its own.
 fn connection_kind(cc: &UdtCongestion, path_rate: Option<f64>) -> CongestionKind {
     let kind = match (cc.kind, path_rate) {
         (CongestionKind::Ferry { initial_rate: None, max_rate }, Some(r)) => {
-            CongestionKind::Ferry { initial_rate: Some(r / 2.0), max_rate }
+            CongestionKind::Ferry { initial_rate: Some(r), max_rate }
         }
         (k, _) => k,
     };
@@ -655,12 +657,12 @@ mod tests {
     }
 
     #[test]
-    fn a_measured_path_rate_starts_the_ferry_controller_at_half_of_it() {
+    fn a_measured_path_rate_starts_the_ferry_controller_at_it() {
         let cold = UdtCongestion::DEFAULT;
         assert_eq!(connection_kind(&cold, None), CongestionKind::Ferry { initial_rate: None, max_rate: None });
         assert_eq!(
             connection_kind(&cold, Some(100e6)),
-            CongestionKind::Ferry { initial_rate: Some(50e6), max_rate: None }
+            CongestionKind::Ferry { initial_rate: Some(100e6), max_rate: None }
         );
         // under --max-rate
         let capped = UdtCongestion { max_rate: Some(20e6), ..cold };
@@ -677,13 +679,13 @@ mod tests {
         set_path_rate(Some(80e6));
         let c = config(&ChannelOptions::new(Duration::from_secs(2)));
         set_path_rate(None);
-        assert_eq!(c.protocol.congestion, CongestionKind::Ferry { initial_rate: Some(40e6), max_rate: None });
+        assert_eq!(c.protocol.congestion, CongestionKind::Ferry { initial_rate: Some(80e6), max_rate: None });
         // a rate the peer announced for this channel (OPTS TPRT) reaches
         // it too, and none leaves the start cold
         let announced = ChannelOptions { path_rate: Some(12e6), ..ChannelOptions::new(Duration::from_secs(2)) };
         assert_eq!(
             config(&announced).protocol.congestion,
-            CongestionKind::Ferry { initial_rate: Some(6e6), max_rate: None }
+            CongestionKind::Ferry { initial_rate: Some(12e6), max_rate: None }
         );
         let garbage = ChannelOptions { path_rate: Some(f64::NAN), ..ChannelOptions::new(Duration::from_secs(2)) };
         assert_eq!(config(&garbage).protocol.congestion, CongestionKind::Ferry { initial_rate: None, max_rate: None });
@@ -691,11 +693,11 @@ mod tests {
 
     /// The rate a peer announced (`ChannelOptions::path_rate`, from `OPTS
     /// TPRT Rate=N;`) reaches the controller of the connections a listener
-    /// accepts: they start cruising at half of it, not in start-up.
+    /// accepts: they start cruising at it, not in start-up.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_announced_path_rate_reaches_the_accepted_connections_controller() {
         let udt = by_name("udt").unwrap();
-        for (rate, want) in [(Some(80e6), 20e6..=50e6), (None, 0.0..=10e6)] {
+        for (rate, want) in [(Some(80e6), 40e6..=100e6), (None, 0.0..=10e6)] {
             let lo = ChannelOptions { path_rate: rate, ..ChannelOptions::new(Duration::from_secs(5)) };
             let l = udt.listen("127.0.0.1:0".parse().unwrap(), &lo).unwrap();
             let to = l.local_addr().unwrap();

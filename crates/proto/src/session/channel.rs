@@ -24,7 +24,7 @@ pub struct ChannelPlan {
     /// TCP buffer size for data sockets (SBUF, SITE RETRBUFSIZE...).
     pub buffer_size: Option<u32>,
     /// The path's bottleneck rate the client measured, bytes/s (`OPTS
-    /// TPRT Rate=N;`): UDT senders start at half of it.
+    /// TPRT Rate=N;`): UDT senders start at it.
     pub path_rate: Option<u64>,
     /// The transport of the data connections (`TPRT`).
     pub transport: crate::transport::TransportName,

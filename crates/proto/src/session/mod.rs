@@ -147,7 +147,7 @@ pub struct Session {
     /// for this name.
     data_peer: Option<String>,
     /// `OPTS TPRT Rate=N;`: the path's bottleneck rate (bytes/s) the
-    /// client measured; this server's UDT senders start at half of it.
+    /// client measured; this server's UDT senders start at it.
     path_rate: Option<u64>,
     parallelism: u32,
     buffer_size: Option<u32>,

@@ -38,7 +38,7 @@ impl Session {
     /// `OPTS TPRT Rate=N;` (Ferry): the path's bottleneck rate in bytes/s,
     /// measured by the client (`ferry probe`, `ferry cp --path-rate`), so
     /// that this server's UDT senders — the sender of a download is the
-    /// server — start at half of it instead of ramping up from a few
+    /// server — start at it instead of ramping up from a few
     /// packets per round trip; `Rate=0;` forgets it. The server's own
     /// `--max-rate` still caps it. A server without it answers 501 (the
     /// client then starts cold, as before); Globus clients never send it.
@@ -68,7 +68,7 @@ impl Session {
         }
         self.path_rate = rate;
         match rate {
-            Some(r) => Self::reply(ReplyCode::OK, format!("OPTS TPRT: UDT senders start at half of {r} bytes/s.")),
+            Some(r) => Self::reply(ReplyCode::OK, format!("OPTS TPRT: UDT senders start at {r} bytes/s.")),
             None => Self::reply(ReplyCode::OK, "OPTS TPRT: UDT senders start cold."),
         }
     }
