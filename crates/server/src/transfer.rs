@@ -84,8 +84,15 @@ const FIRST_CHECKPOINT: Duration = Duration::from_secs(1);
 /// 5 ms timer (6-8 ms with the runtime's timer granularity), which was
 /// most of the per-file time of plain FTP clients uploading small files
 /// one after another (lftp, rclone, ftplib: about 8 ms per file on
-/// loopback).
-const STREAM_COMMIT_GRACE: Duration = Duration::from_millis(1);
+/// loopback); it is now a `ppoll` that a closing control connection ends
+/// at once. 1 ms was too short: the exiting client releases its data
+/// socket and its control socket one after the other, and on a loaded
+/// machine it can be preempted in between for milliseconds — CI (load
+/// ~13) saw two of eight killed ftplib uploads committed, truncated,
+/// under their final names (`trial_killed_paced_stream_uploads`). 5 ms
+/// is what the fixed timer gave and CI never failed with it; a client
+/// that sends `ALLO` (Ferry's does) never waits here.
+const STREAM_COMMIT_GRACE: Duration = Duration::from_millis(5);
 
 /// A session's data channels between transfers.
 #[derive(Debug, Default)]
