@@ -109,17 +109,34 @@ impl Client {
         };
         let (done, result) = match (&files[0].0, &files[0].1) {
             (Location::Remote(su), Location::Local(_)) => {
-                let mut sinks = Vec::new();
-                let mut items = Vec::new();
-                for (s, d, f) in files {
-                    let (Location::Remote(u), Location::Local(p)) = (s, d) else { break };
-                    // A destination that cannot be opened ends the batch
-                    // before it: the file fails on its own, one by one.
-                    let Ok(sink) = LocalSink::open(p, false, FileMeta::of(f)) else { break };
-                    let Ok(file) = sink.block_sink() else { break };
-                    items.push(BatchFile { path: u.path.clone(), size: f.size, data: file });
-                    sinks.push(Some(sink));
-                }
+                // Creating a chunk's partial files (hundreds of them) is
+                // file-system work: off the async task, which also drives
+                // the other sessions of a concurrent copy (done inline,
+                // the eight sessions of a 5,000-file download at 80 ms
+                // started their first batches 0.3-0.4 s apart, one after
+                // another).
+                let wanted: Vec<(String, std::path::PathBuf, FileFacts)> = files
+                    .iter()
+                    .map_while(|(s, d, f)| match (s, d) {
+                        (Location::Remote(u), Location::Local(p)) => Some((u.path.clone(), p.clone(), f.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                let (items, mut sinks) = tokio::task::spawn_blocking(move || {
+                    let mut sinks = Vec::new();
+                    let mut items = Vec::new();
+                    for (path, p, f) in wanted {
+                        // A destination that cannot be opened ends the batch
+                        // before it: the file fails on its own, one by one.
+                        let Ok(sink) = LocalSink::open(&p, false, FileMeta::of(&f)) else { break };
+                        let Ok(file) = sink.block_sink() else { break };
+                        items.push(BatchFile { path, size: f.size, data: file });
+                        sinks.push(Some(sink));
+                    }
+                    (items, sinks)
+                })
+                .await
+                .map_err(|e| ClientError::Data(e.to_string()))?;
                 let states: Vec<Arc<ReceiveState>> = items.iter().map(|_| Arc::default()).collect();
                 let mut commit_error = None;
                 let session = self.session(su).await?;
