@@ -498,7 +498,6 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         args.channel.transport.as_deref(),
         args.max_rate,
     )?;
-    ferry_io::transport::udt::set_path_rate(args.path_rate.map(|r| r as f64));
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,
@@ -522,6 +521,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         sync: args.sync.map(SyncArg::rule).unwrap_or_default(),
         filter,
+        path_rate: args.path_rate.map(|r| r as f64),
         ..args.channel.options(Duration::from_secs(args.out.timeout))
     };
     let mut summary = CopySummary::default();

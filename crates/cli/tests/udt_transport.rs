@@ -1039,3 +1039,53 @@ fn a_udt_copy_reports_udt_statistics_in_json_and_the_server_log() {
     assert!(ok);
     assert!(json_of(&out)["udt"].is_null(), "{out}");
 }
+
+// --- Path rates: per copy, remembered (issue 17, branch i17-rate) ---
+
+/// The UDT controllers a server logged opening, in order.
+fn controllers_opened(server: &FerryServer) -> Vec<String> {
+    server
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "udt data channel open")
+        .map(|v| v["fields"]["controller"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The path rate belongs to the copy, not the process: two copies run at
+/// once in one process with different `path_rate`s each announce their
+/// own (`OPTS TPRT Rate=N;`), and the server's senders start at each.
+#[test]
+fn two_copies_in_one_process_announce_their_own_path_rates() {
+    let server = FerryServer::start();
+    random_file(&server.path("r.bin"), 2 << 20, 7);
+    let local = tempfile::tempdir().unwrap();
+    let copy = |rate: f64, name: &str| {
+        let opts = ferry_client::CopyOptions {
+            transport: Some("udt".into()),
+            parallelism: Some(1),
+            resume: false,
+            retries: 0,
+            path_rate: Some(rate),
+            ..ferry_client::CopyOptions::default()
+        };
+        let src = ferry_client::Location::parse(&server.url(ALICE, "/r.bin")).unwrap();
+        let dst = ferry_client::Location::Local(local.path().join(name));
+        async move {
+            let mut client = ferry_client::Client::new(opts);
+            client.copy(&src, &dst).await.unwrap();
+            client.close().await;
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async { tokio::join!(copy(20e6, "a.bin"), copy(6e6, "b.bin")) });
+    for name in ["a.bin", "b.bin"] {
+        assert_eq!(sha256_file(&local.path().join(name)), sha256_file(&server.path("r.bin")));
+    }
+    let mut c = controllers_opened(&server);
+    c.sort();
+    assert_eq!(c.len(), 2, "{}", server.log_text());
+    assert!(c[0].starts_with("ferry ProbeBw btl_bw 20000000 B/s"), "{c:?}");
+    assert!(c[1].starts_with("ferry ProbeBw btl_bw 6000000 B/s"), "{c:?}");
+}

@@ -183,6 +183,9 @@ pub struct CopyOptions {
     /// `--transport`: the data-channel transport to ask servers for; TCP
     /// when unset or refused.
     pub transport: Option<String>,
+    /// `--path-rate`, bytes/s: UDT senders of this copy start at it
+    /// (`session::ChannelOptions::path_rate`).
+    pub path_rate: Option<f64>,
     /// How payload crosses between sockets and files (`FERRY_DATA_PATH`,
     /// read by the command line, not here).
     pub data_path: DataPath,
@@ -218,6 +221,7 @@ impl Default for CopyOptions {
             sync: SyncRule::NotOlder,
             filter: None,
             transport: None,
+            path_rate: None,
             data_path: DataPath::ZeroCopy,
         }
     }

@@ -21,6 +21,8 @@ impl Client {
             streams: self.opts.streams.clone(),
             tls: self.tls.clone(),
             transport: self.opts.transport.clone(),
+            path_rate: self.opts.path_rate,
+            max_rate: self.opts.max_rate.map(|r| r as f64),
         }
     }
 

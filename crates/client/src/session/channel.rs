@@ -42,8 +42,8 @@ impl ServerSession {
             timeout: self.opts.timeout,
             protection: self.ctrl.data_protection(),
             sealing: self.ctrl.udt_secret().filter(|_| self.udt_sealed && self.transport == "udt"),
-            // The process's `--path-rate` (`udt::path_rate`) applies.
-            path_rate: None,
+            // This copy's (`--path-rate`), capped by its `--max-rate`.
+            path_rate: self.path_rate(),
             observer: observer(&self.opts.streams, &self.probes),
         }
     }

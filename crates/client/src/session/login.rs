@@ -212,8 +212,7 @@ impl ServerSession {
     /// reached through `SITE SETNETSTACK`, never sees it); a server that
     /// does not know it answers 501 and its senders start cold.
     async fn announce_path_rate(&mut self) -> Result<(), ClientError> {
-        let cap = transport::udt::congestion().max_rate;
-        let Some(rate) = transport::udt::path_rate().map(|r| cap.map_or(r, |c| r.min(c))) else { return Ok(()) };
+        let Some(rate) = self.path_rate() else { return Ok(()) };
         let opts = Command::Opts(ferry_proto::command::Opts::Other {
             command: "TPRT".into(),
             args: format!("Rate={};", rate.round().max(1.0) as u64),
@@ -225,6 +224,13 @@ impl ServerSession {
             tracing::info!(server = %self.url, reply = %r.text(), "the server takes no path rate; its udt senders start cold");
         }
         Ok(())
+    }
+
+    /// The path rate this session's UDT senders start at, bytes/s: the
+    /// copy's `--path-rate`, capped by its `--max-rate`.
+    pub(crate) fn path_rate(&self) -> Option<f64> {
+        let r = self.opts.path_rate.filter(|r| r.is_finite() && *r >= 1.0)?;
+        Some(self.opts.max_rate.map_or(r, |c| r.min(c)))
     }
 
     /// Moves this session's data channels back to TCP (`TPRT tcp`, or

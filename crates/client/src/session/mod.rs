@@ -76,6 +76,13 @@ pub struct ChannelOptions {
     /// `--transport`: the data-channel transport to ask for (`TPRT`);
     /// TCP when unset, refused, or not one this client has.
     pub transport: Option<String>,
+    /// `--path-rate`: the path's bottleneck rate, bytes/s, this copy was
+    /// given. A UDT sender starts at it — this client's for uploads, and a
+    /// Ferry server's for downloads once announced (`OPTS TPRT Rate=N;`).
+    /// Per copy, so two copies in one process never share one.
+    pub path_rate: Option<f64>,
+    /// `--max-rate`, bytes/s: caps the rate announced.
+    pub max_rate: Option<f64>,
 }
 
 impl Default for ChannelOptions {
@@ -88,6 +95,8 @@ impl Default for ChannelOptions {
             streams: None,
             tls: None,
             transport: None,
+            path_rate: None,
+            max_rate: None,
         }
     }
 }

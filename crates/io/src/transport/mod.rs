@@ -320,10 +320,11 @@ pub struct ChannelOptions {
     /// only when the session negotiated `TPRT udt:aes-gcm`; `udt_seal`).
     /// Other transports ignore it.
     pub sealing: Option<udt_seal::SealSecret>,
-    /// The path's bottleneck rate, bytes/s, as the peer measured and
-    /// announced it (`OPTS TPRT Rate=N;`): a UDT sender on this channel
-    /// starts its ferry controller at half of it (`udt::set_path_rate`
-    /// is the process-wide fallback). Other transports ignore it.
+    /// The path's bottleneck rate, bytes/s: on a server as the peer
+    /// announced it (`OPTS TPRT Rate=N;`), on a client as this copy was
+    /// given it (`--path-rate`) or remembered it (the path cache). A UDT
+    /// sender on this channel starts its ferry controller at it. Per
+    /// channel, never process-wide. Other transports ignore it.
     pub path_rate: Option<f64>,
     /// Told about every connection opened.
     pub observer: Option<ConnectionObserver>,

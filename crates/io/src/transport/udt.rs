@@ -84,30 +84,8 @@ pub fn congestion() -> UdtCongestion {
     *CONGESTION.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The path's bottleneck rate, bytes/s, as measured by whoever measured
-/// it (a path probe); `None`: nothing measured. Process-wide, as the
-/// controller is.
-static PATH_RATE: Mutex<Option<f64>> = Mutex::new(None);
-
-/// Tells UDT connections made from now on the path rate a probe measured:
-/// the ferry controller then starts at it (a probe over TCP between
-/// hosts with capped buffers understates a path rather than overstates
-/// it; a rate above the path is corrected by the model's delivery-rate
-/// samples and loss rules within a few round trips) instead of ramping up from
-/// ten packets per round trip — the issue's "starts at the rate the path
-/// probe measured". `ferry cp --path-rate RATE` sets it (a rate `ferry
-/// probe` measured) and announces it to the server, the sender of a
-/// download, with `OPTS TPRT Rate=N;` (docs/udt.md, "Starting at a
-/// measured rate"); unset, connections start cold.
-pub fn set_path_rate(rate: Option<f64>) {
-    *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner()) = valid_rate(rate);
-}
-
-/// The rate [`set_path_rate`] gave, if any.
-pub fn path_rate() -> Option<f64> {
-    *PATH_RATE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
+/// A rate is used only when it is one: finite and positive (a peer's
+/// `OPTS TPRT Rate=N;` or a cache entry may carry anything).
 fn valid_rate(rate: Option<f64>) -> Option<f64> {
     rate.filter(|r| r.is_finite() && *r > 0.0)
 }
@@ -184,9 +162,11 @@ fn config(opts: &ChannelOptions) -> UdtConfig {
     // fails as one would.
     c.protocol.connect_timeout = opts.timeout.max(Duration::from_secs(1));
     let cc = congestion();
-    // The channel's own (the peer announced it) before the process's.
-    let path_rate = valid_rate(opts.path_rate).or_else(path_rate);
-    c.protocol.congestion = connection_kind(&cc, path_rate);
+    // The channel's own: the peer announced it (`OPTS TPRT Rate=N;`) or
+    // this copy's client measured or remembered it. Never process-wide:
+    // two copies in one process, or the two sides of a third-party copy,
+    // may be on different paths.
+    c.protocol.congestion = connection_kind(&cc, valid_rate(opts.path_rate));
     c.protocol.max_bandwidth = cc.max_rate;
     c
 }
@@ -675,13 +655,9 @@ mod tests {
         assert_eq!(connection_kind(&given, Some(100e6)), given.kind);
         let blast = UdtCongestion { kind: CongestionKind::Blast { rate: 5e6 }, max_rate: None };
         assert_eq!(connection_kind(&blast, Some(100e6)), blast.kind);
-        // and the setter reaches the connection's config
-        set_path_rate(Some(80e6));
-        let c = config(&ChannelOptions::new(Duration::from_secs(2)));
-        set_path_rate(None);
-        assert_eq!(c.protocol.congestion, CongestionKind::Ferry { initial_rate: Some(80e6), max_rate: None });
-        // a rate the peer announced for this channel (OPTS TPRT) reaches
-        // it too, and none leaves the start cold
+        // a rate given for this channel (announced by the peer with OPTS
+        // TPRT, or this client's own) reaches its config, and none leaves
+        // the start cold
         let announced = ChannelOptions { path_rate: Some(12e6), ..ChannelOptions::new(Duration::from_secs(2)) };
         assert_eq!(
             config(&announced).protocol.congestion,
