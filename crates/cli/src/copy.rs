@@ -104,9 +104,16 @@ pub struct CpArgs {
     /// measured it (e.g. 12M): UDT senders start at it instead of
     /// ramping up from a few packets per round trip — this client's for
     /// uploads, and a Ferry server's for downloads (sent as `OPTS TPRT
-    /// Rate=N;`, capped by --max-rate; docs/udt.md). Without it they start cold.
+    /// Rate=N;`, capped by --max-rate; docs/udt.md). Without it they start
+    /// at the rate the last copies to that host delivered (the path cache),
+    /// or cold when there is none.
     #[arg(long, value_parser = parse_size_u64, value_name = "RATE")]
     path_rate: Option<u64>,
+    /// Neither use nor update the remembered path rates (the path cache in
+    /// $FERRY_PATH_CACHE, else $XDG_CACHE_HOME/ferry/path-rates.json or
+    /// ~/.cache/ferry/path-rates.json; FERRY_PATH_CACHE=off turns it off too).
+    #[arg(long)]
+    no_path_cache: bool,
     /// Attempts after a failure; each resumes where the last one stopped.
     #[arg(long, default_value_t = 3)]
     retries: u32,
@@ -498,6 +505,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         args.channel.transport.as_deref(),
         args.max_rate,
     )?;
+    let path_cache = path_cache(args.no_path_cache || args.dry_run);
     let started = Instant::now();
     let opts = CopyOptions {
         recursive: args.recursive,
@@ -522,6 +530,7 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         sync: args.sync.map(SyncArg::rule).unwrap_or_default(),
         filter,
         path_rate: args.path_rate.map(|r| r as f64),
+        path_cache: path_cache.clone(),
         ..args.channel.options(Duration::from_secs(args.out.timeout))
     };
     let mut summary = CopySummary::default();
@@ -567,6 +576,16 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
     });
     let secs = started.elapsed().as_secs_f64();
     let rate = summary.bytes as f64 / secs.max(1e-9) / 1e6;
+    if let Some(c) = &path_cache {
+        match c.save() {
+            Ok(()) => {
+                for (host, s) in c.recorded() {
+                    tracing::info!(server = %host, rate = s.rate, how = %s.how, file = %c.file().display(), "path rate remembered");
+                }
+            }
+            Err(e) => tracing::warn!(file = %c.file().display(), error = %e, "cannot update the path cache"),
+        }
+    }
     let error = match &ending {
         Ending::Failed(e) => Some(format!("{e:#}")),
         Ending::Interrupted => Some("interrupted; run the same command again to resume".to_string()),
@@ -626,6 +645,15 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
                 // (null when none): packets, retransmissions, losses, NAKs,
                 // drops, and the last connection's RTT and pacing rate.
                 "udt": Some(ferry_io::udt::totals()).filter(|t| t.connections > 0),
+                // Where UDT senders' starting rates came from (--path-rate,
+                // the path cache, or nothing: cold), and what this copy
+                // recorded in the cache.
+                "path_rate": serde_json::json!({
+                    "given": args.path_rate,
+                    "cache": path_cache.as_ref().map(|c| c.file().display().to_string()),
+                    "announced": path_cache.as_ref().map(|c| c.announced()).unwrap_or_default(),
+                    "recorded": path_cache.as_ref().map(|c| c.recorded()).unwrap_or_default(),
+                }),
                 // `--transport auto`: what it chose and why, per server.
                 "transport_choice": summary.transport_choices.iter().map(|(server, why)| serde_json::json!({
                     "server": server, "choice": why,
@@ -647,6 +675,15 @@ pub fn cp(args: CpArgs) -> anyhow::Result<ExitCode> {
         eprintln!("{}", describe(&summary, secs, rate, args.dry_run));
     }
     Ok(ExitCode::from(code))
+}
+
+/// The path cache of this copy, unless turned off (`--no-path-cache`,
+/// `FERRY_PATH_CACHE=off`) or there is nowhere to keep it.
+fn path_cache(off: bool) -> Option<Arc<ferry_client::path_cache::PathCache>> {
+    if off {
+        return None;
+    }
+    ferry_client::path_cache::PathCache::default_file().map(|f| Arc::new(ferry_client::path_cache::PathCache::at(f)))
 }
 
 /// The one-paragraph summary on standard error.

@@ -44,6 +44,10 @@ pub struct ProbeArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Do not record the measured rate in the path cache (which `ferry cp`
+    /// starts UDT senders at; FERRY_PATH_CACHE=off turns it off too).
+    #[arg(long)]
+    pub no_path_cache: bool,
     /// Seconds to wait for a server reply.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
@@ -184,6 +188,10 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     // the average includes TCP's start, which the BDP is not about.
     let rate = measured.as_ref().map(|(m, _, _)| m.steady_rate.unwrap_or(m.rate()));
     let report = ProbeReport::new(&rtt.kernel, rate, BufferLimits::current());
+    let remembered = match (&measured, rate) {
+        (Some((m, _, _)), Some(rate)) if !args.no_path_cache => remember(&url, m, rate, rtt.kernel.srtt),
+        _ => None,
+    };
     if args.json {
         let out = serde_json::json!({
             "target": url.to_string(),
@@ -197,6 +205,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
             "measurement": measured.as_ref().map(|(m, _, _)| m),
             "report": report,
             "note": note,
+            "path_cache": remembered,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -232,10 +241,35 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
         format_bytes(l.rmem_max),
         format_bytes(l.wmem_max)
     );
+    if let Some(f) = &remembered {
+        println!("Remembered in {f}: the next `ferry cp --transport udt` to this host starts at this rate.");
+    }
     if rate.is_some() {
         println!("`ferry tune URL` measures which settings work best instead of computing them.");
     }
     Ok(())
+}
+
+/// Records the measured rate in the path cache, so the next `ferry cp`
+/// to this host starts its UDT senders at it (`ferry_client::path_cache`;
+/// a TCP download from a host with small buffers understates the path,
+/// and a later UDT transfer's higher sample then wins). Returns the
+/// file written, or `None` when off or it failed (logged).
+fn remember(url: &RemoteUrl, m: &Measurement, rate: f64, rtt: Duration) -> Option<String> {
+    use ferry_client::path_cache::{PathCache, Sample};
+    let cache = PathCache::at(PathCache::default_file()?);
+    let how = format!("probe (tcp download, {} stream{})", m.streams, if m.streams == 1 { "" } else { "s" });
+    cache.observe(&url.host, Sample::measured(rate, rtt, m.bytes, m.seconds, &how));
+    match cache.save() {
+        Ok(()) => {
+            tracing::info!(server = %url.host, rate, file = %cache.file().display(), "path rate remembered");
+            Some(cache.file().display().to_string())
+        }
+        Err(e) => {
+            tracing::warn!(file = %cache.file().display(), error = %e, "cannot update the path cache");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

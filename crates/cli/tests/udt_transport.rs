@@ -1089,3 +1089,69 @@ fn two_copies_in_one_process_announce_their_own_path_rates() {
     assert!(c[0].starts_with("ferry ProbeBw btl_bw 20000000 B/s"), "{c:?}");
     assert!(c[1].starts_with("ferry ProbeBw btl_bw 6000000 B/s"), "{c:?}");
 }
+
+/// The `btl_bw` (bytes/s) a logged controller starts at.
+fn started_at(controller: &str) -> f64 {
+    controller.split("btl_bw ").nth(1).and_then(|s| s.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(-1.0)
+}
+
+/// The path cache: a long enough copy records what it delivered, and the
+/// next copy to that host announces it (`OPTS TPRT Rate=N;`, so the
+/// server's sender starts at it) and says where it came from in `--json`;
+/// `--path-rate` wins over it, `--no-path-cache` neither reads nor
+/// writes it, and a short copy records nothing.
+#[test]
+fn a_second_copy_starts_at_the_rate_the_first_delivered() {
+    let server = FerryServer::start();
+    random_file(&server.path("big.bin"), 16 << 20, 11);
+    random_file(&server.path("small.bin"), 1 << 20, 12);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("out.bin");
+    let cache = state_dir().join("path-rates.json");
+    let _ = std::fs::remove_file(&cache);
+    let cp = |path: &str, extra: &[&str]| -> serde_json::Value {
+        let url = server.url(ALICE, path);
+        let args = [
+            &["cp", "--json", "--transport", "udt", "-p", "1", "--no-resume"][..],
+            extra,
+            &[&url, dst.to_str().unwrap()],
+        ]
+        .concat();
+        let (ok, out, err) = ferry(&args);
+        assert!(ok, "{args:?}: {err}\n{}", server.log_text());
+        assert_eq!(sha256_file(&dst), sha256_file(&server.path(path)));
+        json_of(&out)
+    };
+    // A short copy: nothing recorded, nothing to announce later.
+    let v = cp("/small.bin", &[]);
+    assert_eq!(v["path_rate"]["recorded"], serde_json::json!({}), "{v}");
+    assert!(!cache.exists());
+    // Cold, and long enough (16 MiB held to 8 MiB/s: about 2 s) to record.
+    let v = cp("/big.bin", &["--max-rate", "8M"]);
+    assert_eq!(v["path_rate"]["announced"], serde_json::json!([]), "{v}");
+    let recorded = v["path_rate"]["recorded"]["127.0.0.1"]["rate"].as_f64().unwrap_or_else(|| panic!("{v}"));
+    assert!((4e6..=9e6).contains(&recorded), "{v}");
+    assert!(cache.exists());
+    // The next copy announces it, and the server's sender starts there.
+    let v = cp("/small.bin", &[]);
+    let a = &v["path_rate"]["announced"][0];
+    assert_eq!(a["rate"].as_f64().unwrap().round(), recorded.round(), "{v}");
+    assert!(a["from"].as_str().unwrap().starts_with("path cache: udt transfer"), "{v}");
+    let c = controllers_opened(&server);
+    assert!(c[0].starts_with("ferry Startup"), "{c:?}");
+    assert!(c[1].starts_with("ferry Startup"), "{c:?}");
+    assert_eq!(started_at(&c[2]), recorded.round(), "{c:?}");
+    // --path-rate wins; --max-rate caps what the cache gives.
+    let v = cp("/small.bin", &["--path-rate", "20000000"]);
+    assert_eq!(v["path_rate"]["announced"][0]["from"], "--path-rate", "{v}");
+    let v = cp("/small.bin", &["--max-rate", "3000000"]);
+    assert_eq!(v["path_rate"]["announced"][0]["rate"], 3e6, "{v}");
+    let c = controllers_opened(&server);
+    assert_eq!((started_at(&c[3]), started_at(&c[4])), (20e6, 3e6), "{c:?}");
+    // --no-path-cache: cold, and the cache is neither read nor written.
+    let before = std::fs::read(&cache).unwrap();
+    let v = cp("/big.bin", &["--no-path-cache", "--max-rate", "4M"]);
+    assert_eq!(v["path_rate"]["cache"], serde_json::Value::Null, "{v}");
+    assert!(controllers_opened(&server)[5].starts_with("ferry Startup"));
+    assert_eq!(std::fs::read(&cache).unwrap(), before);
+}

@@ -8,6 +8,7 @@ pub mod credentials;
 pub mod error;
 pub mod filter;
 pub mod location;
+pub mod path_cache;
 pub mod resume;
 pub mod session;
 pub mod stripe;

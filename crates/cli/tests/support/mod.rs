@@ -299,7 +299,13 @@ pub fn state_dir() -> PathBuf {
 
 /// Runs `ferry` with arguments; returns (success, stdout, stderr).
 pub fn ferry(args: &[&str]) -> (bool, String, String) {
-    ferry_with(args, Command::new(ferry_bin()).env("FERRY_STATE_DIR", state_dir()))
+    ferry_with(
+        args,
+        Command::new(ferry_bin())
+            .env("FERRY_STATE_DIR", state_dir())
+            // The remembered path rates too: per test process, never the user's.
+            .env("FERRY_PATH_CACHE", state_dir().join("path-rates.json")),
+    )
 }
 
 /// Runs ferry with `args` on a prepared command (its environment set):

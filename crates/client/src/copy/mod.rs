@@ -186,6 +186,8 @@ pub struct CopyOptions {
     /// `--path-rate`, bytes/s: UDT senders of this copy start at it
     /// (`session::ChannelOptions::path_rate`).
     pub path_rate: Option<f64>,
+    /// The remembered path rates (`crate::path_cache`), when on.
+    pub path_cache: Option<Arc<crate::path_cache::PathCache>>,
     /// How payload crosses between sockets and files (`FERRY_DATA_PATH`,
     /// read by the command line, not here).
     pub data_path: DataPath,
@@ -222,6 +224,7 @@ impl Default for CopyOptions {
             filter: None,
             transport: None,
             path_rate: None,
+            path_cache: None,
             data_path: DataPath::ZeroCopy,
         }
     }

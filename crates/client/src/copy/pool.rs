@@ -22,6 +22,7 @@ impl Client {
             tls: self.tls.clone(),
             transport: self.opts.transport.clone(),
             path_rate: self.opts.path_rate,
+            path_cache: self.opts.path_cache.clone(),
             max_rate: self.opts.max_rate.map(|r| r as f64),
         }
     }

@@ -43,7 +43,7 @@ impl ServerSession {
             protection: self.ctrl.data_protection(),
             sealing: self.ctrl.udt_secret().filter(|_| self.udt_sealed && self.transport == "udt"),
             // This copy's (`--path-rate`), capped by its `--max-rate`.
-            path_rate: self.path_rate(),
+            path_rate: self.path_rate().map(|(r, _)| r),
             observer: observer(&self.opts.streams, &self.probes),
         }
     }

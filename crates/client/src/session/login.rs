@@ -212,7 +212,14 @@ impl ServerSession {
     /// reached through `SITE SETNETSTACK`, never sees it); a server that
     /// does not know it answers 501 and its senders start cold.
     async fn announce_path_rate(&mut self) -> Result<(), ClientError> {
-        let Some(rate) = self.path_rate() else { return Ok(()) };
+        let Some((rate, from)) = self.path_rate() else {
+            tracing::info!(server = %self.url, "no path rate given or remembered; udt senders start cold");
+            return Ok(());
+        };
+        tracing::info!(server = %self.url, rate, from = %from, "udt senders start at the path rate");
+        if let Some(c) = &self.opts.path_cache {
+            c.note_announced(crate::path_cache::Announced { server: self.url.host.clone(), rate, from });
+        }
         let opts = Command::Opts(ferry_proto::command::Opts::Other {
             command: "TPRT".into(),
             args: format!("Rate={};", rate.round().max(1.0) as u64),
@@ -226,11 +233,36 @@ impl ServerSession {
         Ok(())
     }
 
-    /// The path rate this session's UDT senders start at, bytes/s: the
-    /// copy's `--path-rate`, capped by its `--max-rate`.
-    pub(crate) fn path_rate(&self) -> Option<f64> {
-        let r = self.opts.path_rate.filter(|r| r.is_finite() && *r >= 1.0)?;
-        Some(self.opts.max_rate.map_or(r, |c| r.min(c)))
+    /// The path rate this session's UDT senders start at, bytes/s, and
+    /// where it came from: the copy's `--path-rate`, else what the path
+    /// cache remembers of this host; capped by the copy's `--max-rate`.
+    pub(crate) fn path_rate(&self) -> Option<(f64, String)> {
+        let given = self.opts.path_rate.filter(|r| r.is_finite() && *r >= 1.0).map(|r| (r, "--path-rate".to_string()));
+        let (r, mut from) = given.or_else(|| {
+            let m = self.opts.path_cache.as_ref()?.lookup(&self.url.host)?;
+            Some((m.rate, m.describe()))
+        })?;
+        match self.opts.max_rate {
+            Some(c) if c < r => {
+                from.push_str(&format!(", capped by --max-rate from {:.1} MB/s", r / 1e6));
+                Some((c, from))
+            }
+            _ => Some((r, from)),
+        }
+    }
+
+    /// Records what a transfer of this session delivered in the path
+    /// cache, when it was long enough to speak for the path
+    /// (`path_cache::Sample::of_transfer`). `bytes` is what the copy's
+    /// progress counter moved meanwhile: with several sessions to one
+    /// host at once, their sum, which is what the path carried.
+    pub(super) fn record_path_sample(&self, bytes: u64, took: Duration) {
+        let Some(c) = &self.opts.path_cache else { return };
+        let how = format!("{} transfer", self.transport_name());
+        if let Some(s) = crate::path_cache::Sample::of_transfer(bytes, took.as_secs_f64(), self.rtt, &how) {
+            tracing::debug!(server = %self.url, rate = s.rate, bytes, secs = s.seconds, "path rate sample");
+            c.observe(&self.url.host, s);
+        }
     }
 
     /// Moves this session's data channels back to TCP (`TPRT tcp`, or

@@ -83,6 +83,10 @@ pub struct ChannelOptions {
     pub path_rate: Option<f64>,
     /// `--max-rate`, bytes/s: caps the rate announced.
     pub max_rate: Option<f64>,
+    /// The remembered path rates (`path_cache`): without `path_rate`, a
+    /// session's UDT senders start at what the last copies to its host
+    /// delivered, and this session's long transfers are recorded.
+    pub path_cache: Option<Arc<crate::path_cache::PathCache>>,
 }
 
 impl Default for ChannelOptions {
@@ -97,6 +101,7 @@ impl Default for ChannelOptions {
             transport: None,
             path_rate: None,
             max_rate: None,
+            path_cache: None,
         }
     }
 }

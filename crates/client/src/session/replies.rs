@@ -56,6 +56,7 @@ impl ServerSession {
         on_marker: &mut (dyn FnMut(Marker) + Send),
     ) -> Result<T, ClientError> {
         tokio::pin!(data);
+        let (started, before) = (std::time::Instant::now(), ctl.progress.load(std::sync::atomic::Ordering::Relaxed));
         let mut data_result = None;
         let mut final_reply: Option<Reply> = None;
         while data_result.is_none() || final_reply.is_none() {
@@ -95,7 +96,11 @@ impl ServerSession {
             return Err(refused(cmd, reply));
         }
         match data_result.expect("loop ends with a result") {
-            Ok(v) => Ok(v),
+            Ok(v) => {
+                let moved = ctl.progress.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(before);
+                self.record_path_sample(moved, started.elapsed());
+                Ok(v)
+            }
             Err(e) => {
                 self.channel = Channel::None;
                 Err(match e {

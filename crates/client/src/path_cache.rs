@@ -1,0 +1,413 @@
+//! The remembered path rate: what the last copies to a host delivered, so
+//! the next one's UDT senders start at the path's rate instead of ramping
+//! up from a few packets per round trip (issue 17: "starts at the rate the
+//! path probe measured instead of ramping from nothing").
+//!
+//! The idea is the kernel's `tcp_metrics` cache, which remembers a
+//! destination's RTT and `ssthresh` so the next connection to it does not
+//! start blind. Here the client remembers, per remote host (the host of
+//! the URL, lower-cased), the *delivered* rate of its recent transfers and
+//! what `ferry probe` measured, in a small JSON file under the user's cache
+//! directory (`docs/udt.md`, "Starting at a measured rate"):
+//!
+//! * **What counts.** A transfer is a sample only when it ran long enough
+//!   that its start-up does not dominate: at least [`MIN_SAMPLE_BYTES`]
+//!   and [`MIN_SAMPLE_SECS`], and at least ten round trips. A single
+//!   short file's rate would understate the path. Of one run's samples to
+//!   a host, the best is kept (the run's sustained best).
+//! * **What is announced.** The best of the last [`SAMPLES_PER_HOST`]
+//!   runs' samples, each decayed by its age (as it is for [`FRESH`], then
+//!   halved every [`HALF_LIFE`]); samples older than [`TTL`] are dropped.
+//! * **When the path got worse.** The announced rate is only a start: the
+//!   ferry controller still measures delivery rate and RTT and backs off
+//!   on loss and queueing within a few round trips, so a start above the
+//!   path costs a burst, not the transfer. The worse path's lower samples
+//!   replace the old ones within [`SAMPLES_PER_HOST`] runs, and the decay
+//!   and expiry forget an old best within a day.
+//!
+//! The file is bounded ([`MAX_HOSTS`] hosts, the least recently updated
+//! dropped), written atomically (a temporary file renamed over it, after
+//! re-reading it so concurrent copies to other hosts are kept), and a
+//! corrupt or unreadable file is treated as empty. `ferry cp
+//! --no-path-cache` or `FERRY_PATH_CACHE=off` turn it off;
+//! `FERRY_PATH_CACHE=FILE` puts it elsewhere (tests do).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Samples older than this are forgotten.
+pub const TTL: Duration = Duration::from_secs(24 * 3600);
+/// A sample younger than this is taken as it is...
+pub const FRESH: Duration = Duration::from_secs(3600);
+/// ... then its weight halves every this long.
+pub const HALF_LIFE: Duration = Duration::from_secs(12 * 3600);
+/// Runs remembered per host.
+pub const SAMPLES_PER_HOST: usize = 4;
+/// Hosts remembered.
+pub const MAX_HOSTS: usize = 256;
+/// A transfer shorter than this (bytes) says little about the path.
+pub const MIN_SAMPLE_BYTES: u64 = 4 << 20;
+/// ... or than this (seconds).
+pub const MIN_SAMPLE_SECS: f64 = 1.0;
+/// The file name under `$XDG_CACHE_HOME/ferry` or `~/.cache/ferry`.
+pub const FILE_NAME: &str = "path-rates.json";
+
+/// One measurement of a path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Delivered (or measured) rate, bytes/s.
+    pub rate: f64,
+    /// The round trip when it was measured, milliseconds (0 if unknown).
+    pub rtt_ms: f64,
+    /// Payload bytes and seconds it was measured over.
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Unix seconds when it was recorded.
+    pub at: u64,
+    /// What measured it: `udt transfer`, `tcp transfer`, `probe`...
+    pub how: String,
+}
+
+impl Sample {
+    /// A transfer's sample, or `None` if it was too short to speak for
+    /// the path (see the module's "What counts").
+    pub fn of_transfer(bytes: u64, seconds: f64, rtt: Duration, how: &str) -> Option<Self> {
+        let long = bytes >= MIN_SAMPLE_BYTES
+            && seconds >= MIN_SAMPLE_SECS
+            && seconds >= 10.0 * rtt.as_secs_f64()
+            && seconds.is_finite();
+        long.then(|| Sample {
+            rate: bytes as f64 / seconds,
+            rtt_ms: rtt.as_secs_f64() * 1e3,
+            bytes,
+            seconds,
+            at: unix_now(),
+            how: how.to_string(),
+        })
+    }
+
+    /// A measurement taken now (`ferry probe`'s), whatever its length.
+    pub fn measured(rate: f64, rtt: Duration, bytes: u64, seconds: f64, how: &str) -> Self {
+        Sample { rate, rtt_ms: rtt.as_secs_f64() * 1e3, bytes, seconds, at: unix_now(), how: how.to_string() }
+    }
+
+    fn valid(&self) -> bool {
+        self.rate.is_finite() && self.rate >= 1.0
+    }
+
+    /// Its rate weighed by its age at `now`; `None` once expired.
+    fn decayed(&self, now: u64) -> Option<f64> {
+        let age = now.saturating_sub(self.at);
+        let halvings = age.saturating_sub(FRESH.as_secs()) as f64 / HALF_LIFE.as_secs_f64();
+        (self.valid() && age < TTL.as_secs()).then(|| self.rate * 0.5f64.powf(halvings))
+    }
+}
+
+/// What the cache says about a host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Remembered {
+    /// The rate to start at, bytes/s (decayed).
+    pub rate: f64,
+    /// The sample it came from.
+    pub sample: Sample,
+    /// How old that sample is, seconds.
+    pub age_secs: u64,
+}
+
+impl Remembered {
+    /// Where the rate came from, for the log and `--json`.
+    pub fn describe(&self) -> String {
+        format!(
+            "path cache: {} {:.1} MB/s over {:.1} MB in {:.1} s, {} ago{}",
+            self.sample.how,
+            self.sample.rate / 1e6,
+            self.sample.bytes as f64 / 1e6,
+            self.sample.seconds,
+            human_age(self.age_secs),
+            if self.rate < self.sample.rate { ", decayed by age" } else { "" }
+        )
+    }
+}
+
+fn human_age(s: u64) -> String {
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ => format!("{:.1} h", s as f64 / 3600.0),
+    }
+}
+
+/// The file's contents.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Entries {
+    /// Newest first, per host.
+    pub hosts: BTreeMap<String, Vec<Sample>>,
+}
+
+impl Entries {
+    /// Parses a cache file; anything unreadable is an empty cache.
+    pub fn parse(text: &str) -> Self {
+        serde_json::from_str(text).unwrap_or_default()
+    }
+
+    /// The rate to start at for `host` at `now` (unix seconds).
+    pub fn lookup(&self, host: &str, now: u64) -> Option<Remembered> {
+        self.hosts
+            .get(&key(host))?
+            .iter()
+            .filter_map(|s| Some((s.decayed(now)?, s)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(rate, s)| Remembered { rate, sample: s.clone(), age_secs: now.saturating_sub(s.at) })
+    }
+
+    /// Adds `sample` for `host` (newest first), drops what expired at
+    /// `now`, and keeps the cache within its bounds.
+    pub fn record(&mut self, host: &str, sample: Sample, now: u64) {
+        if !sample.valid() {
+            return;
+        }
+        let list = self.hosts.entry(key(host)).or_default();
+        list.insert(0, sample);
+        list.truncate(SAMPLES_PER_HOST);
+        self.prune(now);
+    }
+
+    fn prune(&mut self, now: u64) {
+        for list in self.hosts.values_mut() {
+            list.retain(|s| s.decayed(now).is_some());
+        }
+        self.hosts.retain(|_, l| !l.is_empty());
+        while self.hosts.len() > MAX_HOSTS {
+            let oldest = self
+                .hosts
+                .iter()
+                .min_by_key(|(_, l)| l.iter().map(|s| s.at).max().unwrap_or(0))
+                .map(|(h, _)| h.clone());
+            match oldest {
+                Some(h) => self.hosts.remove(&h),
+                None => break,
+            };
+        }
+    }
+}
+
+fn key(host: &str) -> String {
+    host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A rate this copy started a host's UDT senders at, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Announced {
+    pub server: String,
+    /// bytes/s
+    pub rate: f64,
+    pub from: String,
+}
+
+/// One copy's view of the cache file: read once, samples gathered during
+/// the copy, written back by [`save`](Self::save).
+#[derive(Debug)]
+pub struct PathCache {
+    file: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    loaded: Option<Entries>,
+    /// This run's best sample per host.
+    best: BTreeMap<String, Sample>,
+    announced: Vec<Announced>,
+}
+
+impl PathCache {
+    /// The cache in `file`.
+    pub fn at(file: impl Into<PathBuf>) -> Self {
+        Self { file: file.into(), state: Mutex::default() }
+    }
+
+    /// Where the cache lives: `$FERRY_PATH_CACHE` (a file; `off` or empty
+    /// turns it off), else `$XDG_CACHE_HOME/ferry/path-rates.json`, else
+    /// `~/.cache/ferry/path-rates.json`; `None` when off or homeless.
+    pub fn default_file() -> Option<PathBuf> {
+        if let Some(v) = std::env::var_os("FERRY_PATH_CACHE") {
+            return (!v.is_empty() && v != "off").then(|| PathBuf::from(v));
+        }
+        let dir = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+        Some(dir.join("ferry").join(FILE_NAME))
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> Entries {
+        std::fs::read_to_string(&self.file).map(|t| Entries::parse(&t)).unwrap_or_default()
+    }
+
+    /// The remembered rate for `host`, if any.
+    pub fn lookup(&self, host: &str) -> Option<Remembered> {
+        let mut st = self.lock();
+        if st.loaded.is_none() {
+            st.loaded = Some(self.read());
+        }
+        st.loaded.as_ref().and_then(|e| e.lookup(host, unix_now()))
+    }
+
+    /// Notes a sample of `host`'s path; this run keeps its best.
+    pub fn observe(&self, host: &str, sample: Sample) {
+        if !sample.valid() {
+            return;
+        }
+        let mut st = self.lock();
+        match st.best.get(&key(host)) {
+            Some(b) if b.rate >= sample.rate => {}
+            _ => {
+                st.best.insert(key(host), sample);
+            }
+        }
+    }
+
+    /// Notes the rate a session started at, for the log and `--json`.
+    pub fn note_announced(&self, a: Announced) {
+        self.lock().announced.push(a);
+    }
+
+    pub fn announced(&self) -> Vec<Announced> {
+        self.lock().announced.clone()
+    }
+
+    /// This run's samples, per host.
+    pub fn recorded(&self) -> BTreeMap<String, Sample> {
+        self.lock().best.clone()
+    }
+
+    /// Writes this run's samples into the file (re-read first, so other
+    /// copies' entries survive), atomically. Nothing to write, nothing
+    /// written.
+    pub fn save(&self) -> std::io::Result<()> {
+        let best = self.recorded();
+        if best.is_empty() {
+            return Ok(());
+        }
+        let mut entries = self.read();
+        let now = unix_now();
+        for (host, s) in best {
+            entries.record(&host, s, now);
+        }
+        if let Some(dir) = self.file.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = self.file.with_extension(format!("tmp.{}", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&entries).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, &self.file).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(rate: f64, at: u64) -> Sample {
+        Sample { rate, rtt_ms: 160.0, bytes: 256 << 20, seconds: 10.0, at, how: "udt transfer".into() }
+    }
+
+    #[test]
+    fn short_transfers_are_not_samples() {
+        let rtt = Duration::from_millis(160);
+        assert!(Sample::of_transfer(1 << 20, 5.0, rtt, "udt transfer").is_none(), "too few bytes");
+        assert!(Sample::of_transfer(64 << 20, 0.5, Duration::ZERO, "udt transfer").is_none(), "too short");
+        assert!(Sample::of_transfer(64 << 20, 1.2, rtt, "udt transfer").is_none(), "under ten round trips");
+        let s = Sample::of_transfer(64 << 20, 4.0, rtt, "udt transfer").unwrap();
+        assert_eq!(s.rate, (64 << 20) as f64 / 4.0);
+    }
+
+    #[test]
+    fn the_best_recent_sample_is_announced_and_decays_and_expires() {
+        let now = 1_000_000;
+        let mut e = Entries::default();
+        e.record("Example.org", sample(10e6, now - 60), now);
+        e.record("example.org", sample(12e6, now - 30), now);
+        let r = e.lookup("EXAMPLE.ORG", now).unwrap();
+        assert!((r.rate - 12e6).abs() < 1e3, "{r:?}");
+        assert!(e.lookup("other.org", now).is_none());
+        // twelve hours on, half; a day on, nothing
+        assert!(!e.lookup("example.org", now + FRESH.as_secs() - 60).unwrap().describe().contains("decayed"));
+        let r = e.lookup("example.org", now + FRESH.as_secs() + HALF_LIFE.as_secs() - 30).unwrap();
+        assert!((r.rate - 6e6).abs() < 1e3, "{r:?}");
+        assert!(r.describe().contains("decayed"), "{}", r.describe());
+        assert!(e.lookup("example.org", now + TTL.as_secs()).is_none());
+        // pruned from the file on the next write
+        e.record("b.org", sample(1e6, now + TTL.as_secs()), now + TTL.as_secs());
+        assert_eq!(e.hosts.keys().collect::<Vec<_>>(), ["b.org"]);
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let now = 1_000_000;
+        let mut e = Entries::default();
+        for i in 0..10 {
+            e.record("h", sample(1e6 + i as f64, now), now);
+        }
+        assert_eq!(e.hosts["h"].len(), SAMPLES_PER_HOST);
+        assert_eq!(e.hosts["h"][0].rate, 1e6 + 9.0, "newest first");
+        for i in 0..(MAX_HOSTS + 10) as u64 {
+            e.record(&format!("host{i}"), sample(1e6, now - 1000 + i), now);
+        }
+        assert_eq!(e.hosts.len(), MAX_HOSTS);
+        // the least recently updated went
+        assert!(!e.hosts.contains_key("host0") && e.hosts.contains_key(&format!("host{}", MAX_HOSTS + 9)));
+        // and garbage samples never enter
+        e.record("nan", sample(f64::NAN, now), now);
+        e.record("zero", sample(0.0, now), now);
+        assert!(!e.hosts.contains_key("nan") && !e.hosts.contains_key("zero"));
+    }
+
+    #[test]
+    fn the_file_round_trips_atomically_and_a_corrupt_one_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sub/path-rates.json");
+        let c = PathCache::at(&file);
+        assert!(c.lookup("a").is_none());
+        c.save().unwrap();
+        assert!(!file.exists(), "nothing recorded, nothing written");
+        c.observe("a", Sample { at: unix_now(), ..sample(5e6, 0) });
+        c.observe("a", Sample { at: unix_now(), ..sample(9e6, 0) });
+        c.observe("a", Sample { at: unix_now(), ..sample(7e6, 0) });
+        c.save().unwrap();
+        // another copy, another host, the same file: both kept
+        let d = PathCache::at(&file);
+        d.observe("b", Sample { at: unix_now(), ..sample(3e6, 0) });
+        d.save().unwrap();
+        let e = PathCache::at(&file);
+        assert_eq!(e.lookup("a").unwrap().sample.rate, 9e6, "the run's best");
+        assert_eq!(e.lookup("b").unwrap().sample.rate, 3e6);
+        let names: Vec<_> =
+            std::fs::read_dir(file.parent().unwrap()).unwrap().map(|d| d.unwrap().file_name()).collect();
+        assert_eq!(names, ["path-rates.json"], "no temporary file left");
+        for junk in ["", "{", "not json", "{\"hosts\": 5}", "{\"hosts\": {\"a\": [{\"rate\": \"x\"}]}}"] {
+            std::fs::write(&file, junk).unwrap();
+            let c = PathCache::at(&file);
+            assert!(c.lookup("a").is_none(), "{junk:?}");
+            c.observe("a", Sample { at: unix_now(), ..sample(4e6, 0) });
+            c.save().unwrap();
+            assert_eq!(PathCache::at(&file).lookup("a").unwrap().sample.rate, 4e6, "{junk:?} is overwritten");
+        }
+    }
+}
