@@ -321,8 +321,8 @@ pub struct ChannelOptions {
     /// Other transports ignore it.
     pub sealing: Option<udt_seal::SealSecret>,
     /// The path's bottleneck rate, bytes/s, as the peer measured and
-    /// announced it (`OPTS TPRT Rate=N;`): a UDT sender on this channel
-    /// starts its ferry controller at half of it (`udt::set_path_rate`
+    /// announced it (`OPTS TPRT Rate=N;`): a UDT or QUIC sender on this
+    /// channel starts its ferry controller at it (`udt::set_path_rate`
     /// is the process-wide fallback). Other transports ignore it.
     pub path_rate: Option<f64>,
     /// Told about every connection opened.
