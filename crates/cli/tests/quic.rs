@@ -363,3 +363,43 @@ fn third_party_quic_fails_when_a_server_does_not_trust_the_other() {
     assert!(!ok, "a copy between servers that do not trust each other succeeded: {out}");
     assert!(!b.path("y.bin").exists() || sha256_file(&b.path("y.bin")) != sha256_file(&a.path("x.bin")), "{err}");
 }
+
+/// `ferry cp --path-rate` over QUIC: the client announces the rate (`OPTS
+/// TPRT Rate=N;`) and the server's QUIC sender of a download starts its
+/// controller at it (its log line says so); without one it starts cold.
+/// An upload's sender is the client, which uses its own `--path-rate`.
+/// The client's listener of a download (the expected peer, idle) takes the
+/// server's connection without a Retry.
+#[test]
+fn a_measured_path_rate_starts_the_servers_quic_sender() {
+    let pki = TestPki::new();
+    let server = tls_server(&pki, &[]);
+    random_file(&server.path("r.bin"), 2 << 20, 7);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("r.bin");
+    let dst_s = dst.display().to_string();
+    let ca = pki.file("ca.pem");
+    let url = ftps_url(&server, ALICE, "/r.bin");
+    let starts = |server: &FerryServer| -> Vec<String> {
+        server
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "QUIC data connection up")
+            .map(|v| v["fields"]["start"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    for (extra, want) in [(&["--path-rate", "20000000"][..], "20000000 B/s"), (&[][..], "cold")] {
+        let args = [
+            &["cp", "-q", "--transport", "quic", "--ca", &ca, "--mode", "extended", "-p", "2", "--no-resume"][..],
+            extra,
+            &[&url, &dst_s],
+        ]
+        .concat();
+        let (ok, _, err) = ferry(&args);
+        assert!(ok, "{args:?}: {err}\n{}", server.log_text());
+        assert_eq!(sha256_file(&dst), sha256_file(&server.path("r.bin")));
+        assert_eq!(starts(&server).last().map(String::as_str), Some(want), "{}", server.log_text());
+    }
+    assert_eq!(transports_of(&server, "/r.bin"), vec!["quic"; 2]);
+}

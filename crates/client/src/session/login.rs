@@ -192,7 +192,7 @@ impl ServerSession {
             Some(t) => {
                 self.transport = t.name().to_string();
                 self.size_streams_for_udt();
-                if self.transport == "udt" && by_tprt {
+                if matches!(self.transport.as_str(), "udt" | "quic") && by_tprt {
                     self.announce_path_rate().await?;
                 }
             }
@@ -204,9 +204,9 @@ impl ServerSession {
         Ok(())
     }
 
-    /// Tells a Ferry server that accepted `TPRT udt` the path rate this
-    /// client measured (`ferry cp --path-rate`, from `ferry probe`), so its
-    /// UDT senders — the server sends a download — start at it
+    /// Tells a Ferry server that accepted `TPRT udt` (or `TPRT quic`) the
+    /// path rate this client measured (`ferry cp --path-rate`, from `ferry
+    /// probe`), so its UDT or QUIC senders — the server sends a download — start at it
     /// rather than cold: `OPTS TPRT Rate=N;`, capped by this copy's
     /// `--max-rate`. Sent only after `TPRT` succeeded (a Globus server,
     /// reached through `SITE SETNETSTACK`, never sees it); a server that

@@ -323,8 +323,8 @@ pub struct ChannelOptions {
     /// The path's bottleneck rate, bytes/s: on a server as the peer
     /// announced it (`OPTS TPRT Rate=N;`), on a client as this copy was
     /// given it (`--path-rate`) or remembered it (the path cache). A UDT
-    /// sender on this channel starts its ferry controller at it. Per
-    /// channel, never process-wide. Other transports ignore it.
+    /// or QUIC sender on this channel starts its ferry controller at it.
+    /// Per channel, never process-wide. Other transports ignore it.
     pub path_rate: Option<f64>,
     /// Told about every connection opened.
     pub observer: Option<ConnectionObserver>,

@@ -47,19 +47,9 @@ use std::time::{Duration, Instant};
 /// on a loaded machine): 1.5 → 83, 2 → 77, 3 → 91, 4 → 97 Mbit/s. quinn's
 /// pacer (1.25 × window / RTT) then paces at five times the model's rate,
 /// so the window, not the pacer, keeps the data in flight to the model.
+/// (Session 4's A/B switch `FERRY_QUIC_WINDOW_GAIN` is gone: the A/B is in
+/// `bench/results/quic-s4/`.)
 const WINDOW_GAIN: f64 = 4.0;
-
-/// [`WINDOW_GAIN`], or `FERRY_QUIC_WINDOW_GAIN` for A/B runs (read once).
-fn window_gain() -> f64 {
-    static GAIN: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *GAIN.get_or_init(|| {
-        std::env::var("FERRY_QUIC_WINDOW_GAIN")
-            .ok()
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|g| g.is_finite() && *g >= 1.0)
-            .unwrap_or(WINDOW_GAIN)
-    })
-}
 
 /// Records of packets in flight kept at most (a bound on memory if ACKs
 /// stop coming): far more than a 10 Gbit/s × 200 ms window of full packets.
@@ -75,7 +65,19 @@ pub struct UdtControllerFactory {
 impl UdtControllerFactory {
     /// Ferry's rate/RTT model (`FerryRate`), ramping up by itself.
     pub fn ferry() -> Self {
-        Self { kind: CongestionKind::Ferry { initial_rate: None, max_rate: None } }
+        Self::ferry_at(None)
+    }
+
+    /// Ferry's rate/RTT model, starting at `path_rate` (bytes/s) when one
+    /// is known — the rate the client measured and announced (`ferry cp
+    /// --path-rate`, `OPTS TPRT Rate=N;`), as the `udt` transport's
+    /// senders do (docs/udt.md, "Starting at a measured rate"): on an
+    /// 80 ms path the cold start-up from ten packets per round trip takes
+    /// about eight round trips (1.3 s) to reach the link. A rate that is
+    /// not finite and positive is ignored.
+    pub fn ferry_at(path_rate: Option<f64>) -> Self {
+        let initial_rate = path_rate.filter(|r| r.is_finite() && *r > 0.0);
+        Self { kind: CongestionKind::Ferry { initial_rate, max_rate: None } }
     }
 }
 
@@ -313,7 +315,7 @@ impl Controller for UdtController {
         let floor = 16 * u64::from(self.mtu);
         let rtt = self.min_rtt.filter(|r| !r.is_zero()).unwrap_or(Duration::from_millis(100));
         let rate = self.cc().pacing_rate();
-        let w = if rate.is_finite() { (window_gain() * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
+        let w = if rate.is_finite() { (WINDOW_GAIN * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
         w.min(self.cc().window()).max(floor)
     }
 
@@ -417,6 +419,25 @@ mod tests {
         let bdp = rate * rtt.as_secs_f64();
         let w = c.window() as f64;
         assert!(w <= 6.0 * bdp && w >= 0.5 * bdp, "window {w:.0} vs bdp {bdp:.0}: {}", c.describe());
+    }
+
+    #[test]
+    fn an_announced_path_rate_starts_the_controller_at_it() {
+        let rate = 150e6 / 8.0;
+        let build = |f: UdtControllerFactory| {
+            Arc::new(f).build(Instant::now(), 1200).into_any().downcast::<UdtController>().expect("ours")
+        };
+        let warm = build(UdtControllerFactory::ferry_at(Some(rate)));
+        assert!(warm.pacing_rate() >= 0.9 * rate, "{}", warm.describe());
+        // The window quinn gets covers the rate over a long round trip
+        // before any ACK (the default RTT until the first sample).
+        assert!(warm.window() as f64 >= rate * 0.1, "{}", warm.describe());
+        let cold = build(UdtControllerFactory::ferry());
+        assert!(cold.pacing_rate() < 0.1 * rate, "{}", cold.describe());
+        for garbage in [f64::NAN, f64::INFINITY, 0.0, -1.0] {
+            let g = build(UdtControllerFactory::ferry_at(Some(garbage)));
+            assert!(g.pacing_rate() < 0.1 * rate, "{garbage}: {}", g.describe());
+        }
     }
 
     #[test]
