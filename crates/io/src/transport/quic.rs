@@ -502,14 +502,15 @@ fn transport_config(opts: &ChannelOptions, path: Option<IpAddr>) -> Arc<quinn::T
 }
 
 /// The rate the ferry controller of a connection made with `opts` starts
-/// at: the path rate the client announced (`OPTS TPRT Rate=N;`, in the
-/// options), or this process's own `--path-rate` (`udt::set_path_rate`);
-/// `None` (a cold start) without either or with another controller.
+/// at: the path rate in the channel's options (on a server as the client
+/// announced it with `OPTS TPRT Rate=N;`, on a client as the copy was given
+/// or remembered it); `None` (a cold start) without one or with another
+/// controller.
 fn start_rate(opts: &ChannelOptions) -> Option<f64> {
     if congestion() != Congestion::Ferry {
         return None;
     }
-    opts.path_rate.filter(|r| r.is_finite() && *r > 0.0).or_else(super::udt::path_rate)
+    opts.path_rate.filter(|r| r.is_finite() && *r > 0.0)
 }
 
 /// What a connection's controller starts at, for its log line.
