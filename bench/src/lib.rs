@@ -26,3 +26,15 @@ mod sys;
 pub mod tools;
 pub mod tune_report;
 pub mod udt_bench;
+
+/// Every `ferry cp` a benchmark starts begins cold unless its row says
+/// otherwise: the client's path cache would carry a rate from one row, path
+/// or run into the next (the emulated paths share their addresses) and make
+/// the figures depend on the order of the rows. A `FERRY_PATH_CACHE` already
+/// set is kept, so a run can ask for warm rows. Call first in `main`, before
+/// any thread starts.
+pub fn forget_path_rates() {
+    if std::env::var_os("FERRY_PATH_CACHE").is_none() {
+        std::env::set_var("FERRY_PATH_CACHE", "off");
+    }
+}

@@ -91,6 +91,7 @@ struct Args {
 const STOP_SIGNALS: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
 
 fn main() -> ExitCode {
+    ferry_bench::forget_path_rates();
     let args = Args::parse();
     match run(args) {
         Ok(code) => code,

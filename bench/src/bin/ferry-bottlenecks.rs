@@ -46,6 +46,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    ferry_bench::forget_path_rates();
     match run(Args::parse()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -50,6 +50,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    ferry_bench::forget_path_rates();
     let a = Args::parse();
     if a.report_only {
         let samples = small_files::read_runs(&a.out.join("runs.jsonl"))?;

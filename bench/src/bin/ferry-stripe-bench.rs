@@ -38,6 +38,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    ferry_bench::forget_path_rates();
     let a = Args::parse();
     let ferry = match a.ferry {
         Some(f) => f,

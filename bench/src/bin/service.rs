@@ -222,6 +222,7 @@ struct Row {
 }
 
 fn main() -> Result<()> {
+    ferry_bench::forget_path_rates();
     let a = Args::parse();
     if a.replot {
         return replot(&a);
