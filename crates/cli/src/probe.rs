@@ -44,6 +44,13 @@ pub struct ProbeArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// The data-channel transport of the measuring download: tcp (the
+    /// default) or udt. A TCP download from a host with small socket
+    /// buffers understates a long path; a UDT one is paced by its own
+    /// controller (one connection; -p applies to TCP). The rate is
+    /// remembered for `ferry cp` either way (the path cache).
+    #[arg(long, value_name = "NAME", default_value = "tcp")]
+    pub transport: String,
     /// Do not record the measured rate in the path cache (which `ferry cp`
     /// starts UDT senders at; FERRY_PATH_CACHE=off turns it off too).
     #[arg(long)]
@@ -154,10 +161,17 @@ pub fn describe_measurement(m: &Measurement, source: RateSource, path: &str) -> 
 
 pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let url = target_url(&args.target)?;
+    let udt = args.transport.eq_ignore_ascii_case("udt");
+    if !udt && !args.transport.eq_ignore_ascii_case("tcp") {
+        bail!("--transport {}: ferry probe measures over tcp or udt", args.transport);
+    }
     let opts = CopyOptions {
         timeout: Duration::from_secs(args.timeout),
         mode: ModeChoice::Extended,
-        parallelism: Some(args.parallel.clamp(1, 64)),
+        // One UDT connection paces at the path's rate (the session
+        // chooses one when not told); -p is TCP's.
+        parallelism: (!udt).then_some(args.parallel.clamp(1, 64)),
+        transport: (!args.transport.eq_ignore_ascii_case("tcp")).then(|| args.transport.to_ascii_lowercase()),
         retries: 0,
         resume: false,
         ..CopyOptions::default()
@@ -165,6 +179,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let mut client = Client::new(opts);
     let rtt = measure_rtt(&mut client, &url, args.samples).await?;
     let mut measured = None;
+    let mut used: Option<String> = None;
     let mut note = None;
     if !args.rtt_only {
         match rate_source(&mut client, &url).await? {
@@ -174,6 +189,8 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
                     .await
                     .with_context(|| format!("cannot measure the rate with {src}"))?;
                 measured = Some((m, source, src.path.clone()));
+                // What the data channels used: a server may have refused TPRT.
+                used = client.session(&src).await.ok().map(|s| s.transport_name().to_string());
             }
             None => {
                 note = Some(format!(
@@ -189,7 +206,9 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     let rate = measured.as_ref().map(|(m, _, _)| m.steady_rate.unwrap_or(m.rate()));
     let report = ProbeReport::new(&rtt.kernel, rate, BufferLimits::current());
     let remembered = match (&measured, rate) {
-        (Some((m, _, _)), Some(rate)) if !args.no_path_cache => remember(&url, m, rate, rtt.kernel.srtt),
+        (Some((m, _, _)), Some(rate)) if !args.no_path_cache => {
+            remember(&url, m, rate, rtt.kernel.srtt, used.as_deref().unwrap_or("tcp"))
+        }
         _ => None,
     };
     if args.json {
@@ -205,6 +224,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
             "measurement": measured.as_ref().map(|(m, _, _)| m),
             "report": report,
             "note": note,
+            "transport": used,
             "path_cache": remembered,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -222,7 +242,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
     };
     println!("Round trip: the kernel's estimate for the control connection{noop}.");
     if let Some((m, source, path)) = &measured {
-        println!("Rate: {}.", describe_measurement(m, *source, path));
+        println!("Rate: {}, over {}.", describe_measurement(m, *source, path), used.as_deref().unwrap_or("tcp"));
         println!(
             "The bandwidth-delay product uses the {} rate.",
             if m.steady_rate.is_some() { "second-half" } else { "average" }
@@ -255,10 +275,10 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<()> {
 /// a TCP download from a host with small buffers understates the path,
 /// and a later UDT transfer's higher sample then wins). Returns the
 /// file written, or `None` when off or it failed (logged).
-fn remember(url: &RemoteUrl, m: &Measurement, rate: f64, rtt: Duration) -> Option<String> {
+fn remember(url: &RemoteUrl, m: &Measurement, rate: f64, rtt: Duration, transport: &str) -> Option<String> {
     use ferry_client::path_cache::{PathCache, Sample};
     let cache = PathCache::at(PathCache::default_file()?);
-    let how = format!("probe (tcp download, {} stream{})", m.streams, if m.streams == 1 { "" } else { "s" });
+    let how = format!("probe ({transport} download, {} stream{})", m.streams, if m.streams == 1 { "" } else { "s" });
     cache.observe(&url.host, Sample::measured(rate, rtt, m.bytes, m.seconds, &how));
     match cache.save() {
         Ok(()) => {

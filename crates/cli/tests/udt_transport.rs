@@ -1155,3 +1155,36 @@ fn a_second_copy_starts_at_the_rate_the_first_delivered() {
     assert!(controllers_opened(&server)[5].starts_with("ferry Startup"));
     assert_eq!(std::fs::read(&cache).unwrap(), before);
 }
+
+/// `ferry probe --transport udt` measures with a UDT download (not held
+/// down by TCP's buffers), says so, and remembers the rate: the next
+/// `ferry cp` to that host starts its server's UDT sender at it.
+#[test]
+fn a_udt_probe_is_remembered_for_the_next_copy() {
+    let server = FerryServer::start();
+    random_file(&server.path("probe.bin"), 8 << 20, 13);
+    random_file(&server.path("small.bin"), 1 << 20, 14);
+    let cache = state_dir().join("path-rates.json");
+    let _ = std::fs::remove_file(&cache);
+    let (ok, out, err) = ferry(&["probe", "--json", "--transport", "udt", &server.url(ALICE, "/probe.bin")]);
+    assert!(ok, "{err}\n{}", server.log_text());
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["transport"], "udt", "{v}");
+    assert_eq!(v["path_cache"], cache.to_str().unwrap(), "{v}");
+    assert!(controllers_opened(&server)[0].starts_with("ferry Startup"), "the probe itself starts cold");
+    let text = std::fs::read_to_string(&cache).unwrap();
+    assert!(text.contains("probe (udt download, 1 stream)"), "{text}");
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("small.bin");
+    let url = server.url(ALICE, "/small.bin");
+    let (ok, out, err) = ferry(&["cp", "--json", "--transport", "udt", &url, dst.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let v = json_of(&out);
+    let a = &v["path_rate"]["announced"][0];
+    assert!(a["from"].as_str().unwrap().starts_with("path cache: probe (udt download"), "{v}");
+    let c = controllers_opened(&server);
+    assert_eq!(started_at(c.last().unwrap()), a["rate"].as_f64().unwrap().round(), "{c:?}");
+    // an unknown transport is refused, nothing measured
+    let (ok, _, err) = ferry(&["probe", "--transport", "quic", &server.url(ALICE, "/probe.bin")]);
+    assert!(!ok && err.contains("tcp or udt"), "{err}");
+}

@@ -16,6 +16,15 @@ pub const BOB: (&str, &str) = ("bob", "bob-secret");
 pub const CAROL: (&str, &str) = ("carol", "carol-secret");
 
 pub fn ferry_bin() -> &'static str {
+    // Every `ferry` a test starts (through here) inherits this: the
+    // remembered path rates stay in the test's own state directory, never
+    // the user's ~/.cache/ferry (nextest runs each test in its own process).
+    static CACHE: std::sync::Once = std::sync::Once::new();
+    CACHE.call_once(|| {
+        if std::env::var_os("FERRY_PATH_CACHE").is_none() {
+            std::env::set_var("FERRY_PATH_CACHE", state_dir().join("path-rates.json"));
+        }
+    });
     env!("CARGO_BIN_EXE_ferry")
 }
 
