@@ -134,6 +134,10 @@ pub struct Upload {
     name: OsString,
     partial: Option<PartialFile>,
     record: Mutex<Record>,
+    /// Whether a record file was written for this upload: a fresh small
+    /// upload has none unless it fails, and its commit skips the unlink
+    /// of a record that is not there.
+    recorded: std::sync::atomic::AtomicBool,
     allocated: Option<u64>,
     /// The server's commit group (see [`CommitGroup`]).
     group: Arc<CommitGroup>,
@@ -164,6 +168,7 @@ impl Upload {
         let Some(p) = &self.partial else { return Ok(()) };
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         record.ranges = ranges.to_string();
+        self.recorded.store(true, std::sync::atomic::Ordering::Relaxed);
         write_record(&p.area, &p.meta, &record)
     }
 
@@ -196,8 +201,14 @@ impl Upload {
     /// means "durable". No `fsync` here: a batch of small files does not
     /// wait for one sync per file.
     pub fn commit_deferred(&self, batch: &BatchDurability) -> Result<(), FsError> {
-        // Writeback starts now, so the batch's pass finds less to write.
-        let _ = crate::disk::start_writeback(&self.file);
+        // Writeback of a large file starts now, so the batch's pass finds
+        // less to write. A small file's is left to the pass, which writes
+        // the batch's small files together (one `sync_file_range` and one
+        // block request per 4 KiB file were what a small upload's commit
+        // cost most after its rename).
+        if self.allocated.is_none_or(|a| a > SMALL_UPLOAD) {
+            let _ = crate::disk::start_writeback(&self.file);
+        }
         let file = self.file.try_clone().map_err(|e| fs_error(&e))?;
         let parent = self.parent.try_clone().map_err(|e| fs_error(&e))?;
         // The partial area stays for the batch's next file (one `mkdir`
@@ -220,7 +231,9 @@ impl Upload {
     fn rename_keeping_area(&self) -> Result<(), FsError> {
         if let Some(p) = &self.partial {
             p.area.rename(&p.part, &self.parent, &self.name).map_err(|e| fs_error(&e))?;
-            let _ = p.area.remove_file(&p.meta);
+            if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = p.area.remove_file(&p.meta);
+            }
         }
         Ok(())
     }
@@ -343,6 +356,9 @@ pub enum BatchSyncMethod {
 pub struct BatchDurability {
     pending: Mutex<Vec<PendingFile>>,
     method: BatchSyncMethod,
+    /// The server's shared `syncfs` passes; `None`: a pass of this batch's
+    /// own (tests, tools).
+    passes: Option<Arc<SyncPasses>>,
     /// (passes, files made durable): for tests and logs.
     counts: Mutex<(u64, u64)>,
     /// A file of the batch was refused or failed: the client may already
@@ -354,6 +370,12 @@ pub struct BatchDurability {
 impl BatchDurability {
     pub fn new(method: BatchSyncMethod) -> Self {
         Self { method, ..Self::default() }
+    }
+
+    /// A batch whose `syncfs` pass is folded with the other sessions'
+    /// ([`SyncPasses`]).
+    pub fn shared(method: BatchSyncMethod, passes: Arc<SyncPasses>) -> Self {
+        Self { method, passes: Some(passes), ..Self::default() }
     }
 
     fn add(&self, f: PendingFile) {
@@ -390,7 +412,11 @@ impl BatchDurability {
             return Ok(0);
         }
         let result = match self.method {
-            BatchSyncMethod::Syncfs => syncfs_of(&files).or_else(|e| {
+            BatchSyncMethod::Syncfs => match &self.passes {
+                Some(passes) => passes.sync(&files),
+                None => syncfs_of(&files),
+            }
+            .or_else(|e| {
                 tracing::debug!(error = %e, "syncfs failed; syncing the batch file by file");
                 fsyncs_of(&files)
             }),
@@ -414,6 +440,161 @@ impl BatchDurability {
         }
         result.map(|()| files.len())
     }
+}
+
+/// The server's `syncfs` passes for `BSTO SYNC` batches, shared by its
+/// sessions (docs/batch.md, "Durability"). Any user who may write can end
+/// a batch line with a pass over a whole file system, so passes are
+/// folded, as a database's group commit: a batch that asks while a pass
+/// runs waits for the next one, and that next pass — started by the first
+/// waiter to wake — covers every file system asked for meanwhile, by any
+/// session. However many sessions end batches at once, at most one pass
+/// runs and one more waits. A batch is covered only by a pass that
+/// started after it asked (its files were renamed before), never by one
+/// already under way. Each session's own rate is limited separately
+/// ([`SessionPasses`]).
+pub struct SyncPasses {
+    state: Mutex<PassState>,
+    done: std::sync::Condvar,
+    /// Called after every pass with the number of file systems it synced
+    /// (the server counts them in its metrics; tests count them).
+    on_pass: Option<Box<dyn Fn(usize) + Send + Sync>>,
+    passes: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for SyncPasses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncPasses").field("passes", &self.passes()).finish_non_exhaustive()
+    }
+}
+
+impl Default for SyncPasses {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a pass owes one waiting batch: `None` until the pass that covers
+/// it ends, then its result (an `io::Error` is not `Clone`: kind and text).
+type PassResult = Result<(), (io::ErrorKind, String)>;
+type PassSlot = Arc<Mutex<Option<PassResult>>>;
+
+#[derive(Default)]
+struct PassState {
+    running: bool,
+    /// A descriptor on each file system asked for, and who asked.
+    waiting: Vec<(u64, std::fs::File, PassSlot)>,
+}
+
+impl SyncPasses {
+    pub fn new() -> Self {
+        Self {
+            state: Mutex::default(),
+            done: std::sync::Condvar::new(),
+            on_pass: None,
+            passes: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Calls `hook` after each pass with the number of file systems synced.
+    pub fn with_hook(mut self, hook: impl Fn(usize) + Send + Sync + 'static) -> Self {
+        self.on_pass = Some(Box::new(hook));
+        self
+    }
+
+    /// Passes run so far.
+    pub fn passes(&self) -> u64 {
+        self.passes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Returns when a pass that started after this call has synced every
+    /// file system holding a file of `files`.
+    fn sync(&self, files: &[PendingFile]) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt as _;
+        let slot: PassSlot = Arc::default();
+        let mut mine: Vec<(u64, std::fs::File, PassSlot)> = Vec::new();
+        for f in files {
+            let dev = f.file.metadata()?.dev();
+            if !mine.iter().any(|(d, ..)| *d == dev) {
+                mine.push((dev, f.file.try_clone()?, slot.clone()));
+            }
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.waiting.extend(mine);
+        loop {
+            if let Some(r) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                return r.map_err(|(kind, text)| io::Error::new(kind, text));
+            }
+            if st.running {
+                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            // Lead the next pass, for everyone waiting now.
+            st.running = true;
+            let batch = std::mem::take(&mut st.waiting);
+            drop(st);
+            let mut synced: Vec<(u64, PassResult)> = Vec::new();
+            for (dev, file, _) in &batch {
+                if synced.iter().any(|(d, _)| d == dev) {
+                    continue;
+                }
+                synced.push((*dev, syncfs(file).map_err(|e| (e.kind(), e.to_string()))));
+            }
+            for (dev, _, waiter) in &batch {
+                let r = synced.iter().find(|(d, _)| d == dev).map_or(Ok(()), |(_, r)| r.clone());
+                let mut w = waiter.lock().unwrap_or_else(|e| e.into_inner());
+                if !matches!(*w, Some(Err(_))) {
+                    *w = Some(r);
+                }
+            }
+            self.passes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Some(hook) = &self.on_pass {
+                hook(synced.len());
+            }
+            st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.running = false;
+            self.done.notify_all();
+        }
+    }
+}
+
+/// One session's side of [`SyncPasses`]: at most one pass per `interval`
+/// for the session's batches, so a client that ends every line with
+/// `BSTO SYNC` (a batch of one empty file each, say) costs the server at
+/// most one `syncfs` per interval, however fast it sends them; its next
+/// batch's final reply waits instead.
+#[derive(Debug)]
+pub struct SessionPasses {
+    interval: Duration,
+    last: Mutex<Option<std::time::Instant>>,
+}
+
+impl SessionPasses {
+    pub fn new(interval: Duration) -> Self {
+        Self { interval, last: Mutex::new(None) }
+    }
+
+    /// How long this session's next pass must wait, and the time it may
+    /// start (recorded as its last).
+    pub fn next_pass(&self) -> Duration {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        let at = last.map_or(now, |l| (l + self.interval).max(now));
+        *last = Some(at);
+        at - now
+    }
+}
+
+/// `syncfs(2)` of the file system holding `file`.
+#[allow(unsafe_code)]
+fn syncfs(file: &std::fs::File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: syncfs only reads the descriptor number, which `file` keeps
+    // open for the duration of the call.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// `syncfs(2)` once for each file system (device) of `files`.
@@ -651,7 +832,23 @@ pub struct Root {
     claims: Arc<Claims>,
     commits: Arc<CommitGroup>,
     partial_expiry: Option<Duration>,
+    /// When each directory's partial area was last swept for expired
+    /// partials (shared by the server's sessions): at most once per
+    /// [`sweep_interval`] per directory. Sweeping at every upload read the
+    /// area's listing for every file of a batch (an `openat`, two
+    /// `getdents64` and four more syscalls per small upload).
+    sweeps: Arc<Mutex<HashMap<DirKey, std::time::Instant>>>,
 }
+
+/// How often a directory's partial area is swept: a tenth of the expiry,
+/// at most a minute (the expiry is days; a partial lives a little longer
+/// than it, never shorter).
+fn sweep_interval(expiry: Duration) -> Duration {
+    (expiry / 10).min(Duration::from_secs(60))
+}
+
+/// Directories remembered by the sweep clock before it forgets them all.
+const SWEEPS_REMEMBERED: usize = 4096;
 
 impl Root {
     /// Opens `path` as the root. The process's ambient authority is used
@@ -664,6 +861,7 @@ impl Root {
             claims: Claims::new(),
             commits: Arc::default(),
             partial_expiry: Some(DEFAULT_PARTIAL_EXPIRY),
+            sweeps: Arc::default(),
         })
     }
 
@@ -684,6 +882,7 @@ impl Root {
             claims: self.claims.clone(),
             commits: self.commits.clone(),
             partial_expiry: self.partial_expiry,
+            sweeps: self.sweeps.clone(),
         })
     }
 
@@ -779,8 +978,9 @@ impl Root {
         Self::check_name(p)?;
         let (parent, name) = self.parent_of(p)?;
         let id = partial::id(name.as_bytes());
-        let claim = self.claims.claim(Self::key(&parent)?, &id).ok_or(FsError::UploadInProgress)?;
-        self.sweep(&parent);
+        let key = Self::key(&parent)?;
+        let claim = self.claims.claim(key, &id).ok_or(FsError::UploadInProgress)?;
+        self.sweep(&parent, key);
         let target = match parent.metadata(&name) {
             Ok(md) if md.is_dir() => return Err(FsError::IsADirectory),
             Ok(md) if !md.is_file() => return Err(FsError::NotRegularFile),
@@ -790,10 +990,12 @@ impl Root {
         };
         let record =
             Record { name: name_of(&name), user: info.user.clone(), size: info.allocation, ranges: String::new() };
-        let has_partial = parent.open_dir(AREA).is_ok_and(|a| a.symlink_metadata(format!("{id}.part")).is_ok());
+        // Only a resume asks whether a partial exists (two syscalls less
+        // for every other upload).
+        let has_partial = || parent.open_dir(AREA).is_ok_and(|a| a.symlink_metadata(format!("{id}.part")).is_ok());
         let in_place = match mode {
             StoreMode::Append => true,
-            StoreMode::Resume => !has_partial && target.is_some(),
+            StoreMode::Resume => target.is_some() && !has_partial(),
             StoreMode::Replace | StoreMode::Patch => false,
         };
         if in_place {
@@ -811,6 +1013,7 @@ impl Root {
                 name,
                 partial: None,
                 record: Mutex::new(record),
+                recorded: Default::default(),
                 allocated: None,
                 group: self.commits.clone(),
                 _claim: claim,
@@ -846,9 +1049,11 @@ impl Root {
         // truncated: nothing is written through a hard link.
         not_hard_linked(&md)?;
         let file = file.into_std();
-        let old = read_record(&area, &meta).filter(|r| r.name == record.name);
         let (existing_len, held) = match mode {
-            StoreMode::Resume => (md.len(), old.map(|r| r.held()).unwrap_or_default()),
+            StoreMode::Resume => {
+                let old = read_record(&area, &meta).filter(|r| r.name == record.name);
+                (md.len(), old.map(|r| r.held()).unwrap_or_default())
+            }
             StoreMode::Replace | StoreMode::Patch => {
                 let _ = area.remove_file(&meta);
                 file.set_len(0).map_err(|e| fs_error(&e))?;
@@ -874,6 +1079,7 @@ impl Root {
             name,
             partial: Some(PartialFile { area, part, meta }),
             record: Mutex::new(record),
+            recorded: Default::default(),
             allocated: info.allocation,
             group: self.commits.clone(),
             _claim: claim,
@@ -920,10 +1126,27 @@ impl Root {
 
     /// Removes abandoned partial uploads in `dir` older than the expiry,
     /// and the area once it is empty.
-    fn sweep(&self, dir: &Dir) {
+    fn sweep_dir(&self, dir: &Dir) {
+        if let Ok(key) = Self::key(dir) {
+            self.sweep(dir, key);
+        }
+    }
+
+    /// [`sweep_dir`](Self::sweep_dir) of a directory whose key is known.
+    fn sweep(&self, dir: &Dir, key: DirKey) {
         let Some(expiry) = self.partial_expiry else { return };
+        {
+            let mut sweeps = self.sweeps.lock().unwrap_or_else(|e| e.into_inner());
+            let now = std::time::Instant::now();
+            if sweeps.get(&key).is_some_and(|t| now.duration_since(*t) < sweep_interval(expiry)) {
+                return;
+            }
+            if sweeps.len() >= SWEEPS_REMEMBERED {
+                sweeps.clear();
+            }
+            sweeps.insert(key, now);
+        }
         let Ok(area) = dir.open_dir(AREA) else { return };
-        let Ok(key) = Self::key(dir) else { return };
         let now = std::time::SystemTime::now();
         let Ok(entries) = area.entries() else { return };
         let mut removed = false;
@@ -960,7 +1183,7 @@ impl Root {
         if self.claims.is_claimed(Self::key(&parent)?, &id) {
             return Err(FsError::UploadInProgress);
         }
-        self.sweep(&parent);
+        self.sweep_dir(&parent);
         let area = parent.open_dir(AREA).map_err(|e| fs_error(&e))?;
         let (file, _) = open_regular(&area, Path::new(&format!("{id}.part")), OpenOptions::new().read(true))?;
         let record = read_record(&area, &format!("{id}.meta")).filter(|r| r.name == name_of(&name));
@@ -1021,13 +1244,13 @@ impl Root {
             Ok(_) => {
                 self.dir.remove_file(Self::rel(p)).map_err(|e| fs_error(&e))?;
                 if let Ok((parent, _)) = self.parent_of(p) {
-                    self.sweep(&parent);
+                    self.sweep_dir(&parent);
                 }
                 Ok(())
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let (parent, name) = self.parent_of(p)?;
-                self.sweep(&parent);
+                self.sweep_dir(&parent);
                 match self.remove_partial(&parent, &name)? {
                     true => Ok(()),
                     false => Err(FsError::NotFound),
@@ -1133,6 +1356,10 @@ fn sync_dir(dir: &Dir) -> std::io::Result<()> {
 
 fn open_area(parent: &Dir) -> Result<Dir, FsError> {
     use cap_std::fs::DirBuilder;
+    // Usually there (a batch keeps it): no `mkdir` that fails with EEXIST.
+    if let Ok(d) = parent.open_dir_nofollow(AREA) {
+        return Ok(d);
+    }
     for _ in 0..3 {
         let mut b = DirBuilder::new();
         cap_std::fs::DirBuilderExt::mode(&mut b, 0o700);
@@ -1453,6 +1680,100 @@ mod tests {
             assert_eq!(batch.finish().unwrap(), 0);
             assert!(!d.path().join(AREA).exists() && !d.path().join("sub").join(AREA).exists());
         }
+    }
+
+    /// One upload of a `BSTO SYNC` batch, renamed and waiting for its pass.
+    fn batch_of_one(root: &Root, path: &str, batch: &BatchDurability) {
+        let up = root.begin_store(&vp(path), StoreMode::Replace, &info()).unwrap();
+        (&up.file).write_all(b"x").unwrap();
+        up.commit_deferred(batch).unwrap();
+    }
+
+    /// Batches of three sessions that ask while a pass runs share the
+    /// next one: one `syncfs` for all three, counted by the hook.
+    #[test]
+    fn sync_passes_of_concurrent_batches_fold_into_one() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Arc::new(Root::open(d.path()).unwrap());
+        let hooked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let h = hooked.clone();
+        let passes = Arc::new(SyncPasses::new().with_hook(move |_| {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+        // A pass is under way (held here): whoever asks now waits for the next.
+        passes.state.lock().unwrap().running = true;
+        let sessions: Vec<_> = (0..3)
+            .map(|i| {
+                let (root, passes) = (root.clone(), passes.clone());
+                std::thread::spawn(move || {
+                    let batch = BatchDurability::shared(BatchSyncMethod::Syncfs, passes);
+                    batch_of_one(&root, &format!("/s{i}"), &batch);
+                    batch.finish().unwrap()
+                })
+            })
+            .collect();
+        while passes.state.lock().unwrap().waiting.len() < 3 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        {
+            let mut st = passes.state.lock().unwrap();
+            st.running = false;
+            passes.done.notify_all();
+        }
+        for s in sessions {
+            assert_eq!(s.join().unwrap(), 1);
+        }
+        assert_eq!(passes.passes(), 1, "one pass for the three sessions' batches");
+        assert_eq!(hooked.load(std::sync::atomic::Ordering::SeqCst), 1, "the hook counted it");
+    }
+
+    /// Two sessions end batches now and then while a third ends one as
+    /// fast as it can: the spammer gets at most one pass per interval,
+    /// and the server runs no more passes than the three sessions' clocks
+    /// allow (counted by the hook).
+    #[test]
+    fn a_sync_spammer_costs_at_most_one_pass_per_interval() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Arc::new(Root::open(d.path()).unwrap());
+        let hooked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let h = hooked.clone();
+        let passes = Arc::new(SyncPasses::new().with_hook(move |_| {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+        let interval = Duration::from_millis(50);
+        let run_for = Duration::from_millis(600);
+        let started = std::time::Instant::now();
+        // (batches ended, pause between them): a spammer and two sessions.
+        let sessions: Vec<_> = [Duration::ZERO, Duration::from_millis(150), Duration::from_millis(200)]
+            .into_iter()
+            .enumerate()
+            .map(|(s, pause)| {
+                let (root, passes) = (root.clone(), passes.clone());
+                std::thread::spawn(move || {
+                    let clock = SessionPasses::new(interval);
+                    let mut n = 0u64;
+                    while started.elapsed() < run_for {
+                        let batch = BatchDurability::shared(BatchSyncMethod::Syncfs, passes.clone());
+                        batch_of_one(&root, &format!("/s{s}-{n}"), &batch);
+                        std::thread::sleep(clock.next_pass());
+                        assert_eq!(batch.finish().unwrap(), 1);
+                        n += 1;
+                        std::thread::sleep(pause);
+                    }
+                    n
+                })
+            })
+            .collect();
+        let ended: Vec<u64> = sessions.into_iter().map(|s| s.join().unwrap()).collect();
+        let elapsed = started.elapsed();
+        let per_session = (elapsed.as_millis() / interval.as_millis()) as u64 + 1;
+        assert!(ended[0] <= per_session, "the spammer ended {} batches in {elapsed:?}", ended[0]);
+        assert!(ended[0] >= 3, "it was not starved: {}", ended[0]);
+        assert!(ended[1] >= 2 && ended[2] >= 2, "the other sessions' batches ended: {ended:?}");
+        let counted = hooked.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(counted, passes.passes());
+        assert!(counted <= ended.iter().sum::<u64>(), "no more passes than batches: {counted} for {ended:?}");
+        assert!(counted <= 3 * per_session, "{counted} passes in {elapsed:?}");
     }
 
     /// A lone upload is committed at once, in a pass of its own.

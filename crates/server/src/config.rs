@@ -162,6 +162,12 @@ pub struct ServerConfig {
     /// How a `BSTO SYNC` batch's one durability pass is made (`syncfs`
     /// of the file system by default; docs/batch.md).
     pub batch_sync: ferry_io::root::BatchSyncMethod,
+    /// The least time, in milliseconds, between two durability passes of
+    /// one session's `BSTO SYNC` batches: a client that ends every line
+    /// with a pass waits instead of making the server sync its file
+    /// system over and over (passes of different sessions are folded
+    /// anyway; docs/batch.md). Default 20.
+    pub batch_sync_interval_ms: u64,
     /// Seconds an abandoned partial upload is kept before it is removed
     /// (see `docs/partial-files.md`); 0 keeps them for ever. Default a week.
     pub partial_expiry_secs: u64,
@@ -281,6 +287,7 @@ impl Default for ServerConfig {
             max_file_size: ferry_proto::session::DEFAULT_MAX_FILE_SIZE,
             batch: true,
             batch_sync: ferry_io::root::BatchSyncMethod::default(),
+            batch_sync_interval_ms: 20,
             partial_expiry_secs: 7 * 24 * 3600,
             max_checksums: 4,
             max_data_connections_per_session: 64,

@@ -19,7 +19,7 @@
 use crate::profiling::Profiler;
 use crate::server::{ServerContext, SessionSlot};
 use crate::transfer::{self, ActiveTransfer, DataChannels, TransferContext, TransferEvent};
-use ferry_io::root::{BatchDurability, Root};
+use ferry_io::root::{BatchDurability, Root, SessionPasses};
 use ferry_proto::command::Command;
 use ferry_proto::line::{parse_line, LineBuffer, DEFAULT_MAX_LINE};
 use ferry_proto::markers::{range_marker, PerfMarker};
@@ -125,6 +125,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     let session = Session::new(ctx.session_config.clone(), peer);
     let ctx_login_timeout = ctx.config.login_timeout();
     let ctx_drain = ctx.draining.clone();
+    let batch_sync_interval_ms = ctx.config.batch_sync_interval_ms;
     let mut control = Control {
         ctx,
         session,
@@ -145,6 +146,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         stripes: crate::stripe::front::Stripes::default(),
         udt_secret: None,
         batch: None,
+        batch_passes: SessionPasses::new(Duration::from_millis(batch_sync_interval_ms)),
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -271,6 +273,8 @@ struct Control {
     /// uploads are renamed without a sync of their own and made durable
     /// together before the batch's final reply (docs/batch.md).
     batch: Option<Arc<BatchDurability>>,
+    /// This session's rate of batch durability passes (docs/batch.md).
+    batch_passes: SessionPasses,
 }
 
 /// A queued command and the durability-per-batch handle of the
@@ -449,7 +453,12 @@ impl Control {
                         // before its final reply (the expansion's last).
                         (_, Ok(Command::Batch(b))) => {
                             tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
-                            let batch = b.sync.then(|| Arc::new(BatchDurability::new(self.ctx.config.batch_sync)));
+                            let batch = b.sync.then(|| {
+                                Arc::new(BatchDurability::shared(
+                                    self.ctx.config.batch_sync,
+                                    self.ctx.batch_passes.clone(),
+                                ))
+                            });
                             queue.extend(b.expand().into_iter().map(|c| (Ok(c), batch.clone())));
                         }
                         _ => queue.push_back((cmd, None)),
@@ -563,6 +572,13 @@ impl Control {
         let reply = match self.batch.take() {
             Some(batch) => {
                 let started = Instant::now();
+                if batch.pending() > 0 {
+                    // At most one pass per interval for this session.
+                    let wait = self.batch_passes.next_pass();
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
                 let pass = batch.clone();
                 let result = tokio::task::spawn_blocking(move || pass.finish())
                     .await

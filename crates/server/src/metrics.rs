@@ -13,6 +13,12 @@ use std::sync::Arc;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
+/// Stream-mode uploads without `ALLO` whose end the server watched the
+/// control connection for (up to `STREAM_COMMIT_GRACE`, 5 ms) before
+/// committing: the only wait a small plain-FTP upload can add. Process-wide
+/// (one server per process), counted where the watch runs.
+pub static STREAM_COMMIT_WATCHES: std::sync::LazyLock<Counter> = std::sync::LazyLock::new(Counter::default);
+
 #[derive(Debug)]
 pub struct ServerMetrics {
     registry: Registry,
@@ -20,6 +26,8 @@ pub struct ServerMetrics {
     pub logins: Family<Labels, Counter>,
     pub transfers: Family<Labels, Counter>,
     pub bytes: Family<Labels, Counter>,
+    /// `syncfs` passes run for `BSTO SYNC` batches (all sessions' folded).
+    pub batch_sync_passes: Counter,
 }
 
 impl Default for ServerMetrics {
@@ -33,7 +41,18 @@ impl Default for ServerMetrics {
         registry.register("logins", "Login attempts by result (ok, failed)", logins.clone());
         registry.register("transfers", "Finished transfers by direction (send, receive) and result", transfers.clone());
         registry.register("bytes", "Payload bytes of finished transfers by direction", bytes.clone());
-        ServerMetrics { registry, sessions, logins, transfers, bytes }
+        registry.register(
+            "stream_commit_watches",
+            "Stream uploads without ALLO whose end waited up to 5 ms for a closing control connection",
+            STREAM_COMMIT_WATCHES.clone(),
+        );
+        let batch_sync_passes = Counter::default();
+        registry.register(
+            "batch_sync_passes",
+            "Durability passes (syncfs) run for BSTO SYNC batches, all sessions' folded",
+            batch_sync_passes.clone(),
+        );
+        ServerMetrics { registry, sessions, logins, transfers, bytes, batch_sync_passes }
     }
 }
 

@@ -91,6 +91,9 @@ pub(crate) struct ServerContext {
     pub lockout: crate::lockout::LoginLockout,
     pub passwords: crate::passwords::PasswordChecker,
     pub metrics: Arc<crate::metrics::ServerMetrics>,
+    /// The `syncfs` passes of `BSTO SYNC` batches, folded across sessions
+    /// (counted in `metrics`).
+    pub batch_passes: Arc<ferry_io::root::SyncPasses>,
     /// Checksums computed at once (`max_checksums`).
     pub checksum_slots: Arc<Semaphore>,
     /// Data connections open on the whole server (`max_data_connections`).
@@ -250,6 +253,11 @@ impl Server {
         let sessions = Arc::new(Semaphore::new(config.max_sessions.max(1)));
         let (drain, draining) = watch::channel(false);
         let data_runtime = DataRuntime::new(config.max_data_connections).context("starting the data runtime")?;
+        let metrics: Arc<crate::metrics::ServerMetrics> = Arc::default();
+        let counted = metrics.clone();
+        let batch_passes = Arc::new(ferry_io::root::SyncPasses::new().with_hook(move |_| {
+            counted.batch_sync_passes.inc();
+        }));
         let ctx = Arc::new(ServerContext {
             checksum_slots: Arc::new(Semaphore::new(config.max_checksums.max(1))),
             data_connections: Arc::new(Semaphore::new(config.max_data_connections.max(1))),
@@ -268,7 +276,8 @@ impl Server {
             session_config,
             root: Arc::new(root),
             users: RwLock::new(Arc::new(users)),
-            metrics: Arc::default(),
+            metrics,
+            batch_passes,
             per_ip: Mutex::new(HashMap::new()),
         });
         Ok(Self { listener, ctx, sessions, drain })

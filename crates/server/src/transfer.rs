@@ -292,20 +292,37 @@ impl Destination {
             Destination::Upload { upload, .. } => {
                 let file = upload.file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?;
                 let d = direct_file(&file, direct);
-                let plan = ferry_io::disk::DiskPlan::for_write(&file, upload.allocation(), d.is_some());
-                tracing::info!(disk = %plan, "disk plan");
+                // A file announced smaller than the write-behind threshold
+                // gets no write-behind on any file system: no `fstatfs`
+                // and no log line for it (two of a small upload's ~70
+                // syscalls; docs/trees.md, "CPU per file").
+                let small =
+                    d.is_none() && upload.allocation().is_some_and(|s| s < ferry_io::disk::WRITE_BEHIND_MIN_FILE);
+                let plan =
+                    (!small).then(|| ferry_io::disk::DiskPlan::for_write(&file, upload.allocation(), d.is_some()));
+                if let Some(plan) = &plan {
+                    tracing::info!(disk = %plan, "disk plan");
+                }
                 let sink: Arc<dyn BlockSink> = match d {
                     Some(d) => Arc::new(d),
                     None => Arc::new(ferry_io::endpoint::SerialFile::new(
                         file.try_clone().map_err(|e| TransferError::Local(e.to_string()))?,
                     )),
                 };
-                plan.wrap_sink(&file, sink).map_err(|e| TransferError::Local(e.to_string()))
+                match plan {
+                    Some(plan) => plan.wrap_sink(&file, sink).map_err(|e| TransferError::Local(e.to_string())),
+                    None => Ok(sink),
+                }
             }
             Destination::Discard => Ok(Arc::new(NullSink)),
         }
     }
 }
+
+/// Files read in full smaller than this get no read plan (no `fstatfs`,
+/// no `posix_fadvise`, no log line): the kernel's default readahead
+/// covers them in a read or two.
+const SMALL_READ: u64 = 1 << 20;
 
 /// `file` opened again with `O_DIRECT` when the configuration asks for
 /// direct I/O and the file system has it (it stays buffered otherwise,
@@ -1055,6 +1072,7 @@ impl Task {
             return Err(client_left());
         }
         if !announced {
+            crate::metrics::STREAM_COMMIT_WATCHES.inc();
             // Start writing the data back while watching the control
             // connection: the commit's sync then finds less left to write.
             let (upload, control) = (upload.clone(), self.ctx.control.clone());
@@ -1218,9 +1236,15 @@ fn prepare(
                     // direct I/O is for the staged MODE E path.
                     let direct = config.direct_io && req.mode == TransferMode::ExtendedBlock;
                     let d = direct_file(&file, direct);
-                    let plan = ferry_io::disk::DiskPlan::for_read(&file, d.is_some());
-                    plan.apply_read(&file);
-                    tracing::info!(disk = %plan, "disk plan");
+                    // Readahead advice matters for a file read for longer
+                    // than the kernel's default window; a small file's
+                    // `fstatfs`, `fadvise` and log line were a third of
+                    // a small download's syscalls at the server.
+                    if d.is_some() || facts.size >= SMALL_READ {
+                        let plan = ferry_io::disk::DiskPlan::for_read(&file, d.is_some());
+                        plan.apply_read(&file);
+                        tracing::info!(disk = %plan, "disk plan");
+                    }
                     match d {
                         Some(d) => (Arc::new(d), facts.size),
                         None => (Arc::new(file), facts.size),

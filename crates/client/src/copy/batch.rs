@@ -129,7 +129,7 @@ impl Client {
                         // A destination that cannot be opened ends the batch
                         // before it: the file fails on its own, one by one.
                         let Ok(sink) = LocalSink::open(&p, false, FileMeta::of(&f)) else { break };
-                        let Ok(file) = sink.block_sink() else { break };
+                        let Ok(file) = sink.block_sink_sized(Some(f.size)) else { break };
                         items.push(BatchFile { path, size: f.size, data: file });
                         sinks.push(Some(sink));
                     }
@@ -138,17 +138,22 @@ impl Client {
                 .await
                 .map_err(|e| ClientError::Data(e.to_string()))?;
                 let states: Vec<Arc<ReceiveState>> = items.iter().map(|_| Arc::default()).collect();
-                let mut commit_error = None;
+                // Each complete file's commit (length, mode, time, rename to
+                // its name) runs on a blocking thread, in order: inline it
+                // ran on the async task that drives every session of a
+                // concurrent copy, five syscalls per file between two
+                // sessions' replies. The file is counted (and its record
+                // dropped) once it is under its name.
+                let (commits, finished) = std::sync::mpsc::channel::<(usize, LocalSink, u64)>();
+                let committer = tokio::task::spawn_blocking(move || {
+                    finished.into_iter().map(|(i, sink, size)| (i, sink.finish(size))).collect::<Vec<_>>()
+                });
                 let session = self.session(su).await?;
                 let r = {
                     let mut on_done = |i: usize| {
                         if let Some(sink) = sinks.get_mut(i).and_then(Option::take) {
-                            if let Err(e) = sink.finish(files[i].2.size) {
-                                commit_error.get_or_insert(e);
-                            }
+                            let _ = commits.send((i, sink, files[i].2.size));
                         }
-                        record(i, &mut |r| r.clear());
-                        counted(&mut *summary, i);
                     };
                     let batch = session.retrieve_batch(&items, window, control, &states, &mut on_done);
                     tokio::pin!(batch);
@@ -167,6 +172,20 @@ impl Client {
                     };
                     r
                 };
+                drop(commits);
+                let committed = committer.await.map_err(|e| ClientError::Data(e.to_string()))?;
+                let mut commit_error = None;
+                for (i, result) in committed {
+                    match result {
+                        Ok(()) => {
+                            record(i, &mut |r| r.clear());
+                            counted(&mut *summary, i);
+                        }
+                        Err(e) => {
+                            commit_error.get_or_insert(e);
+                        }
+                    }
+                }
                 // What arrived of the file that stopped the batch.
                 for (i, st) in states.iter().enumerate().skip(r.0) {
                     let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();

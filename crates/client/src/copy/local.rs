@@ -49,7 +49,8 @@ impl LocalSink {
             .mode(0o600)
             .open(&partial)
             .map_err(local_err(&partial))?;
-        let existing_len = file.metadata().map_err(local_err(&partial))?.len();
+        // A truncated file holds nothing: one `statx` less per fresh file.
+        let existing_len = if keep { file.metadata().map_err(local_err(&partial))?.len() } else { 0 };
         Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len, meta })
     }
 
@@ -64,12 +65,24 @@ impl LocalSink {
     }
 
     pub(super) fn block_sink(&self) -> Result<Arc<dyn BlockSink>, ClientError> {
+        self.block_sink_sized(None)
+    }
+
+    /// [`block_sink`](Self::block_sink) of a file whose size is known: one
+    /// smaller than the write-behind threshold gets none, without the
+    /// `fstatfs` that asks what the file system is (a batch of small
+    /// downloads opens hundreds at once).
+    pub(super) fn block_sink_sized(&self, size: Option<u64>) -> Result<Arc<dyn BlockSink>, ClientError> {
         if self.partial.is_none() && std::fs::canonicalize(&self.target).is_ok_and(|p| p == Path::new("/dev/null")) {
             return Ok(Arc::new(ferry_io::endpoint::NullSink));
         }
+        if size.is_some_and(|s| s < ferry_io::disk::WRITE_BEHIND_MIN_FILE) {
+            let file = self.file.try_clone().map_err(local_err(&self.target))?;
+            return Ok(Arc::new(ferry_io::endpoint::SerialFile::new(file)));
+        }
         let file = self.file.try_clone().map_err(local_err(&self.target))?;
         // Size unknown here: the write-behind kicks only once 32 MiB are written.
-        let plan = ferry_io::disk::DiskPlan::for_write(&file, None, false);
+        let plan = ferry_io::disk::DiskPlan::for_write(&file, size, false);
         let sink = Arc::new(ferry_io::endpoint::SerialFile::new(file.try_clone().map_err(local_err(&self.target))?));
         plan.wrap_sink(&file, sink).map_err(local_err(&self.target))
     }
@@ -80,17 +93,24 @@ impl LocalSink {
         if self.partial.is_some() {
             self.file.set_len(size).map_err(local_err(&self.target))?;
         }
-        self.commit()
+        self.commit_sized(Some(size))
     }
 
     /// Gives the partial file the source's mode and time, then its name.
     pub(super) fn commit(self) -> Result<(), ClientError> {
+        self.commit_sized(None)
+    }
+
+    /// [`commit`](Self::commit) of a file whose final size is known (no
+    /// `statx` to learn it).
+    fn commit_sized(self, size: Option<u64>) -> Result<(), ClientError> {
         if let Some(partial) = &self.partial {
             // Durable before it has its name, and before the copy reports
             // success: a large file's fsync finds little left to write after
             // the write-behind (ferry_io::disk). Small files are left to the
             // kernel, one fsync each would dominate a tree of them.
-            if self.file.metadata().is_ok_and(|m| m.len() >= ferry_io::disk::WRITE_BEHIND_MIN_FILE) {
+            let len = size.or_else(|| self.file.metadata().ok().map(|m| m.len()));
+            if len.is_some_and(|l| l >= ferry_io::disk::WRITE_BEHIND_MIN_FILE) {
                 self.file.sync_data().map_err(local_err(partial))?;
             }
             self.meta.apply(&self.file).map_err(local_err(partial))?;
