@@ -122,9 +122,13 @@ fn words(s: &str) -> Vec<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Row {
     Quic,
-    /// `quic` with quinn's datagram sizes (`FERRY_QUIC_MTU=default`): the
-    /// A/B of sizing datagrams from the interface MTU (quic_mtu.rs).
-    QuicQuinnMtu,
+    /// `quic` with `ferry cp --path-rate` at the link's rate (long paths
+    /// only): the client announces it (`OPTS TPRT Rate=N;`) and the
+    /// server's sender starts there instead of ramping up cold — the A/B
+    /// of session 5's start-up. (Session 4's row with quinn's datagram
+    /// sizes, `FERRY_QUIC_MTU=default`, went with that switch;
+    /// `bench/results/quic-s4-quiet/` holds its A/B.)
+    QuicPathRate,
     Ftps,
     Tcp,
     Udt,
@@ -134,12 +138,12 @@ pub enum Row {
 }
 
 impl Row {
-    pub const ALL: [Row; 6] = [Row::Quic, Row::QuicQuinnMtu, Row::Ftps, Row::Tcp, Row::Udt, Row::UdtSealed];
+    pub const ALL: [Row; 6] = [Row::Quic, Row::QuicPathRate, Row::Ftps, Row::Tcp, Row::Udt, Row::UdtSealed];
 
     pub fn id(self) -> &'static str {
         match self {
             Row::Quic => "quic",
-            Row::QuicQuinnMtu => "quic-quinn-mtu",
+            Row::QuicPathRate => "quic-path-rate",
             Row::Ftps => "ftps",
             Row::Tcp => "tcp",
             Row::Udt => "udt",
@@ -150,7 +154,7 @@ impl Row {
     fn label(self, streams: u32) -> String {
         match self {
             Row::Quic => format!("ferry quic -p {streams}"),
-            Row::QuicQuinnMtu => format!("ferry quic -p {streams}, quinn's datagram sizes"),
+            Row::QuicPathRate => format!("ferry quic -p {streams} --path-rate (the link's)"),
             Row::Ftps => format!("ferry FTPS (PROT P) -p {streams}"),
             Row::Tcp => format!("ferry TCP clear -p {streams}"),
             Row::Udt => format!("ferry udt clear -p {streams}"),
@@ -159,16 +163,17 @@ impl Row {
     }
 
     pub fn encrypted(self) -> bool {
-        matches!(self, Row::Quic | Row::QuicQuinnMtu | Row::Ftps | Row::UdtSealed)
+        matches!(self, Row::Quic | Row::QuicPathRate | Row::Ftps | Row::UdtSealed)
     }
 
-    /// `ferry serve` and `ferry cp` flags.
+    /// `ferry serve` and `ferry cp` flags (`QuicPathRate`: without the
+    /// rate, which [`variant`] adds).
     pub fn flags(self, streams: u32, pki: &Path) -> (Vec<String>, Vec<String>) {
         let tls = format!("--tls-cert {0}/server.pem --tls-key {0}/server.key", pki.display());
         let ca = format!("--ca {}/ca.pem", pki.display());
         let cp = format!("--mode extended -p {streams}");
         let (serve, cp) = match self {
-            Row::Quic | Row::QuicQuinnMtu => (tls, format!("{cp} {ca} --transport quic")),
+            Row::Quic | Row::QuicPathRate => (tls, format!("{cp} {ca} --transport quic")),
             Row::Ftps => (tls, format!("{cp} {ca} --transport tcp")),
             Row::Tcp => (String::new(), format!("{cp} --transport tcp")),
             Row::Udt => (String::new(), format!("{cp} --transport udt")),
@@ -178,12 +183,13 @@ impl Row {
     }
 }
 
-fn variant(row: Row, streams: u32, pki: &Path, source: &Path, bytes: u64) -> Variant {
-    let (serve_flags, flags) = row.flags(streams, pki);
-    let env = match row {
-        Row::QuicQuinnMtu => vec![("FERRY_QUIC_MTU".to_string(), "default".to_string())],
-        _ => vec![],
-    };
+/// `path_rate`: the link's rate in bytes/s (long paths), for `QuicPathRate`.
+fn variant(row: Row, streams: u32, pki: &Path, source: &Path, bytes: u64, path_rate: Option<u64>) -> Variant {
+    let (serve_flags, mut flags) = row.flags(streams, pki);
+    if let (Row::QuicPathRate, Some(r)) = (row, path_rate) {
+        flags.extend(["--path-rate".to_string(), r.to_string()]);
+    }
+    let env = vec![];
     let o = OwnServer { serve_flags, env, flags, source: source.into(), dest: Dest::DevNull, bytes };
     Variant {
         info: VariantInfo {
@@ -224,17 +230,26 @@ fn globus(source: &Path, bytes: u64) -> Variant {
 }
 
 /// One group per stream count: every transport, QUIC compared with FTPS
-/// (the issue's ratio), and on long paths with Globus too.
-fn groups(prefix: &str, label: &str, pki: &Path, source: &Path, bytes: u64, with_globus: bool) -> Vec<Group> {
+/// (the issue's ratio), and on long paths (`path_rate`: the link's rate,
+/// bytes/s) with Globus and QUIC started at the link's rate too.
+fn groups(prefix: &str, label: &str, pki: &Path, source: &Path, bytes: u64, path_rate: Option<u64>) -> Vec<Group> {
+    let with_globus = path_rate.is_some();
     [1u32, 4]
         .into_iter()
         .map(|p| {
-            let mut variants: Vec<Variant> = Row::ALL.iter().map(|r| variant(*r, p, pki, source, bytes)).collect();
+            let mut variants: Vec<Variant> = Row::ALL
+                .iter()
+                .filter(|r| **r != Row::QuicPathRate || path_rate.is_some())
+                .map(|r| variant(*r, p, pki, source, bytes, path_rate))
+                .collect();
             let mut comparisons = vec![
                 Comparison::rate(&format!("quic-{p}"), &format!("ftps-{p}")),
-                Comparison::rate(&format!("quic-{p}"), &format!("quic-quinn-mtu-{p}")),
                 Comparison::rate(&format!("udt-prot-p-{p}"), &format!("ftps-{p}")),
             ];
+            if path_rate.is_some() {
+                comparisons.push(Comparison::rate(&format!("quic-path-rate-{p}"), &format!("ftps-{p}")));
+                comparisons.push(Comparison::rate(&format!("quic-path-rate-{p}"), &format!("quic-{p}")));
+            }
             if with_globus && p == 4 {
                 variants.push(globus(source, bytes));
                 comparisons.push(Comparison::rate("quic-4", "guc-4"));
@@ -289,7 +304,7 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
     let mut stages = vec![Stage {
         wan: None,
         ferry_root: dirs.shm_data(),
-        groups: groups("lo", "loopback, tmpfs to /dev/null", &pki, &lo_src, lo_bytes, false),
+        groups: groups("lo", "loopback, tmpfs to /dev/null", &pki, &lo_src, lo_bytes, None),
     }];
     let mut data = vec![DataSpec::File { path: lo_src.clone(), size: lo_bytes }];
     if wan {
@@ -311,7 +326,7 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
                     &pki,
                     &wan_src,
                     wan_bytes,
-                    true,
+                    Some(WAN_RATE_BITS / 8),
                 ),
             });
         }
@@ -324,8 +339,9 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
         description: format!(
             "Ferry's data-channel transports, one `ferry serve` per row: `quic` (TLS 1.3, the `ferry` \
              rate-based controller), FTPS (`ftps://`, `PROT P` over TCP), TCP in clear, `udt` in clear \
-             and `udt` under `PROT P` (AES-256-GCM records keyed from the control channel's TLS exporter), MODE E with 1 and 4 streams, and `quic` again with quinn's own datagram sizes \
-             (`FERRY_QUIC_MTU=default`: the A/B of sizing datagrams from the interface MTU). The encrypted rows' server certificate comes \
+             and `udt` under `PROT P` (AES-256-GCM records keyed from the control channel's TLS exporter), MODE E with 1 and 4 streams, and on the long paths `quic` again with \
+             `ferry cp --path-rate` at the link's rate (the client announces it with `OPTS TPRT Rate=N;` and the \
+             server's QUIC sender starts there instead of ramping up cold). The encrypted rows' server certificate comes \
              from a CA made for the run; the client trusts it with `--ca`. Loopback: one {} file from tmpfs to \
              `/dev/null` (throughput and CPU seconds per GB at both ends; the issue's target is QUIC's CPU per \
              GB ≤ 1.5 × FTPS's). Long paths (with `wan`): one {} file across ferry-wan at {} Mbit/s — what a \
@@ -402,19 +418,9 @@ mod tests {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .filter(|v| v["kind"] == "run" && v["phase"] != "setup")
             .collect();
-        for id in [
-            "quic-1",
-            "quic-quinn-mtu-1",
-            "ftps-1",
-            "tcp-1",
-            "udt-1",
-            "udt-prot-p-1",
-            "quic-4",
-            "ftps-4",
-            "tcp-4",
-            "udt-4",
-            "udt-prot-p-4",
-        ] {
+        for id in
+            ["quic-1", "ftps-1", "tcp-1", "udt-1", "udt-prot-p-1", "quic-4", "ftps-4", "tcp-4", "udt-4", "udt-prot-p-4"]
+        {
             let r = rows.iter().find(|r| r["variant"] == id).unwrap_or_else(|| panic!("no record of {id}: {text}"));
             assert_eq!(r["outcome"], "ok", "{id}: {r}");
             assert_eq!(r["bytes"], 4 * MIB, "{id}");
@@ -433,7 +439,7 @@ mod tests {
             let t = cp.iter().position(|f| f == "--transport").unwrap();
             let want = match r {
                 Row::Ftps => "tcp",
-                Row::QuicQuinnMtu => "quic",
+                Row::QuicPathRate => "quic",
                 Row::UdtSealed => "udt",
                 _ => r.id(),
             };

@@ -27,11 +27,6 @@ pub const MAX_PAYLOAD: u16 = 65_527;
 /// IPv6 and UDP headers); paths with no larger interface MTU keep it.
 pub const DEFAULT_UPPER: u16 = 1_452;
 
-/// Above this payload one datagram per `sendmsg` already carries as much
-/// as a GSO batch may (the kernel caps a GSO send at 64 KiB). Only the
-/// `FERRY_QUIC_GSO=on` A/B switch still uses it: see [`PayloadPlan::gso`].
-pub const NO_GSO_ABOVE: u16 = 32 << 10;
-
 /// What the QUIC connection is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayloadPlan {
@@ -52,12 +47,9 @@ impl PayloadPlan {
     /// 8,972-byte datagrams in GSO batches took 14.0 and 25.9 s for
     /// 128 MiB, one at a time 9.6 and 10.0 s, quinn's 1,452-byte batches
     /// 9.8 and 10.9 s. This was the "sender held itself back" of the first
-    /// jumbo attempt. `FERRY_QUIC_GSO=on` keeps batches up to
-    /// [`NO_GSO_ABOVE`] for A/B runs.
+    /// jumbo attempt. (The A/B switch of that measurement,
+    /// `FERRY_QUIC_GSO=on`, is gone with the A/B done.)
     pub fn gso(&self) -> bool {
-        if std::env::var("FERRY_QUIC_GSO").is_ok_and(|v| v == "on") {
-            return self.upper <= NO_GSO_ABOVE;
-        }
         self.upper <= DEFAULT_UPPER
     }
 }
@@ -77,13 +69,11 @@ pub fn plan_for(mtu: u32, ipv6: bool, loopback: bool) -> PayloadPlan {
 }
 
 /// The plan for a path to or from `addr` (a peer, or a local address the
-/// endpoint is bound to), or `None` when the interface cannot be found or
-/// `FERRY_QUIC_MTU=default` asks for quinn's defaults (the A/B switch the
-/// benchmarks use).
+/// endpoint is bound to), or `None` (quinn's defaults) when the interface
+/// cannot be found. (Session 4's A/B switch to quinn's sizes,
+/// `FERRY_QUIC_MTU=default`, is gone: `bench/results/quic-s4-quiet/` holds
+/// the A/B — 3.5–4 × the CPU per GB on loopback with quinn's sizes.)
 pub fn plan(addr: IpAddr) -> Option<PayloadPlan> {
-    if std::env::var("FERRY_QUIC_MTU").is_ok_and(|v| v == "default") {
-        return None;
-    }
     if addr.is_unspecified() {
         return None;
     }
