@@ -1188,3 +1188,38 @@ fn a_udt_probe_is_remembered_for_the_next_copy() {
     let (ok, _, err) = ferry(&["probe", "--transport", "quic", &server.url(ALICE, "/probe.bin")]);
     assert!(!ok && err.contains("tcp or udt"), "{err}");
 }
+
+/// A third-party copy's data runs between the servers, not over the
+/// client's path the cache measured: the servers are told to forget a
+/// remembered rate (`OPTS TPRT Rate=0;`) and their senders start cold; a
+/// rate the user gave (`--path-rate`) is kept.
+#[test]
+fn a_third_party_copy_does_not_start_at_the_rate_remembered_for_the_clients_path() {
+    let a = FerryServer::start();
+    let b = FerryServer::start();
+    random_file(&a.path("t.bin"), 2 << 20, 43);
+    let cache = state_dir().join("path-rates.json");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let seeded = serde_json::json!({"hosts": {"127.0.0.1": [{
+        "rate": 9e6, "rtt_ms": 1.0, "bytes": 64 << 20, "seconds": 7.0, "at": now, "how": "udt transfer"
+    }]}});
+    std::fs::write(&cache, seeded.to_string()).unwrap();
+    let third_party = |extra: &[&str], to: &str| {
+        let (from, dest) = (a.url(ALICE, "/t.bin"), b.url(ALICE, to));
+        let args = [&["cp", "--json", "--transport", "udt", "-p", "1"][..], extra, &[&from, &dest]].concat();
+        let (ok, out, err) = ferry(&args);
+        assert!(ok, "{err}\n{}\n{}", a.log_text(), b.log_text());
+        assert_eq!(sha256_file(&b.path(&to[1..])), sha256_file(&a.path("t.bin")));
+        json_of(&out)
+    };
+    let v = third_party(&[], "/t1.bin");
+    // announced at login (the sessions do not know yet what they will
+    // carry), then forgotten before the transfer
+    assert_eq!(v["path_rate"]["announced"][0]["rate"], 9e6, "{v}");
+    let (src, dst) = (controllers_opened(&a), controllers_opened(&b));
+    assert!(src.iter().chain(&dst).all(|c| c.starts_with("ferry Startup")), "{src:?} {dst:?}");
+    assert_eq!(transports_of(&b, "/t1.bin"), vec!["udt"]);
+    third_party(&["--path-rate", "5000000"], "/t2.bin");
+    let src = controllers_opened(&a);
+    assert_eq!(started_at(src.last().unwrap()), 5e6, "{src:?}");
+}

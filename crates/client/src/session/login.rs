@@ -145,6 +145,7 @@ impl ServerSession {
             transport: "tcp".to_string(),
             udt_sealed: false,
             transport_choice: None,
+            remembered_rate_announced: false,
             data_peer: None,
         }
     }
@@ -226,6 +227,7 @@ impl ServerSession {
         });
         let r = self.ctrl.command(&opts).await?;
         if r.code.is_positive_completion() {
+            self.remembered_rate_announced = self.opts.path_rate.is_none();
             tracing::debug!(server = %self.url, rate, "announced the path rate to the server's udt senders");
         } else {
             tracing::info!(server = %self.url, reply = %r.text(), "the server takes no path rate; its udt senders start cold");
@@ -249,6 +251,20 @@ impl ServerSession {
             }
             _ => Some((r, from)),
         }
+    }
+
+    /// Has the server forget a path rate the path cache gave it (`OPTS
+    /// TPRT Rate=0;`): before a third-party copy, whose data runs between
+    /// the servers, not over the client's path the cache measured. A rate
+    /// the user gave (`--path-rate`) stays: they chose it for this copy.
+    pub(super) async fn forget_remembered_path_rate(&mut self) -> Result<(), ClientError> {
+        if !std::mem::take(&mut self.remembered_rate_announced) {
+            return Ok(());
+        }
+        let opts = Command::Opts(ferry_proto::command::Opts::Other { command: "TPRT".into(), args: "Rate=0;".into() });
+        let r = self.ctrl.command(&opts).await?;
+        tracing::info!(server = %self.url, reply = %r.text(), "third-party copy: the server's udt senders start cold, not at the rate remembered for this client's path");
+        Ok(())
     }
 
     /// Records what a transfer of this session delivered in the path

@@ -166,6 +166,10 @@ pub struct ServerSession {
     udt_sealed: bool,
     /// `--transport auto`: what it chose and why (`transport_choice.rs`).
     pub transport_choice: Option<String>,
+    /// The server took a path rate the path cache remembered for the
+    /// client's path to it (`OPTS TPRT Rate=N;`): a third-party copy,
+    /// whose data takes another path, has it forget that.
+    remembered_rate_announced: bool,
     /// The name this server was told its data channels' peer must prove
     /// (`DCAU S`, third-party QUIC), once it accepted it.
     data_peer: Option<String>,

@@ -171,6 +171,8 @@ pub async fn third_party_e(
 /// server's offer; a server may refuse `TPRT udt`); when the choices
 /// differ, both go back to TCP, which every server has.
 async fn agree_on_transport(src: &mut ServerSession, dst: &mut ServerSession) -> Result<(), ClientError> {
+    src.forget_remembered_path_rate().await?;
+    dst.forget_remembered_path_rate().await?;
     let (s, d) = (src.transport_name().to_string(), dst.transport_name().to_string());
     if s == d {
         return Ok(());
