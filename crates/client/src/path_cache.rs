@@ -24,6 +24,13 @@
 //!   path costs a burst, not the transfer. The worse path's lower samples
 //!   replace the old ones within [`SAMPLES_PER_HOST`] runs, and the decay
 //!   and expiry forget an old best within a day.
+//! * **When the path is another one.** A sample is used only while the
+//!   session's control-channel RTT is within [`RTT_MATCH`] of the RTT it
+//!   was taken at: a laptop that moved networks, a host name that now
+//!   resolves elsewhere or, on an emulated testbed, paths that share an
+//!   address are different paths, and a rate from one must not start the
+//!   other (a 100 Mbit/s sample at 20 ms would overrun a 10 Mbit/s path at
+//!   260 ms tenfold).
 //!
 //! The file is bounded ([`MAX_HOSTS`] hosts, the least recently updated
 //! dropped), written atomically (a temporary file renamed over it, after
@@ -40,6 +47,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Samples older than this are forgotten.
 pub const TTL: Duration = Duration::from_secs(24 * 3600);
+/// How far the RTT now may be from a sample's, as a factor either way (or
+/// within a millisecond), for the sample to describe the same path (tighter than the 2x between
+/// the nearest of the comparative evaluation's paths, 20 and 40 ms).
+pub const RTT_MATCH: f64 = 1.5;
 /// A sample younger than this is taken as it is...
 pub const FRESH: Duration = Duration::from_secs(3600);
 /// ... then its weight halves every this long.
@@ -98,6 +109,23 @@ impl Sample {
         self.rate.is_finite() && self.rate >= 1.0
     }
 
+    /// Whether it was taken on a path with about the round-trip time `rtt`
+    /// (zero: unknown, assumed the same).
+    fn same_path(&self, rtt: Duration) -> bool {
+        let now_ms = rtt.as_secs_f64() * 1e3;
+        if now_ms <= 0.0 || !(self.rtt_ms > 0.0) {
+            return true;
+        }
+        // Within a millisecond is the same path whatever the ratio: on a
+        // LAN or loopback the RTT is tens of microseconds and jitters by
+        // more than the factor.
+        if (now_ms - self.rtt_ms).abs() <= 1.0 {
+            return true;
+        }
+        let ratio = now_ms / self.rtt_ms;
+        (1.0 / RTT_MATCH..=RTT_MATCH).contains(&ratio)
+    }
+
     /// Its rate weighed by its age at `now`; `None` once expired.
     fn decayed(&self, now: u64) -> Option<f64> {
         let age = now.saturating_sub(self.at);
@@ -153,11 +181,14 @@ impl Entries {
         serde_json::from_str(text).unwrap_or_default()
     }
 
-    /// The rate to start at for `host` at `now` (unix seconds).
-    pub fn lookup(&self, host: &str, now: u64) -> Option<Remembered> {
+    /// The rate to start at for `host` at `now` (unix seconds), from the
+    /// samples taken at about the RTT measured now (`rtt`; zero when it is
+    /// unknown, and then every sample counts).
+    pub fn lookup(&self, host: &str, now: u64, rtt: Duration) -> Option<Remembered> {
         self.hosts
             .get(&key(host))?
             .iter()
+            .filter(|s| s.same_path(rtt))
             .filter_map(|s| Some((s.decayed(now)?, s)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(rate, s)| Remembered { rate, sample: s.clone(), age_secs: now.saturating_sub(s.at) })
@@ -259,13 +290,14 @@ impl PathCache {
         std::fs::read_to_string(&self.file).map(|t| Entries::parse(&t)).unwrap_or_default()
     }
 
-    /// The remembered rate for `host`, if any.
-    pub fn lookup(&self, host: &str) -> Option<Remembered> {
+    /// The remembered rate for `host` on a path whose RTT is now `rtt`
+    /// (zero if unknown), if any.
+    pub fn lookup(&self, host: &str, rtt: Duration) -> Option<Remembered> {
         let mut st = self.lock();
         if st.loaded.is_none() {
             st.loaded = Some(self.read());
         }
-        st.loaded.as_ref().and_then(|e| e.lookup(host, unix_now()))
+        st.loaded.as_ref().and_then(|e| e.lookup(host, unix_now(), rtt))
     }
 
     /// Notes a sample of `host`'s path; this run keeps its best.
@@ -344,18 +376,43 @@ mod tests {
         let mut e = Entries::default();
         e.record("Example.org", sample(10e6, now - 60), now);
         e.record("example.org", sample(12e6, now - 30), now);
-        let r = e.lookup("EXAMPLE.ORG", now).unwrap();
+        let r = e.lookup("EXAMPLE.ORG", now, Duration::ZERO).unwrap();
         assert!((r.rate - 12e6).abs() < 1e3, "{r:?}");
-        assert!(e.lookup("other.org", now).is_none());
+        assert!(e.lookup("other.org", now, Duration::ZERO).is_none());
         // twelve hours on, half; a day on, nothing
-        assert!(!e.lookup("example.org", now + FRESH.as_secs() - 60).unwrap().describe().contains("decayed"));
-        let r = e.lookup("example.org", now + FRESH.as_secs() + HALF_LIFE.as_secs() - 30).unwrap();
+        assert!(!e
+            .lookup("example.org", now + FRESH.as_secs() - 60, Duration::ZERO)
+            .unwrap()
+            .describe()
+            .contains("decayed"));
+        let r = e.lookup("example.org", now + FRESH.as_secs() + HALF_LIFE.as_secs() - 30, Duration::ZERO).unwrap();
         assert!((r.rate - 6e6).abs() < 1e3, "{r:?}");
         assert!(r.describe().contains("decayed"), "{}", r.describe());
-        assert!(e.lookup("example.org", now + TTL.as_secs()).is_none());
+        assert!(e.lookup("example.org", now + TTL.as_secs(), Duration::ZERO).is_none());
         // pruned from the file on the next write
         e.record("b.org", sample(1e6, now + TTL.as_secs()), now + TTL.as_secs());
         assert_eq!(e.hosts.keys().collect::<Vec<_>>(), ["b.org"]);
+    }
+
+    #[test]
+    fn a_sample_starts_only_a_path_with_about_its_round_trip_time() {
+        let now = 1_000_000;
+        let mut e = Entries::default();
+        // sample() is taken at 160 ms
+        e.record("h", sample(12e6, now), now);
+        let at = |e: &Entries, ms| e.lookup("h", now, Duration::from_millis(ms));
+        assert!(at(&e, 160).is_some() && at(&e, 120).is_some() && at(&e, 220).is_some());
+        assert!(at(&e, 40).is_none(), "a 40 ms path is another path");
+        assert!(at(&e, 520).is_none(), "so is a 520 ms one");
+        assert!(e.lookup("h", now, Duration::ZERO).is_some(), "an unknown RTT does not exclude it");
+        // the sample of the path in use is chosen over a faster one of another
+        e.record("h", sample(50e6, now), now);
+        e.hosts.get_mut("h").unwrap()[0].rtt_ms = 20.0;
+        assert_eq!(at(&e, 160).unwrap().sample.rate, 12e6);
+        assert_eq!(at(&e, 21).unwrap().sample.rate, 50e6);
+        // on loopback, microseconds apart is the same path
+        e.hosts.get_mut("h").unwrap()[0].rtt_ms = 0.03;
+        assert_eq!(e.lookup("h", now, Duration::from_micros(90)).unwrap().sample.rate, 50e6);
     }
 
     #[test]
@@ -384,7 +441,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sub/path-rates.json");
         let c = PathCache::at(&file);
-        assert!(c.lookup("a").is_none());
+        assert!(c.lookup("a", Duration::ZERO).is_none());
         c.save().unwrap();
         assert!(!file.exists(), "nothing recorded, nothing written");
         c.observe("a", Sample { at: unix_now(), ..sample(5e6, 0) });
@@ -396,18 +453,22 @@ mod tests {
         d.observe("b", Sample { at: unix_now(), ..sample(3e6, 0) });
         d.save().unwrap();
         let e = PathCache::at(&file);
-        assert_eq!(e.lookup("a").unwrap().sample.rate, 9e6, "the run's best");
-        assert_eq!(e.lookup("b").unwrap().sample.rate, 3e6);
+        assert_eq!(e.lookup("a", Duration::ZERO).unwrap().sample.rate, 9e6, "the run's best");
+        assert_eq!(e.lookup("b", Duration::ZERO).unwrap().sample.rate, 3e6);
         let names: Vec<_> =
             std::fs::read_dir(file.parent().unwrap()).unwrap().map(|d| d.unwrap().file_name()).collect();
         assert_eq!(names, ["path-rates.json"], "no temporary file left");
         for junk in ["", "{", "not json", "{\"hosts\": 5}", "{\"hosts\": {\"a\": [{\"rate\": \"x\"}]}}"] {
             std::fs::write(&file, junk).unwrap();
             let c = PathCache::at(&file);
-            assert!(c.lookup("a").is_none(), "{junk:?}");
+            assert!(c.lookup("a", Duration::ZERO).is_none(), "{junk:?}");
             c.observe("a", Sample { at: unix_now(), ..sample(4e6, 0) });
             c.save().unwrap();
-            assert_eq!(PathCache::at(&file).lookup("a").unwrap().sample.rate, 4e6, "{junk:?} is overwritten");
+            assert_eq!(
+                PathCache::at(&file).lookup("a", Duration::ZERO).unwrap().sample.rate,
+                4e6,
+                "{junk:?} is overwritten"
+            );
         }
     }
 }

@@ -237,11 +237,12 @@ impl ServerSession {
 
     /// The path rate this session's UDT senders start at, bytes/s, and
     /// where it came from: the copy's `--path-rate`, else what the path
-    /// cache remembers of this host; capped by the copy's `--max-rate`.
+    /// cache remembers of this host at about this session's RTT; capped by
+    /// the copy's `--max-rate`.
     pub(crate) fn path_rate(&self) -> Option<(f64, String)> {
         let given = self.opts.path_rate.filter(|r| r.is_finite() && *r >= 1.0).map(|r| (r, "--path-rate".to_string()));
         let (r, mut from) = given.or_else(|| {
-            let m = self.opts.path_cache.as_ref()?.lookup(&self.url.host)?;
+            let m = self.opts.path_cache.as_ref()?.lookup(&self.url.host, self.rtt)?;
             Some((m.rate, m.describe()))
         })?;
         match self.opts.max_rate {
