@@ -28,6 +28,13 @@ fn integral(h: &HostProfile, f: impl Fn(&ferry_profile::SystemSample) -> f64) ->
     h.samples.iter().map(|s| f(s) * s.dt).sum()
 }
 
+/// The calling thread's time on a CPU so far, ns (the first field of
+/// `/proc/thread-self/schedstat`).
+fn thread_cpu_ns() -> u64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+    s.split_whitespace().next().unwrap().parse().unwrap()
+}
+
 #[test]
 fn a_busy_loop_shows_as_user_cpu_on_its_core() {
     let _serial = serial();
@@ -42,16 +49,20 @@ fn a_busy_loop_shows_as_user_cpu_on_its_core() {
             let mut set = nix::sched::CpuSet::new();
             set.set(core).unwrap();
             nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).unwrap();
+            let (started, cpu_before) = (Instant::now(), thread_cpu_ns());
             let mut x = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
             }
-            x
+            std::hint::black_box(x);
+            // The share of a core the spinner really got: on a loaded
+            // machine far less than all of it.
+            (thread_cpu_ns() - cpu_before) as f64 / started.elapsed().as_nanos() as f64 * 100.0
         })
     };
     std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::Relaxed);
-    spinner.join().unwrap();
+    let got = spinner.join().unwrap();
     let h = sampler.stop().unwrap();
     assert!(h.samples.len() >= 5, "{} samples", h.samples.len());
     assert_eq!(h.host.cores as usize, cores);
@@ -61,11 +72,13 @@ fn a_busy_loop_shows_as_user_cpu_on_its_core() {
         .filter_map(|s| s.cores.iter().find(|c| c.core as usize == core).map(|c| c.share.user + c.share.nice))
         .collect();
     let peak = on_core.iter().cloned().fold(0.0, f64::max);
-    // Alone the spinner makes this 100%; other builds on a shared machine
-    // can take at most their fair share of the core.
-    assert!(peak >= 30.0, "user CPU on cpu{core} peaked at {peak:.1}%: {on_core:?}");
+    // Alone the spinner makes this 100%. On a shared machine it gets what
+    // the scheduler gives it, which it measured itself (`got`): the
+    // sampler must see at least most of that, whatever the load.
+    assert!(got >= 5.0, "the spinner ran for only {got:.1}% of a core: nothing to judge");
+    assert!(peak >= 0.8 * got, "user CPU on cpu{core} peaked at {peak:.1}%, the spinner ran {got:.1}%: {on_core:?}");
     let own_user = h.samples.iter().filter_map(|s| s.process.map(|p| p.user_percent)).fold(0.0, f64::max);
-    assert!(own_user >= 30.0, "the process's own user CPU peaked at {own_user:.1}%");
+    assert!(own_user >= 0.8 * got, "the process's own user CPU peaked at {own_user:.1}%, the spinner ran {got:.1}%");
     assert!(h.samples.iter().all(|s| (s.cpu.busy() + s.cpu.idle + s.cpu.iowait - 100.0).abs() < 0.5));
     assert_eq!(h.process.as_ref().map(|p| p.pid), Some(std::process::id()));
     assert!(h.overhead.ticks >= 5 && h.overhead.mean_us > 0.0);
