@@ -582,35 +582,3 @@ fn bench2_row(loss: f64, seed: u64, trace: bool) -> (f64, Sim) {
     let g = s.goodput_between(t0 + Duration::from_secs(2), s.now) / capacity;
     (g, s)
 }
-
-/// The far path (10 Mbit/s policer, 4-packet queue, 260 ms, 1.5 % loss
-/// each way) from half the link, where start-up leaves it on ferry-wan
-/// (the policer's drops end start-up at 0.5–0.6 of the link): a probe that
-/// found more is followed by the next at once, so the rate climbs to the
-/// link in a few seconds instead of one 1.25 per eight round trips
-/// (`FAR_FROM` overrides the start as a share of the link). From 8 s to
-/// 25 s: 0.774 of the link before, 0.846 with the repeated probe.
-#[test]
-fn from_half_the_far_path_the_rate_climbs_to_the_link_within_seconds() {
-    let share: f64 = std::env::var("FAR_FROM").ok().and_then(|v| v.parse().ok()).unwrap_or(0.5);
-    let kind = CongestionKind::Ferry { initial_rate: Some(share * 10.0 * MBIT), max_rate: None };
-    let c = Config { congestion: kind, ..Config::default() };
-    let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500).loss(0.015);
-    let down = LinkConfig::new(130).loss(0.015);
-    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 1, 5);
-    s.sample_every = Duration::from_millis(1000);
-    let t0 = s.now;
-    s.run_until(Duration::from_secs(25), |_| false);
-    let capacity = 10.0 * MBIT * 1456.0 / 1500.0;
-    let g = s.goodput_between(t0, s.now) / capacity;
-    let late = s.goodput_between(t0 + Duration::from_secs(8), s.now) / capacity;
-    println!(
-        "far path from {share}: {g:.3} of the link over 25 s, {late:.3} from 8 s; {}",
-        s.client().congestion().describe()
-    );
-    assert!(
-        late >= 0.82,
-        "far path from {share} of the link: {late:.3} from 8 s on; {}",
-        s.client().congestion().describe()
-    );
-}

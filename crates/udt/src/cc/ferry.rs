@@ -83,8 +83,6 @@ const CWND_GAIN: f64 = 4.0;
 /// `MAX_LAG_CWND_GAIN` BDPs.
 const LAG_CWND_GAIN: f64 = 1.25;
 const MAX_LAG_CWND_GAIN: f64 = 12.0;
-/// A probe whose estimate grew by this much is followed by the next at once.
-const PROBE_AGAIN_GROWTH: f64 = 1.1;
 /// Loss over the rounds so far above which start-up's window follows its
 /// pacing rate rather than its estimate (see `window`).
 const STARTUP_LAG_MIN_LOSS: f64 = 0.02;
@@ -184,8 +182,6 @@ pub struct FerryRate {
     /// (packet number, first send time) of packets sent and not yet below
     /// the ACK point, oldest first.
     send_times: VecDeque<(u64, Time)>,
-    /// The estimate when the last 1.25 probe began.
-    probe_start_bw: f64,
     /// (round, longest head-of-line age seen in it), newest last, at most
     /// BW_WINDOW_ROUNDS: how long the ACK point stands behind a hole.
     lag_rounds: VecDeque<(u64, Duration)>,
@@ -225,7 +221,6 @@ impl FerryRate {
             probe_rtt_min: None,
             probe_rtt_count: 0,
             send_times: VecDeque::new(),
-            probe_start_bw: f64::INFINITY,
             lag_rounds: VecDeque::new(),
         }
     }
@@ -563,28 +558,10 @@ impl CongestionControl for FerryRate {
                 }
                 if advance {
                     self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
-                    // A probe that found more (the estimate grew by a
-                    // tenth since it began) is followed by the next at
-                    // once rather than after six cruising round trips:
-                    // the path has more room. On the far path (260 ms, a
-                    // 10 Mbit/s policer) start-up leaves at about half the
-                    // link (the policer's drops end it) and the climb of
-                    // one 1.25 per eight round trips took 15 of the row's
-                    // 25 s. Not with a standing queue (the link is full)
-                    // nor under a congestion cap.
-                    if CYCLE[self.cycle_index] == 1.0
-                        && self.cycle_index > 2
-                        && self.btl_bw >= self.probe_start_bw * PROBE_AGAIN_GROWTH
-                        && self.bw_cap.is_none()
-                        && !self.standing_queue()
-                    {
-                        self.cycle_index = 0;
-                    }
                     self.cycle_stamp = now;
                     if CYCLE[self.cycle_index] > 1.0 {
                         // probe again from the full estimate
                         self.bw_cap = None;
-                        self.probe_start_bw = self.btl_bw;
                     }
                 }
             }
