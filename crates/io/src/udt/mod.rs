@@ -64,7 +64,8 @@ impl Default for UdtConfig {
 
 impl UdtConfig {
     /// Sized for a path of `rate` bytes/s and round trip `rtt`: protocol
-    /// buffers of four bandwidth-delay products ([`Config::for_path`]) and
+    /// buffers of eight bandwidth-delay products ([`Config::for_path`],
+    /// at least [`DEFAULT_BUFFER_PACKETS`]) and
     /// socket buffers of one (at least 8 MiB, at most 256 MiB), so a burst
     /// of a pacing interval never overflows the kernel's queue.
     pub fn for_path(rate: f64, rtt: Duration) -> UdtConfig {
