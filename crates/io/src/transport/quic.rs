@@ -688,7 +688,24 @@ impl Transport for Quic {
             udp_socket(at, opts.buffer)?,
             quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?,
         )?;
+        // Ready at once, not from the first `accept`: the peer connects as
+        // soon as it has the PORT/PASV reply and its transfer command, and
+        // an Initial that arrives before this side gets round to accepting
+        // found no server configuration — quinn dropped it (answering with
+        // a stateless reset) and the peer resent only after its probe
+        // timeout, about 1 s (3 × quinn's initial RTT of 333 ms). On the
+        // 80 ms path that race cost a second in about half the downloads
+        // (`bench/results/quic-s5/NOTES.md`). Queued attempts still go
+        // through `admit` (the peer's address) when `accept` runs; a
+        // session without credentials keeps none until `accept` refuses it.
+        // Set once: a new configuration has a new Retry-token key, so a
+        // Retry issued under the old one would fail its validation (the
+        // handshake then timed out); `accept` sets it only if this could not
+        // (no interface for an unspecified address, no credentials).
+        let configured = !at.ip().is_unspecified()
+            && server_config(opts, Some(at.ip())).map(|c| endpoint.set_server_config(Some(c))).is_ok();
         Ok(Arc::new(QuicListener {
+            configured: std::sync::atomic::AtomicBool::new(configured),
             endpoint,
             conns: Arc::default(),
             changed: Arc::default(),
@@ -718,6 +735,18 @@ impl Transport for Quic {
     }
 }
 
+/// The endpoint configuration of a listener: credentials, windows and
+/// datagram sizes toward `path`, and the bounds on queued attempts.
+fn server_config(opts: &ChannelOptions, path: Option<IpAddr>) -> io::Result<quinn::ServerConfig> {
+    let mut config = quinn::ServerConfig::with_crypto(server_crypto(&opts.protection)?);
+    config
+        .transport_config(transport_config(opts, path))
+        .max_incoming(MAX_INCOMING)
+        .incoming_buffer_size(64 << 10)
+        .incoming_buffer_size_total(1 << 20);
+    Ok(config)
+}
+
 /// A QUIC endpoint waiting for one data channel set.
 pub struct QuicListener {
     endpoint: quinn::Endpoint,
@@ -730,6 +759,8 @@ pub struct QuicListener {
     changed: Arc<tokio::sync::Notify>,
     /// Handshakes accepted and not yet finished (see "Hostile input").
     handshakes: Arc<std::sync::atomic::AtomicUsize>,
+    /// The server configuration is set (once: see [`Transport::listen`]).
+    configured: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for QuicListener {
@@ -846,16 +877,11 @@ impl DataListener for QuicListener {
     ) -> BoxFuture<'a, io::Result<(DataConn, SocketAddr)>> {
         Box::pin(async move {
             let rt = runtime()?;
-            let mut config = quinn::ServerConfig::with_crypto(server_crypto(&opts.protection)?);
-            config
-                .transport_config(transport_config(
-                    opts,
-                    peer.or_else(|| self.endpoint.local_addr().ok().map(|a| a.ip())),
-                ))
-                .max_incoming(MAX_INCOMING)
-                .incoming_buffer_size(64 << 10)
-                .incoming_buffer_size_total(1 << 20);
-            self.endpoint.set_server_config(Some(config));
+            if !self.configured.load(std::sync::atomic::Ordering::SeqCst) {
+                let path = peer.or_else(|| self.endpoint.local_addr().ok().map(|a| a.ip()));
+                self.endpoint.set_server_config(Some(server_config(opts, path)?));
+                self.configured.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             loop {
                 let changed = self.changed.notified();
                 let conns = self.live();
@@ -1181,7 +1207,10 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let t = transport();
         tokio::select! {
-            r = t.connect(addr, None, &co) => assert!(r.unwrap_err().to_string().contains("certificate"), "upload shape"),
+            r = t.connect(addr, None, &co) => {
+                let e = r.unwrap_err().to_string();
+                assert!(e.contains("certificate"), "upload shape: {e}");
+            }
             _ = l.accept(&lo, None) => panic!("accepted"),
         }
         // Reversed: the client listens and must reject the server's certificate.
