@@ -17,8 +17,9 @@
 //!   refused (`Unsupported`, a 425): never clear data after `PROT P`.
 //! * **Sizing.** UDP has no autotuning: with a buffer size from the session
 //!   (SBUF, `--tcp-bs`) that is the path's bandwidth-delay product, and the
-//!   protocol's windows are four of it ([`UdtConfig::for_path`]); without
-//!   one, libudt's defaults (8192 packets, about 12 MB of window).
+//!   protocol's windows are eight of it ([`UdtConfig::for_path`]: on a
+//!   lossy path the ACK point waits behind holes whose repair was lost
+//!   again); without one, 16,384 packets (about 24 MB at MSS 1500).
 //! * **Stalls.** A read or write that makes no progress for the session's
 //!   data timeout fails with `TimedOut` (`UdtStream::set_read_timeout`), as
 //!   on TCP; the driver also declares a silent peer dead (UDT's EXP timer,
