@@ -369,13 +369,17 @@ pub struct BatchDurability {
 
 impl BatchDurability {
     pub fn new(method: BatchSyncMethod) -> Self {
-        Self { method, ..Self::default() }
+        let mut b = Self::default();
+        b.method = method;
+        b
     }
 
     /// A batch whose `syncfs` pass is folded with the other sessions'
     /// ([`SyncPasses`]).
     pub fn shared(method: BatchSyncMethod, passes: Arc<SyncPasses>) -> Self {
-        Self { method, passes: Some(passes), ..Self::default() }
+        let mut b = Self::default();
+        (b.method, b.passes) = (method, Some(passes));
+        b
     }
 
     fn add(&self, f: PendingFile) {
@@ -439,6 +443,22 @@ impl BatchDurability {
             c.1 += files.len() as u64;
         }
         result.map(|()| files.len())
+    }
+}
+
+/// A batch cut short (its session ended, or the client went, before the
+/// final reply): its renamed files stay under their names, not made
+/// durable by the server — the client never saw the batch's final reply
+/// and re-checks them when it resumes (docs/batch.md) — but the partial
+/// areas they kept for the batch's next file go, when empty, as the pass
+/// would have removed them. Without this an interrupted tree upload left
+/// an empty `.ferry-partial` in a directory no later upload touched.
+impl Drop for BatchDurability {
+    fn drop(&mut self) {
+        let files = std::mem::take(self.pending.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for f in &files {
+            let _ = f.parent.remove_dir(AREA);
+        }
     }
 }
 
@@ -1680,6 +1700,22 @@ mod tests {
             assert_eq!(batch.finish().unwrap(), 0);
             assert!(!d.path().join(AREA).exists() && !d.path().join("sub").join(AREA).exists());
         }
+    }
+
+    /// A batch whose session ended before its pass leaves its files under
+    /// their names and no empty partial area behind.
+    #[test]
+    fn a_batch_cut_short_removes_the_partial_areas_it_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let batch = BatchDurability::new(BatchSyncMethod::Syncfs);
+        batch_of_one(&root, "/sub/a", &batch);
+        batch_of_one(&root, "/b", &batch);
+        assert!(d.path().join("sub").join(AREA).exists(), "kept for the batch's next file");
+        drop(batch);
+        assert_eq!(std::fs::read(d.path().join("sub/a")).unwrap(), b"x");
+        assert!(!d.path().join(AREA).exists() && !d.path().join("sub").join(AREA).exists());
     }
 
     /// One upload of a `BSTO SYNC` batch, renamed and waiting for its pass.
