@@ -380,15 +380,6 @@ fn a_measured_path_rate_starts_the_servers_quic_sender() {
     let dst_s = dst.display().to_string();
     let ca = pki.file("ca.pem");
     let url = ftps_url(&server, ALICE, "/r.bin");
-    let starts = |server: &FerryServer| -> Vec<String> {
-        server
-            .log_text()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["fields"]["message"] == "QUIC data connection up")
-            .map(|v| v["fields"]["start"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
     for (extra, want) in [(&["--path-rate", "20000000"][..], "20000000 B/s"), (&[][..], "cold")] {
         let args = [
             &["cp", "-q", "--transport", "quic", "--ca", &ca, "--mode", "extended", "-p", "2", "--no-resume"][..],
@@ -399,7 +390,12 @@ fn a_measured_path_rate_starts_the_servers_quic_sender() {
         let (ok, _, err) = ferry(&args);
         assert!(ok, "{args:?}: {err}\n{}", server.log_text());
         assert_eq!(sha256_file(&dst), sha256_file(&server.path("r.bin")));
-        assert_eq!(starts(&server).last().map(String::as_str), Some(want), "{}", server.log_text());
+        assert_eq!(
+            server.logged("QUIC data connection up", "start").last().map(String::as_str),
+            Some(want),
+            "{}",
+            server.log_text()
+        );
     }
     assert_eq!(transports_of(&server, "/r.bin"), vec!["quic"; 2]);
 }

@@ -496,15 +496,6 @@ fn a_measured_path_rate_reaches_the_servers_udt_sender() {
     let local = tempfile::tempdir().unwrap();
     let dst = local.path().join("r.bin");
     let url = server.url(ALICE, "/r.bin");
-    let opened = |server: &FerryServer| -> Vec<String> {
-        server
-            .log_text()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["fields"]["message"] == "udt data channel open")
-            .map(|v| v["fields"]["controller"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
     let cp = |extra: &[&str]| {
         let args =
             [&["cp", "-q", "--transport", "udt", "-p", "1", "--no-resume"][..], extra, &[&url, dst.to_str().unwrap()]]
@@ -514,16 +505,16 @@ fn a_measured_path_rate_reaches_the_servers_udt_sender() {
         assert_eq!(sha256_file(&dst), sha256_file(&server.path("r.bin")));
     };
     cp(&["--path-rate", "20000000"]);
-    let c = opened(&server);
+    let c = controllers_opened(&server);
     assert_eq!(c.len(), 1, "{}", server.log_text());
     assert!(c[0].starts_with("ferry ProbeBw btl_bw 20000000 B/s"), "{c:?}");
     // capped by --max-rate: 6e6 announced and started at
     cp(&["--path-rate", "20000000", "--max-rate", "6000000"]);
-    let c = opened(&server);
+    let c = controllers_opened(&server);
     assert!(c[1].starts_with("ferry ProbeBw btl_bw 6000000 B/s"), "{c:?}");
     // nothing measured: cold, as before
     cp(&[]);
-    let c = opened(&server);
+    let c = controllers_opened(&server);
     assert!(c[2].starts_with("ferry Startup btl_bw 0 B/s"), "{c:?}");
     assert_eq!(transports_of(&server, "/r.bin"), vec!["udt"; 3]);
     // An upload: the client's sender starts at it too; the
@@ -1044,13 +1035,7 @@ fn a_udt_copy_reports_udt_statistics_in_json_and_the_server_log() {
 
 /// The UDT controllers a server logged opening, in order.
 fn controllers_opened(server: &FerryServer) -> Vec<String> {
-    server
-        .log_text()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["fields"]["message"] == "udt data channel open")
-        .map(|v| v["fields"]["controller"].as_str().unwrap_or_default().to_string())
-        .collect()
+    server.logged("udt data channel open", "controller")
 }
 
 /// The path rate belongs to the copy, not the process: two copies run at

@@ -113,7 +113,7 @@ impl Sample {
     /// (zero: unknown, assumed the same).
     fn same_path(&self, rtt: Duration) -> bool {
         let now_ms = rtt.as_secs_f64() * 1e3;
-        if now_ms <= 0.0 || !(self.rtt_ms > 0.0) {
+        if now_ms <= 0.0 || self.rtt_ms.is_nan() || self.rtt_ms <= 0.0 {
             return true;
         }
         // Within a millisecond is the same path whatever the ratio: on a

@@ -618,10 +618,8 @@ fn syncfs(file: &std::fs::File) -> io::Result<()> {
 }
 
 /// `syncfs(2)` once for each file system (device) of `files`.
-#[allow(unsafe_code)]
 fn syncfs_of(files: &[PendingFile]) -> io::Result<()> {
     use std::os::unix::fs::MetadataExt as _;
-    use std::os::unix::io::AsRawFd;
     let mut devices: Vec<u64> = Vec::new();
     for f in files {
         let dev = f.file.metadata()?.dev();
@@ -629,11 +627,7 @@ fn syncfs_of(files: &[PendingFile]) -> io::Result<()> {
             continue;
         }
         devices.push(dev);
-        // SAFETY: syncfs only reads the descriptor number, which `f.file`
-        // keeps open for the duration of the call.
-        if unsafe { libc::syncfs(f.file.as_raw_fd()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        syncfs(&f.file)?;
     }
     Ok(())
 }

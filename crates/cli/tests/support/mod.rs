@@ -199,6 +199,18 @@ impl FerryServer {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The string field `field` of every JSON log line with `message`, in
+    /// order ("" where a line lacks it).
+    #[allow(dead_code)]
+    pub fn logged(&self, message: &str, field: &str) -> Vec<String> {
+        self.log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == message)
+            .map(|v| v["fields"][field].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     /// The JSON "transfer finished" log lines for `path`.
     pub fn transfers(&self, path: &str) -> Vec<serde_json::Value> {
         self.log_text()
