@@ -597,8 +597,12 @@ impl SessionPasses {
     /// How long this session's next pass must wait, and the time it may
     /// start (recorded as its last).
     pub fn next_pass(&self) -> Duration {
+        self.next_pass_at(std::time::Instant::now())
+    }
+
+    /// [`next_pass`](Self::next_pass) at `now`.
+    fn next_pass_at(&self, now: std::time::Instant) -> Duration {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
         let at = last.map_or(now, |l| (l + self.interval).max(now));
         *last = Some(at);
         at - now
@@ -1757,53 +1761,28 @@ mod tests {
         assert_eq!(hooked.load(std::sync::atomic::Ordering::SeqCst), 1, "the hook counted it");
     }
 
-    /// Two sessions end batches now and then while a third ends one as
-    /// fast as it can: the spammer gets at most one pass per interval,
-    /// and the server runs no more passes than the three sessions' clocks
-    /// allow (counted by the hook).
+    /// A session that ends batches as fast as it can is held to one pass
+    /// per interval, on a clock the test drives (no sleeps, no timing):
+    /// each request is told to wait until a full interval after the
+    /// previous pass; one that comes later waits for nothing.
     #[test]
     fn a_sync_spammer_costs_at_most_one_pass_per_interval() {
-        let d = tempfile::tempdir().unwrap();
-        let root = Arc::new(Root::open(d.path()).unwrap());
-        let hooked = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let h = hooked.clone();
-        let passes = Arc::new(SyncPasses::new().with_hook(move |_| {
-            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }));
         let interval = Duration::from_millis(50);
-        let run_for = Duration::from_millis(600);
-        let started = std::time::Instant::now();
-        // (batches ended, pause between them): a spammer and two sessions.
-        let sessions: Vec<_> = [Duration::ZERO, Duration::from_millis(150), Duration::from_millis(200)]
-            .into_iter()
-            .enumerate()
-            .map(|(s, pause)| {
-                let (root, passes) = (root.clone(), passes.clone());
-                std::thread::spawn(move || {
-                    let clock = SessionPasses::new(interval);
-                    let mut n = 0u64;
-                    while started.elapsed() < run_for {
-                        let batch = BatchDurability::shared(BatchSyncMethod::Syncfs, passes.clone());
-                        batch_of_one(&root, &format!("/s{s}-{n}"), &batch);
-                        std::thread::sleep(clock.next_pass());
-                        assert_eq!(batch.finish().unwrap(), 1);
-                        n += 1;
-                        std::thread::sleep(pause);
-                    }
-                    n
-                })
-            })
-            .collect();
-        let ended: Vec<u64> = sessions.into_iter().map(|s| s.join().unwrap()).collect();
-        let elapsed = started.elapsed();
-        let per_session = (elapsed.as_millis() / interval.as_millis()) as u64 + 1;
-        assert!(ended[0] <= per_session, "the spammer ended {} batches in {elapsed:?}", ended[0]);
-        assert!(ended[0] >= 3, "it was not starved: {}", ended[0]);
-        assert!(ended[1] >= 2 && ended[2] >= 2, "the other sessions' batches ended: {ended:?}");
-        let counted = hooked.load(std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(counted, passes.passes());
-        assert!(counted <= ended.iter().sum::<u64>(), "no more passes than batches: {counted} for {ended:?}");
-        assert!(counted <= 3 * per_session, "{counted} passes in {elapsed:?}");
+        let clock = SessionPasses::new(interval);
+        let t0 = std::time::Instant::now();
+        assert_eq!(clock.next_pass_at(t0), Duration::ZERO, "the first pass runs at once");
+        // Ten requests at the same instant: the k-th waits k intervals.
+        for k in 1..=10u32 {
+            assert_eq!(clock.next_pass_at(t0), interval * k);
+        }
+        // Requests spaced wider than the interval wait for nothing.
+        let later = t0 + interval * 20;
+        assert_eq!(clock.next_pass_at(later), Duration::ZERO);
+        assert_eq!(clock.next_pass_at(later + interval * 2), Duration::ZERO);
+        // One a tenth of an interval after the last waits the rest of it.
+        assert_eq!(clock.next_pass_at(later + interval * 2 + interval / 10), interval - interval / 10);
+        // Sessions have their own clocks: another one is not held back.
+        assert_eq!(SessionPasses::new(interval).next_pass_at(t0), Duration::ZERO);
     }
 
     /// A lone upload is committed at once, in a pass of its own.
