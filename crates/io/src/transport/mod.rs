@@ -35,6 +35,7 @@ pub mod memory;
 pub mod quic;
 pub mod quic_cc;
 pub mod quic_mtu;
+pub mod quic_pacer;
 pub mod tcp;
 pub mod udt;
 pub mod udt_seal;

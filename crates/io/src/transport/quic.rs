@@ -75,6 +75,7 @@
 //! per stream) hold one stream to about 100 Mbit/s at 100 ms. GSO and GRO
 //! are quinn-udp's (on where the kernel has them).
 
+use super::quic_pacer::{PacedSocket, PacingRate};
 use super::{AbortHandle, BoxFuture, ChannelOptions, Connection, DataConn, DataListener, Transport, TransportStats};
 use crate::tls::{provider, DataProtection};
 use bytes::Bytes;
@@ -119,7 +120,9 @@ const CLOSE_ABORTED: u32 = 1;
 pub struct Quic {
     /// Client endpoints, per local address (one UDP socket for every
     /// connection this process makes from there).
-    endpoints: Mutex<HashMap<SocketAddr, quinn::Endpoint>>,
+    /// Their sends are paced at the sum of their connections' rates
+    /// ([`super::quic_pacer`]).
+    endpoints: Mutex<HashMap<SocketAddr, (quinn::Endpoint, Arc<PacingRate>)>>,
     /// Live connections this process opened, by peer and credentials.
     shared: tokio::sync::Mutex<HashMap<Key, Weak<Shared>>>,
 }
@@ -469,7 +472,12 @@ fn congestion() -> Congestion {
 /// Windows and timers from the sizing rules and the options; datagram
 /// sizes from the interface toward `path` (the peer, or the local address
 /// the endpoint is bound to: see [`super::quic_mtu`]).
-fn transport_config(opts: &ChannelOptions, path: Option<IpAddr>) -> Arc<quinn::TransportConfig> {
+/// The ferry controller's rate goes to `pacer`, the endpoint's.
+fn transport_config(
+    opts: &ChannelOptions,
+    path: Option<IpAddr>,
+    pacer: &Arc<PacingRate>,
+) -> Arc<quinn::TransportConfig> {
     let w = crate::sizing::quic_windows(opts.buffer);
     let mut t = quinn::TransportConfig::default();
     if let Some(plan) = path.and_then(super::quic_mtu::plan) {
@@ -490,7 +498,8 @@ fn transport_config(opts: &ChannelOptions, path: Option<IpAddr>) -> Arc<quinn::T
         Congestion::NewReno => t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default())),
         Congestion::Bbr => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
         Congestion::Ferry => {
-            t.congestion_controller_factory(Arc::new(super::quic_cc::UdtControllerFactory::ferry_at(start_rate(opts))))
+            let factory = super::quic_cc::UdtControllerFactory::ferry_at(start_rate(opts)).paced(pacer.clone());
+            t.congestion_controller_factory(Arc::new(factory))
         }
     };
     // Cached data channels sit idle between files: keep them alive well
@@ -551,22 +560,34 @@ fn udp_socket(at: SocketAddr, buffer: Option<u32>) -> io::Result<std::net::UdpSo
     Ok(sock.into())
 }
 
+/// An endpoint on `socket` whose sends are paced at the returned rate (the
+/// sum of its ferry controllers' rates, [`super::quic_pacer`]).
+fn paced_endpoint(
+    config: quinn::EndpointConfig,
+    socket: std::net::UdpSocket,
+) -> io::Result<(quinn::Endpoint, Arc<PacingRate>)> {
+    let rt = quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?;
+    let rate = PacingRate::new();
+    let socket = PacedSocket::new(rt.wrap_udp_socket(socket)?, rate.clone());
+    Ok((quinn::Endpoint::new_with_abstract_socket(config, None, socket, rt)?, rate))
+}
+
 fn runtime() -> io::Result<Handle> {
     Handle::try_current().map_err(|_| io::Error::other("QUIC data channels need the tokio runtime"))
 }
 
 impl Quic {
-    fn client_endpoint(&self, from: SocketAddr, toward: IpAddr, buffer: Option<u32>) -> io::Result<quinn::Endpoint> {
+    fn client_endpoint(
+        &self,
+        from: SocketAddr,
+        toward: IpAddr,
+        buffer: Option<u32>,
+    ) -> io::Result<(quinn::Endpoint, Arc<PacingRate>)> {
         let mut eps = self.endpoints.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(ep) = eps.get(&from) {
             return Ok(ep.clone());
         }
-        let ep = quinn::Endpoint::new(
-            endpoint_config(toward),
-            None,
-            udp_socket(from, buffer)?,
-            quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?,
-        )?;
+        let ep = paced_endpoint(endpoint_config(toward), udp_socket(from, buffer)?)?;
         eps.insert(from, ep.clone());
         Ok(ep)
     }
@@ -586,9 +607,9 @@ impl Quic {
             None if to.is_ipv4() => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
             None => SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), 0),
         };
-        let ep = self.client_endpoint(local, to.ip(), opts.buffer)?;
+        let (ep, pacer) = self.client_endpoint(local, to.ip(), opts.buffer)?;
         let mut config = quinn::ClientConfig::new(crypto);
-        config.transport_config(transport_config(opts, Some(to.ip())));
+        config.transport_config(transport_config(opts, Some(to.ip()), &pacer));
         let connecting =
             ep.connect_with(config, to, &name).map_err(|e| io::Error::other(format!("QUIC to {to}: {e}")))?;
         let conn = tokio::time::timeout(opts.timeout, connecting)
@@ -682,12 +703,7 @@ impl Transport for Quic {
 
     fn listen(&self, at: SocketAddr, opts: &ChannelOptions) -> io::Result<Arc<dyn DataListener>> {
         let _rt = runtime()?;
-        let endpoint = quinn::Endpoint::new(
-            endpoint_config(at.ip()),
-            None,
-            udp_socket(at, opts.buffer)?,
-            quinn::default_runtime().ok_or_else(|| io::Error::other("no async runtime for QUIC"))?,
-        )?;
+        let (endpoint, pacer) = paced_endpoint(endpoint_config(at.ip()), udp_socket(at, opts.buffer)?)?;
         // Ready at once, not from the first `accept`: the peer connects as
         // soon as it has the PORT/PASV reply and its transfer command, and
         // an Initial that arrives before this side gets round to accepting
@@ -703,10 +719,11 @@ impl Transport for Quic {
         // handshake then timed out); `accept` sets it only if this could not
         // (no interface for an unspecified address, no credentials).
         let configured = !at.ip().is_unspecified()
-            && server_config(opts, Some(at.ip())).map(|c| endpoint.set_server_config(Some(c))).is_ok();
+            && server_config(opts, Some(at.ip()), &pacer).map(|c| endpoint.set_server_config(Some(c))).is_ok();
         Ok(Arc::new(QuicListener {
             configured: std::sync::atomic::AtomicBool::new(configured),
             endpoint,
+            pacer,
             conns: Arc::default(),
             changed: Arc::default(),
             handshakes: Arc::default(),
@@ -737,10 +754,14 @@ impl Transport for Quic {
 
 /// The endpoint configuration of a listener: credentials, windows and
 /// datagram sizes toward `path`, and the bounds on queued attempts.
-fn server_config(opts: &ChannelOptions, path: Option<IpAddr>) -> io::Result<quinn::ServerConfig> {
+fn server_config(
+    opts: &ChannelOptions,
+    path: Option<IpAddr>,
+    pacer: &Arc<PacingRate>,
+) -> io::Result<quinn::ServerConfig> {
     let mut config = quinn::ServerConfig::with_crypto(server_crypto(&opts.protection)?);
     config
-        .transport_config(transport_config(opts, path))
+        .transport_config(transport_config(opts, path, pacer))
         .max_incoming(MAX_INCOMING)
         .incoming_buffer_size(64 << 10)
         .incoming_buffer_size_total(1 << 20);
@@ -750,6 +771,8 @@ fn server_config(opts: &ChannelOptions, path: Option<IpAddr>) -> io::Result<quin
 /// A QUIC endpoint waiting for one data channel set.
 pub struct QuicListener {
     endpoint: quinn::Endpoint,
+    /// The endpoint's pacing rate (its connections' controllers').
+    pacer: Arc<PacingRate>,
     /// The connections accepted from the expected peer; their next streams
     /// are this listener's next data connections.
     conns: Arc<Mutex<Vec<quinn::Connection>>>,
@@ -879,7 +902,7 @@ impl DataListener for QuicListener {
             let rt = runtime()?;
             if !self.configured.load(std::sync::atomic::Ordering::SeqCst) {
                 let path = peer.or_else(|| self.endpoint.local_addr().ok().map(|a| a.ip()));
-                self.endpoint.set_server_config(Some(server_config(opts, path)?));
+                self.endpoint.set_server_config(Some(server_config(opts, path, &self.pacer)?));
                 self.configured.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             loop {

@@ -21,18 +21,22 @@
 //! * **Packets**: quinn reports a GSO batch as one send; the controller
 //!   counts packets (its loss rate is per packet), so a batch counts as
 //!   its bytes over the MTU, and a loss event's bytes likewise.
-//! * **The window and pacing.** quinn paces at 1.25 × window / smoothed
-//!   RTT and takes no rate from its controller. The window given to quinn
-//!   is [`WINDOW_GAIN`] times the controller's pacing rate over the path's
-//!   minimum RTT, capped by the controller's own window (four
-//!   bandwidth-delay products): the data in flight follows the model
-//!   (start-up, drain, the probe cycle and a congestion cap), and quinn's
-//!   pacer spreads each window over the round trip in bursts of a couple
-//!   of milliseconds. Smaller gains (1.5, 2, 3) were measured slower on
-//!   the emulated long lossy path (see the constant).
+//! * **Pacing and the window.** quinn paces at 1.25 × window / smoothed
+//!   RTT and takes no rate from its controller, so the rate reaches the
+//!   wire through [`super::quic_pacer`]: the controller's pacing rate is
+//!   published to its endpoint's [`PacingRate`] (a [`RateShare`]) after
+//!   every ACK frame and loss event, and the endpoint's socket holds sends
+//!   to it. The window given to quinn then only bounds the data in flight:
+//!   the factory's `window_gain` (default [`WINDOW_GAIN`]) times the pacing
+//!   rate over the path's minimum RTT, capped by the controller's own
+//!   window (four bandwidth-delay products); quinn's pacer, at 1.25 × that
+//!   window / RTT, runs faster than the socket's and no longer sets the
+//!   rate. Without a pacer (tests, or an endpoint built without one) the
+//!   window alone shapes the sending, as in session 5.
 //! * `clone_box` (quinn uses it only when a path migrates, which Ferry's
 //!   data channels never do) gives a fresh controller of the same kind.
 
+use super::quic_pacer::{PacingRate, RateShare};
 use ferry_udt::cc::{AckSample, CongestionControl, CongestionKind, LossSample, RateSample};
 use ferry_udt::time::Time;
 use quinn::congestion::{Controller, ControllerFactory, ControllerMetrics};
@@ -42,14 +46,20 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The window given to quinn in pacing-rate × minimum-RTT products. At
-/// 150 Mbit/s, 80 ms one way, 1 % loss (scripts/quic-wan.sh of commit af1b240, since replaced by `bench/run --scenario quic`; one run each
-/// on a loaded machine): 1.5 → 83, 2 → 77, 3 → 91, 4 → 97 Mbit/s. quinn's
-/// pacer (1.25 × window / RTT) then paces at five times the model's rate,
-/// so the window, not the pacer, keeps the data in flight to the model.
-/// (Session 4's A/B switch `FERRY_QUIC_WINDOW_GAIN` is gone: the A/B is in
-/// `bench/results/quic-s4/`.)
-const WINDOW_GAIN: f64 = 4.0;
+/// The window given to quinn in pacing-rate × minimum-RTT products, with
+/// the pacer below quinn holding the wire to the rate (session 6). In
+/// session 5, without it, the window set the rate through quinn's pacer
+/// (1.25 × window / RTT) and gain 4 was the fastest of 1.5, 2, 3 and 4 on
+/// the emulated 150 Mbit/s, 80 ms, 1 % path (`bench/results/quic-s4/`),
+/// because it overfilled the path by 1.3–1.7 ×. With the pacer the window
+/// only bounds the data in flight: two products cover the rate over a round
+/// trip with the ACK delay and the loss recovery of a 1 % path, and keep
+/// one connection of a shared endpoint from running far ahead of its share.
+pub const WINDOW_GAIN: f64 = 2.0;
+
+/// The window gain of session 5 (no pacer below quinn): quinn's pacer then
+/// sets the rate from the window.
+pub const WINDOW_GAIN_UNPACED: f64 = 4.0;
 
 /// Records of packets in flight kept at most (a bound on memory if ACKs
 /// stop coming): far more than a 10 Gbit/s × 200 ms window of full packets.
@@ -57,9 +67,14 @@ const MAX_RECORDS: usize = 1 << 20;
 
 /// Builds the adapter around a `crates/udt` controller for every QUIC
 /// connection (`quinn::TransportConfig::congestion_controller_factory`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct UdtControllerFactory {
     pub kind: CongestionKind,
+    /// The pacing rate of the endpoint the connections are made on (see
+    /// [`super::quic_pacer`]); `None` leaves pacing to quinn.
+    pub pacer: Option<Arc<PacingRate>>,
+    /// The window given to quinn in pacing-rate × minimum-RTT products.
+    pub window_gain: f64,
 }
 
 impl UdtControllerFactory {
@@ -77,13 +92,28 @@ impl UdtControllerFactory {
     /// not finite and positive is ignored.
     pub fn ferry_at(path_rate: Option<f64>) -> Self {
         let initial_rate = path_rate.filter(|r| r.is_finite() && *r > 0.0);
-        Self { kind: CongestionKind::Ferry { initial_rate, max_rate: None } }
+        Self {
+            kind: CongestionKind::Ferry { initial_rate, max_rate: None },
+            pacer: None,
+            window_gain: WINDOW_GAIN_UNPACED,
+        }
+    }
+
+    /// The same, its rate on the wire through `pacer` (the endpoint's), and
+    /// the window [`WINDOW_GAIN`] rate × RTT products.
+    pub fn paced(self, pacer: Arc<PacingRate>) -> Self {
+        Self { pacer: Some(pacer), window_gain: WINDOW_GAIN, ..self }
     }
 }
 
 impl ControllerFactory for UdtControllerFactory {
     fn build(self: Arc<Self>, now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        Box::new(UdtController::new(self.kind, now, current_mtu))
+        let mut c = UdtController::new(self.kind, now, current_mtu);
+        c.window_gain = self.window_gain;
+        if let Some(p) = &self.pacer {
+            c.pace(p.share());
+        }
+        Box::new(c)
     }
 }
 
@@ -125,6 +155,9 @@ pub struct UdtController {
     /// When the controller's state was last logged (debug level, once a
     /// second).
     logged: Instant,
+    /// This connection's part of its endpoint's pacing rate.
+    share: Option<RateShare>,
+    window_gain: f64,
 }
 
 impl UdtController {
@@ -148,6 +181,24 @@ impl UdtController {
             smoothed_rtt: Duration::ZERO,
             min_rtt: None,
             logged: now,
+            share: None,
+            window_gain: WINDOW_GAIN_UNPACED,
+        }
+    }
+
+    /// Puts this controller's pacing rate on the wire through `share`.
+    pub fn pace(&mut self, share: RateShare) {
+        self.share = Some(share);
+        self.publish();
+    }
+
+    /// Gives the endpoint's pacer the controller's rate now.
+    fn publish(&mut self) {
+        if self.share.is_some() {
+            let rate = self.cc_mut().pacing_rate();
+            if let Some(s) = self.share.as_mut() {
+                s.set(rate);
+            }
         }
     }
 
@@ -225,6 +276,7 @@ impl UdtController {
             link_capacity: None,
         };
         self.cc_mut().on_ack(&ack);
+        self.publish();
         if now.saturating_duration_since(self.logged) >= Duration::from_secs(1)
             && tracing::enabled!(tracing::Level::DEBUG)
         {
@@ -303,19 +355,20 @@ impl Controller for UdtController {
             largest_sent,
             bytes_in_flight,
         });
+        self.publish();
     }
 
     fn on_mtu_update(&mut self, new_mtu: u16) {
         self.mtu = new_mtu;
     }
 
-    /// Two pacing-rate × minimum-RTT products, capped by the controller's
-    /// window (see the module doc).
+    /// `window_gain` pacing-rate × minimum-RTT products, capped by the
+    /// controller's window (see the module doc).
     fn window(&self) -> u64 {
         let floor = 16 * u64::from(self.mtu);
         let rtt = self.min_rtt.filter(|r| !r.is_zero()).unwrap_or(Duration::from_millis(100));
         let rate = self.cc().pacing_rate();
-        let w = if rate.is_finite() { (WINDOW_GAIN * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
+        let w = if rate.is_finite() { (self.window_gain * rate * rtt.as_secs_f64()) as u64 } else { u64::MAX };
         w.min(self.cc().window()).max(floor)
     }
 
@@ -328,7 +381,12 @@ impl Controller for UdtController {
     }
 
     fn clone_box(&self) -> Box<dyn Controller> {
-        Box::new(UdtController::new(self.kind, Instant::now(), self.mtu))
+        let mut c = UdtController::new(self.kind, Instant::now(), self.mtu);
+        c.window_gain = self.window_gain;
+        if let Some(s) = &self.share {
+            c.pace(s.another());
+        }
+        Box::new(c)
     }
 
     fn initial_window(&self) -> u64 {
