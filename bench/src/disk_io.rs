@@ -31,7 +31,15 @@ fn cold(info: VariantInfo, action: Action) -> Variant {
 
 /// A `ferry cp` against its own `ferry serve SERVE`.
 fn ferry(id: &str, label: &str, serve: &str, cp: &str, source: &Path, dest: Dest, bytes: u64) -> Variant {
-    let o = OwnServer { serve_flags: words(serve), env: vec![], flags: words(cp), source: source.into(), dest, bytes };
+    let o = OwnServer {
+        serve_flags: words(serve),
+        env: vec![],
+        flags: words(cp),
+        source: source.into(),
+        dest,
+        bytes,
+        old: false,
+    };
     cold(info(id, label, Role::Ferry), Action::OwnFerryServer(Box::new(o)))
 }
 

@@ -135,6 +135,7 @@ fn run(args: Args) -> Result<ExitCode> {
     });
     let dirs = Dirs { shm: args.shm_dir.clone(), disk: args.work_dir.clone() };
     let mut plan = Plan::new(mode);
+    plan.with_old = args.ferry_old.is_some();
     if let Some(r) = args.reps {
         plan = plan.with_reps(r);
     }

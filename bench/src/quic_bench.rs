@@ -190,7 +190,7 @@ fn variant(row: Row, streams: u32, pki: &Path, source: &Path, bytes: u64, path_r
         flags.extend(["--path-rate".to_string(), r.to_string()]);
     }
     let env = vec![];
-    let o = OwnServer { serve_flags, env, flags, source: source.into(), dest: Dest::DevNull, bytes };
+    let o = OwnServer { serve_flags, env, flags, source: source.into(), dest: Dest::DevNull, bytes, old: false };
     Variant {
         info: VariantInfo {
             id: format!("{}-{streams}", row.id()),
@@ -229,10 +229,33 @@ fn globus(source: &Path, bytes: u64) -> Variant {
     }
 }
 
+/// The `quic` row run by the `--ferry-old` build at both ends (same flags):
+/// the new-against-old A/B in the same run (session 6: the pacer below
+/// quinn).
+fn old_quic(streams: u32, pki: &Path, source: &Path, bytes: u64) -> Variant {
+    let mut v = variant(Row::Quic, streams, pki, source, bytes, None);
+    v.info.id = format!("quic-old-{streams}");
+    v.info.label = format!("ferry quic -p {streams}, old build (--ferry-old)");
+    v.info.series = "ferry quic (old build)".into();
+    if let Action::OwnFerryServer(o) = &mut v.action {
+        o.old = true;
+    }
+    v
+}
+
 /// One group per stream count: every transport, QUIC compared with FTPS
 /// (the ratio), and on long paths (`path_rate`: the link's rate,
-/// bytes/s) with Globus and QUIC started at the link's rate too.
-fn groups(prefix: &str, label: &str, pki: &Path, source: &Path, bytes: u64, path_rate: Option<u64>) -> Vec<Group> {
+/// bytes/s) with Globus and QUIC started at the link's rate too; `old`:
+/// with the `quic` row of the `--ferry-old` build.
+fn groups(
+    prefix: &str,
+    label: &str,
+    pki: &Path,
+    source: &Path,
+    bytes: u64,
+    path_rate: Option<u64>,
+    old: bool,
+) -> Vec<Group> {
     let with_globus = path_rate.is_some();
     [1u32, 4]
         .into_iter()
@@ -249,6 +272,11 @@ fn groups(prefix: &str, label: &str, pki: &Path, source: &Path, bytes: u64, path
             if path_rate.is_some() {
                 comparisons.push(Comparison::rate(&format!("quic-path-rate-{p}"), &format!("ftps-{p}")));
                 comparisons.push(Comparison::rate(&format!("quic-path-rate-{p}"), &format!("quic-{p}")));
+            }
+            if old {
+                variants.insert(1, old_quic(p, pki, source, bytes));
+                comparisons.push(Comparison::rate(&format!("quic-{p}"), &format!("quic-old-{p}")));
+                comparisons.push(Comparison::rate(&format!("quic-old-{p}"), &format!("ftps-{p}")));
             }
             if with_globus && p == 4 {
                 variants.push(globus(source, bytes));
@@ -304,7 +332,7 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
     let mut stages = vec![Stage {
         wan: None,
         ferry_root: dirs.shm_data(),
-        groups: groups("lo", "loopback, tmpfs to /dev/null", &pki, &lo_src, lo_bytes, None),
+        groups: groups("lo", "loopback, tmpfs to /dev/null", &pki, &lo_src, lo_bytes, None, plan.with_old),
     }];
     let mut data = vec![DataSpec::File { path: lo_src.clone(), size: lo_bytes }];
     if wan {
@@ -327,6 +355,7 @@ pub fn quic_with(plan: &Plan, dirs: &Dirs, wan: bool) -> Scenario {
                     &wan_src,
                     wan_bytes,
                     Some(WAN_RATE_BITS / 8),
+                    plan.with_old,
                 ),
             });
         }

@@ -346,18 +346,11 @@ impl Runner<'_> {
                 if v.cold {
                     tools::drop_caches(&logs)?;
                 }
-                let srv =
-                    Server::start_ferry_with(&env.net, &s.ferry_bin, &env.ferry_root, &logs, &o.serve_flags, &o.env)?;
+                let bin = if o.old { s.old_bin()? } else { &s.ferry_bin };
+                let srv = Server::start_ferry_with(&env.net, bin, &env.ferry_root, &logs, &o.serve_flags, &o.env)?;
                 let result = (|| -> Result<()> {
-                    let mut cmd = tools::transfer_command(
-                        &env.net,
-                        &s.ferry_bin,
-                        ClientKind::Ferry,
-                        &o.flags,
-                        &srv,
-                        &o.source,
-                        &o.dest,
-                    )?;
+                    let mut cmd =
+                        tools::transfer_command(&env.net, bin, ClientKind::Ferry, &o.flags, &srv, &o.source, &o.dest)?;
                     cmd.envs(o.env.iter().map(|(k, v)| (k, v)));
                     r.command = crate::servers::env_prefix(&o.env) + &command_line(&cmd);
                     r.server_command = Some(srv.command.clone());

@@ -34,6 +34,9 @@ impl Mode {
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub mode: Mode,
+    /// `--ferry-old` was given: scenarios that have rows of the old build
+    /// (quic) add them.
+    pub with_old: bool,
     /// Repetitions of loopback scenarios (short runs, noisy machine).
     pub reps_local: u32,
     /// Repetitions of emulated-path scenarios (long runs, steadier).
@@ -86,6 +89,7 @@ impl Plan {
         match mode {
             Mode::Full => Plan {
                 mode,
+                with_old: false,
                 reps_local: 3,
                 reps_wan: 2,
                 mem_size: 4 * GIB,
@@ -113,6 +117,7 @@ impl Plan {
             },
             Mode::Quick => Plan {
                 mode,
+                with_old: false,
                 reps_local: 2,
                 reps_wan: 2,
                 mem_size: GIB,
@@ -274,6 +279,8 @@ pub struct OwnServer {
     pub source: PathBuf,
     pub dest: Dest,
     pub bytes: u64,
+    /// Both ends run the `--ferry-old` build (the quic scenario's A/B row).
+    pub old: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -1399,6 +1406,7 @@ fn own(serve: &str, env: &[(&str, &str)], cp: &str, source: &Path, dest: Dest, b
         source: source.to_path_buf(),
         dest,
         bytes,
+        old: false,
     }
 }
 
