@@ -553,14 +553,18 @@ impl SyncPasses {
             st.running = true;
             let batch = std::mem::take(&mut st.waiting);
             drop(st);
+            // Ends the pass even if it panics (the hook is the caller's
+            // code): otherwise `running` stayed set and every later batch
+            // of every session waited for ever.
+            let pass = PassGuard { passes: self, batch };
             let mut synced: Vec<(u64, PassResult)> = Vec::new();
-            for (dev, file, _) in &batch {
+            for (dev, file, _) in &pass.batch {
                 if synced.iter().any(|(d, _)| d == dev) {
                     continue;
                 }
                 synced.push((*dev, syncfs(file).map_err(|e| (e.kind(), e.to_string()))));
             }
-            for (dev, _, waiter) in &batch {
+            for (dev, _, waiter) in &pass.batch {
                 let r = synced.iter().find(|(d, _)| d == dev).map_or(Ok(()), |(_, r)| r.clone());
                 let mut w = waiter.lock().unwrap_or_else(|e| e.into_inner());
                 if !matches!(*w, Some(Err(_))) {
@@ -571,10 +575,32 @@ impl SyncPasses {
             if let Some(hook) = &self.on_pass {
                 hook(synced.len());
             }
+            drop(pass);
             st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.running = false;
-            self.done.notify_all();
         }
+    }
+}
+
+/// The pass a batch leads in [`SyncPasses::sync`]: dropped at its end or
+/// while its thread unwinds, it fails the waiters the pass did not answer
+/// and lets the next pass start.
+struct PassGuard<'a> {
+    passes: &'a SyncPasses,
+    batch: Vec<(u64, std::fs::File, PassSlot)>,
+}
+
+impl Drop for PassGuard<'_> {
+    fn drop(&mut self) {
+        for (_, _, waiter) in &self.batch {
+            let mut w = waiter.lock().unwrap_or_else(|e| e.into_inner());
+            if w.is_none() {
+                *w = Some(Err((io::ErrorKind::Other, "the durability pass did not finish (it panicked)".into())));
+            }
+        }
+        let mut st = self.passes.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.running = false;
+        drop(st);
+        self.passes.done.notify_all();
     }
 }
 
@@ -1759,6 +1785,48 @@ mod tests {
         }
         assert_eq!(passes.passes(), 1, "one pass for the three sessions' batches");
         assert_eq!(hooked.load(std::sync::atomic::Ordering::SeqCst), 1, "the hook counted it");
+    }
+
+    /// A pass whose hook panics still ends: the batch that asked during
+    /// it leads the next pass and is made durable, rather than waiting
+    /// for ever behind a pass marked as running.
+    #[test]
+    fn a_panicking_pass_does_not_leave_waiters_hanging() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Arc::new(Root::open(d.path()).unwrap());
+        let (entered, in_hook) = std::sync::mpsc::channel::<()>();
+        let (go, may_go) = std::sync::mpsc::channel::<()>();
+        let (entered, may_go) = (Mutex::new(entered), Mutex::new(may_go));
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let passes = Arc::new(SyncPasses::new().with_hook(move |_| {
+            if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                entered.lock().unwrap().send(()).unwrap();
+                may_go.lock().unwrap().recv().unwrap();
+                panic!("a hook that panics");
+            }
+        }));
+        let session = |name: &'static str| {
+            let (root, passes) = (root.clone(), passes.clone());
+            std::thread::spawn(move || {
+                let batch = BatchDurability::shared(BatchSyncMethod::Syncfs, passes);
+                batch_of_one(&root, name, &batch);
+                batch.finish()
+            })
+        };
+        let leader = session("/a");
+        in_hook.recv().unwrap();
+        let (done, result) = std::sync::mpsc::channel();
+        let waiter = session("/b");
+        while passes.state.lock().unwrap().waiting.is_empty() {
+            std::thread::yield_now();
+        }
+        go.send(()).unwrap();
+        assert!(leader.join().is_err(), "the leading thread panicked");
+        std::thread::spawn(move || done.send(waiter.join().unwrap().unwrap()).unwrap());
+        // A hang is what this test is about: fail it rather than wait for ever.
+        assert_eq!(result.recv_timeout(Duration::from_secs(60)).expect("the waiting batch hung"), 1);
+        assert_eq!(passes.passes(), 2);
+        assert!(!passes.state.lock().unwrap().running);
     }
 
     /// A session that ends batches as fast as it can is held to one pass
