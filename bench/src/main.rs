@@ -373,11 +373,12 @@ fn run_udt(args: &Args) -> Result<ExitCode> {
         let setup = Setup {
             scenario: name.clone(),
             ferry: ferry.clone(),
+            ferry_old: args.ferry_old.as_ref().map(|p| p.canonicalize()).transpose()?,
             // Per run: two runs must not share (and remove) each other's files.
             work: args.shm_dir.join(format!("udt-{}", std::process::id())),
             out,
             paths,
-            rows,
+            rows: if args.ferry_old.is_some() { u::with_old_rows(rows) } else { rows },
             reps,
             row_secs,
             file_256: name == "udt-long",

@@ -105,10 +105,34 @@ pub struct Row {
     pub id: String,
     pub label: String,
     pub tool: Tool,
+    /// Run with `Setup::ferry_old` (`--ferry-old`), the baseline build.
+    pub old: bool,
 }
 
 fn row(id: &str, label: &str, tool: Tool) -> Row {
-    Row { id: id.into(), label: label.into(), tool }
+    Row { id: id.into(), label: label.into(), tool, old: false }
+}
+
+/// With a baseline build (`--ferry-old`): each Ferry row followed by its
+/// twin run with the baseline (`ID-old`, "LABEL [old]"), so that new and
+/// old alternate in one run and their ratio shares the machine's load.
+pub fn with_old_rows(rows: Vec<Row>) -> Vec<Row> {
+    let mut v = Vec::with_capacity(rows.len() * 2);
+    for r in rows {
+        let ferry = matches!(
+            r.tool,
+            Tool::FerryUdt { .. } | Tool::FerryUdtAtRate | Tool::FerryBlast { .. } | Tool::FerryTcp { .. }
+        );
+        let twin = ferry.then(|| Row {
+            id: format!("{}-old", r.id),
+            label: format!("{} [old]", r.label),
+            tool: r.tool.clone(),
+            old: true,
+        });
+        v.push(r);
+        v.extend(twin);
+    }
+    v
 }
 
 /// Table 3's rows.
@@ -273,6 +297,8 @@ pub fn long_paths(rate_mbit: f64, delays_ms: &[f64], losses: &[f64], buffers: &[
 pub struct Setup {
     pub scenario: String,
     pub ferry: PathBuf,
+    /// The baseline build the `-old` rows run (`--ferry-old`).
+    pub ferry_old: Option<PathBuf>,
     /// Scratch in tmpfs (sources, destinations, UDT4's programs).
     pub work: PathBuf,
     pub out: PathBuf,
@@ -642,6 +668,13 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
     let mut got_bytes = None;
     match &r.tool {
         Tool::FerryUdt { .. } | Tool::FerryUdtAtRate | Tool::FerryBlast { .. } | Tool::FerryTcp { .. } => {
+            let ferry = match (&s.ferry_old, r.old) {
+                (Some(old), true) => old,
+                (None, true) => {
+                    return Err(BenchError::Precondition(format!("row {} needs --ferry-old", r.id)));
+                }
+                _ => &s.ferry,
+            };
             let root = src.parent().unwrap_or(Path::new("/"));
             let cc = match &r.tool {
                 Tool::FerryUdt { cc } => Some(cc.clone()),
@@ -653,9 +686,9 @@ fn one_row(s: &Setup, net: &Net, p: &PathSpec, r: &Row, rep: u32, logs: &Path) -
             if let Some(cc) = &cc {
                 flags.extend(["--congestion".into(), cc.clone()]);
             }
-            let server = Server::start_ferry_with(net, &s.ferry, root, logs, &flags, &[])?;
+            let server = Server::start_ferry_with(net, ferry, root, logs, &flags, &[])?;
             let cpu0 = server.pid().and_then(|pid| proc::proc_cpu(pid).ok()).map(|c| c.total()).unwrap_or(0.0);
-            let mut cmd = net.command(Side::Client, &s.ferry.to_string_lossy());
+            let mut cmd = net.command(Side::Client, &ferry.to_string_lossy());
             cmd.args(["cp", "--json"]);
             match &r.tool {
                 Tool::FerryTcp { p } => {
@@ -1137,6 +1170,13 @@ pub fn markdown(s: &Setup, samples: &[Sample]) -> String {
     let command = fs::read_to_string(s.out.join("command.txt")).unwrap_or_else(|_| s.command.clone());
     let _ = writeln!(md, "Command: `{}`\n", command.trim());
     let _ = writeln!(md, "Ferry: `{}`. Every figure below is Mbit/s of payload (10^6 bit/s) over the client's wall clock (spawn to exit); \"capped\" rows were stopped at the row's limit ({} s) and report what arrived over it. Load average (1 min) is beside each row.\n", s.ferry.display(), s.row_secs);
+    if let Some(old) = &s.ferry_old {
+        let _ = writeln!(
+            md,
+            "Rows marked [old] ran `{}` (`--ferry-old`), each right after its new twin, in the same run.\n",
+            old.display()
+        );
+    }
     let mut paths: Vec<(String, String)> = Vec::new();
     for x in samples {
         if !paths.iter().any(|(n, _)| n == &x.path) {
