@@ -187,6 +187,9 @@ pub enum Command {
     Stat(Option<String>),
     Help(Option<String>),
     Noop,
+    /// RFC 2640 §4: `LANG [tag]`. Ferry speaks English only; the Globus
+    /// server answers `LANG` and `LANG EN` with 200 as well.
+    Lang(Option<String>),
     // RFC 2389
     Feat,
     Opts(Opts),
@@ -277,6 +280,10 @@ pub enum CommandError {
     Syntax { verb: &'static str, reason: String },
     #[error("{verb}: {reason}")]
     ParameterNotImplemented { verb: &'static str, reason: String },
+    /// EPRT or EPSV naming an address family other than 1 (IPv4) or 2
+    /// (IPv6): RFC 2428's own code, 522, which the Globus server also uses.
+    #[error("{0}: network protocol not supported, use (1,2)")]
+    NetworkProtocol(&'static str),
 }
 
 impl CommandError {
@@ -286,6 +293,7 @@ impl CommandError {
             Self::Nul | Self::NotUtf8 | Self::Syntax { .. } => ReplyCode::PARAMETER_SYNTAX_ERROR,
             Self::NotImplemented(_) => ReplyCode::NOT_IMPLEMENTED,
             Self::ParameterNotImplemented { .. } => ReplyCode::PARAMETER_NOT_IMPLEMENTED,
+            Self::NetworkProtocol(_) => ReplyCode::NETWORK_PROTOCOL_NOT_SUPPORTED,
         }
     }
 
@@ -297,6 +305,7 @@ impl CommandError {
             Self::Syntax { verb, reason } => format!("Syntax error in {verb} argument: {reason}."),
             Self::ParameterNotImplemented { verb, reason } => format!("{verb}: {reason}."),
             Self::NotImplemented(v) => format!("{v} is not implemented by this server."),
+            Self::NetworkProtocol(_) => "Network protocol not supported, use (1,2).".to_string(),
             other => format!("{}{}", capitalize(&other.to_string()), "."),
         };
         Reply::new(self.code(), text)
@@ -461,10 +470,7 @@ impl Command {
             "BRET" => C::Batch(crate::batch::Batch::parse(crate::batch::BatchKind::Retrieve, arg)?),
             "BSTO" => C::Batch(crate::batch::Batch::parse(crate::batch::BatchKind::Store, arg)?),
             "EPRT" => C::Eprt(host_port::parse_eprt(required("EPRT", arg)?).map_err(|e| match e {
-                HostPortError::UnsupportedProtocol(_) => CommandError::ParameterNotImplemented {
-                    verb: "EPRT",
-                    reason: "network protocol not supported, use (1,2)".into(),
-                },
+                HostPortError::UnsupportedProtocol(_) => CommandError::NetworkProtocol("EPRT"),
                 e => syntax("EPRT", e.to_string()),
             })?),
             "EPSV" => C::Epsv(match arg.map(str::trim) {
@@ -472,7 +478,10 @@ impl Command {
                 Some(a) if a.eq_ignore_ascii_case("ALL") => EpsvArg::All,
                 Some("1") => EpsvArg::Protocol(1),
                 Some("2") => EpsvArg::Protocol(2),
-                Some(_) => return Err(unsupported("EPSV", "network protocol not supported, use (1,2)")),
+                //= RFC 2428 §3: "EPSV<space><net-prt>" where net-prt is a
+                //= protocol number; one the server lacks gets 522.
+                Some(a) if a.bytes().all(|b| b.is_ascii_digit()) => return Err(CommandError::NetworkProtocol("EPSV")),
+                Some(_) => return Err(syntax("EPSV", "expected 1, 2 or ALL")),
             }),
             "AUTH" => C::Auth(required("AUTH", arg.map(str::trim))?.to_ascii_uppercase()),
             "PBSZ" => C::Pbsz(number("PBSZ", required("PBSZ", arg)?)?),
@@ -537,7 +546,7 @@ impl Command {
                 let seconds = number("TREV", secs)?;
                 C::Trev { event, seconds: u32::try_from(seconds).map_err(|_| syntax("TREV", "interval too large"))? }
             }
-            "LANG" => return Err(CommandError::NotImplemented("LANG")),
+            "LANG" => C::Lang(opt().map(|l| l.trim().to_string())),
             other => return Err(CommandError::Unknown(other.to_string())),
         })
     }
@@ -578,6 +587,7 @@ impl Command {
             C::Syst => "SYST",
             C::Stat(_) => "STAT",
             C::Help(_) => "HELP",
+            C::Lang(_) => "LANG",
             C::Noop => "NOOP",
             C::Feat => "FEAT",
             C::Tprt(_) => "TPRT",
@@ -868,10 +878,12 @@ impl fmt::Display for Command {
             | C::Size(a)
             | C::Mdtm(a)
             | C::Auth(a) => write!(f, "{v} {a}"),
-            C::List(a) | C::Nlst(a) | C::Stat(a) | C::Help(a) | C::Mlst(a) | C::Mlsd(a) | C::Mlsr(a) => match a {
-                Some(a) => write!(f, "{v} {a}"),
-                None => f.write_str(v),
-            },
+            C::List(a) | C::Nlst(a) | C::Stat(a) | C::Help(a) | C::Lang(a) | C::Mlst(a) | C::Mlsd(a) | C::Mlsr(a) => {
+                match a {
+                    Some(a) => write!(f, "{v} {a}"),
+                    None => f.write_str(v),
+                }
+            }
             C::Cdup
             | C::Rein
             | C::Quit
@@ -1058,10 +1070,13 @@ mod tests {
         assert_eq!(code("TYPE E"), 504);
         assert_eq!(code("MODE B"), 504);
         assert_eq!(code("STRU R"), 504);
-        assert_eq!(code("EPRT |3|x|1|"), 504);
+        assert_eq!(code("EPRT |3|x|1|"), 522);
+        assert_eq!(code("EPSV 3"), 522);
+        assert_eq!(code("EPSV x"), 501);
         assert_eq!(code("REST -5"), 501);
         assert_eq!(code("REST 99999999999999999999999"), 501);
-        assert_eq!(code("LANG en"), 502);
+        assert_eq!(p("LANG en"), Ok(Command::Lang(Some("en".into()))));
+        assert_eq!(p("LANG"), Ok(Command::Lang(None)));
         assert_eq!(code("ERET X 1 2 p"), 504);
         assert_eq!(code("OPTS \r \u{c}"), 501);
         assert_eq!(code("SITE  "), 501);

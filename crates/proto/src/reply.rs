@@ -58,6 +58,9 @@ impl ReplyCode {
     pub const NOT_IMPLEMENTED: Self = Self(502);
     pub const BAD_SEQUENCE: Self = Self(503);
     pub const PARAMETER_NOT_IMPLEMENTED: Self = Self(504);
+    /// RFC 2428 §2/§3: "522 Network protocol not supported, use (1,2)",
+    /// for EPRT and EPSV naming an address family the server lacks.
+    pub const NETWORK_PROTOCOL_NOT_SUPPORTED: Self = Self(522);
     /// RFC 4217 §9: data connection cannot be opened with this PROT setting.
     pub const PROT_REFUSED: Self = Self(521);
     pub const NOT_LOGGED_IN: Self = Self(530);

@@ -245,7 +245,7 @@ fn bounce_protection_and_epsv_all() {
     assert_eq!(h.code("PASV"), 503);
     assert_eq!(h.code("PORT 192,0,2,7,200,10"), 503);
     assert_eq!(h.code("EPSV"), 229);
-    assert_eq!(h.code("EPSV 2"), 504, "IPv4 control connection");
+    assert_eq!(h.code("EPSV 2"), 522, "IPv4 control connection (RFC 2428 §3)");
 }
 
 #[test]

@@ -76,7 +76,25 @@ pub fn help_reply(code: ReplyCode) -> Reply {
             "    SITE SETDISKSTACK file, SITE SETNETSTACK <transport>,".to_string(),
             "    SITE RETRBUFSIZE <n>, SITE STORBUFSIZE <n>, SITE BUFSIZE <n>,".to_string(),
             "    SITE PROFILE START [interval-ms] [PERF], SITE PROFILE STOP,".to_string(),
-            "    SITE PARTIAL <path>".to_string(),
+            "    SITE PARTIAL <path>, SITE WHOAMI".to_string(),
         ]);
     Reply::multiline(code, "The following commands are recognized:", body, "Direct comments to the administrator.")
+}
+
+/// `HELP <command>` (RFC 959 §4.1.3): 214 for a command this server
+/// knows, 502 for one it does not, as the Globus server answers; `HELP
+/// SITE` is the SITE list.
+pub fn help_topic(topic: &str) -> Reply {
+    let verb = topic.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+    if verb == "SITE" {
+        return help_reply(ReplyCode::HELP);
+    }
+    // A verb the parser knows fails, without an argument, on its argument
+    // (or not at all); an unknown or unimplemented one fails as such.
+    match crate::command::Command::parse(verb.as_bytes()) {
+        Err(crate::command::CommandError::Unknown(_) | crate::command::CommandError::NotImplemented(_)) => {
+            Reply::new(ReplyCode::NOT_IMPLEMENTED, format!("Unknown command '{}'.", verb.escape_default()))
+        }
+        _ => Reply::new(ReplyCode::HELP, format!("{verb} is recognized; HELP lists every command.")),
+    }
 }

@@ -52,7 +52,7 @@ mod transfer;
 
 pub use channel::{ChannelPlan, DataEndpoint, PassiveKind, MAX_BUFFER_SIZE, MAX_PARALLELISM};
 pub use config::{Access, AnonymousAccess, PortPolicy, SessionConfig, DEFAULT_MAX_FILE_SIZE};
-pub use feat::help_reply;
+pub use feat::{help_reply, help_topic};
 pub use files::{FileDone, FileOp, FsError, PartialFacts, CHECKSUM_ALGORITHMS};
 pub use listing::ListFormat;
 pub use login::{Grant, LoginRequest};
@@ -406,7 +406,18 @@ impl Session {
             C::Pass(pw) => self.on_pass(pw),
             C::Quit => Action::Close(Reply::new(ReplyCode::CLOSING_CONTROL, "Goodbye.")),
             C::Feat => Action::Reply(self.feat()),
-            C::Help(_) => Action::Reply(help_reply(ReplyCode::HELP)),
+            C::Help(None) => Action::Reply(help_reply(ReplyCode::HELP)),
+            C::Help(Some(topic)) => Action::Reply(help_topic(&topic)),
+            //= RFC 2640 §4.1: "LANG" with no argument returns to the
+            //= default language; a language the server lacks gets 504.
+            C::Lang(None) => Self::reply(ReplyCode::OK, "Language set to EN."),
+            C::Lang(Some(tag)) if tag.eq_ignore_ascii_case("EN") || tag.to_ascii_uppercase().starts_with("EN-") => {
+                Self::reply(ReplyCode::OK, "Language set to EN.")
+            }
+            C::Lang(Some(tag)) => Self::reply(
+                ReplyCode::PARAMETER_NOT_IMPLEMENTED,
+                format!("LANG {tag}: this server speaks English (EN) only."),
+            ),
             C::Syst => Self::reply(ReplyCode::SYSTEM_TYPE, "UNIX Type: L8"),
             C::Noop => Self::reply(ReplyCode::OK, "NOOP ok."),
             C::Auth(_) | C::Pbsz(_) | C::Prot(_) | C::Ccc => self.on_security(&cmd),
@@ -519,8 +530,10 @@ impl Session {
                 self.epsv_all = true;
                 Self::reply(ReplyCode::OK, "EPSV ALL ok.")
             }
+            //= RFC 2428 §3: a protocol the server cannot use for this
+            //= connection gets 522 and the ones it can.
             C::Epsv(EpsvArg::Protocol(p)) if (p == 1) != self.peer.is_ipv4() => Self::reply(
-                ReplyCode::PARAMETER_NOT_IMPLEMENTED,
+                ReplyCode::NETWORK_PROTOCOL_NOT_SUPPORTED,
                 format!("Network protocol not supported, use ({})", if self.peer.is_ipv4() { 1 } else { 2 }),
             ),
             C::Epsv(_) => self.on_passive(PassiveKind::Epsv),

@@ -53,6 +53,11 @@ impl Session {
                 None => Self::reply(ReplyCode::PARAMETER_SYNTAX_ERROR, "SITE UTIME: invalid time value."),
             },
             SiteCommand::Chgrp { group, path } => self.file_op(&path, true, |path| FileOp::Chgrp { path, group }),
+            // Globus's FEAT advertises WHOAMI; its answer is `200 <user>`.
+            SiteCommand::Other { name, .. } if name == "WHOAMI" => {
+                let user = self.user().map(|g| g.user.clone()).unwrap_or_default();
+                Self::reply(ReplyCode::OK, user)
+            }
             SiteCommand::Other { name, .. } => {
                 Self::reply(ReplyCode::SYNTAX_ERROR, format!("Unknown SITE command {name}; see SITE HELP."))
             }
