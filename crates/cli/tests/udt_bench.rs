@@ -16,6 +16,7 @@ fn udt_benchmark_runs_on_loopback() {
     let setup = Setup {
         scenario: "udt-loopback".into(),
         ferry: env!("CARGO_BIN_EXE_ferry").into(),
+        ferry_old: None,
         work: work.path().to_path_buf(),
         out: out.path().to_path_buf(),
         paths: vec![PathSpec {
