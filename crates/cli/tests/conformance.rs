@@ -274,11 +274,31 @@ print("\n".join(out))
     text
 }
 
+/// What curl makes of `url` (a directory URL ending in `/`): the NLST
+/// names (`-l`), the last word of each LIST line, and `t` downloaded in
+/// ASCII (`-B`), blank lines kept.
+fn curl_view(url: &str) -> (Vec<String>, Vec<String>, Vec<u8>) {
+    let curl = require("curl");
+    let run = |args: &[&str], url: &str| {
+        let out =
+            std::process::Command::new(&curl).args(["-sS", "--max-time", "30"]).args(args).arg(url).output().unwrap();
+        assert!(out.status.success(), "curl {args:?} {url}: {}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let lines =
+        |b: Vec<u8>| String::from_utf8_lossy(&b).split('\n').map(|l| l.trim_end_matches('\r').to_string()).collect();
+    let nlst: Vec<String> = lines(run(&["-l"], url));
+    let list: Vec<String> =
+        lines(run(&[], url)).iter().map(|l| l.split_whitespace().last().unwrap_or("").to_string()).collect();
+    (nlst, list, run(&["-B"], &format!("{url}t")))
+}
+
 /// The sweep's step 3, with the clients that parse what the data
 /// connection carries: lftp's `cls -l` over MLSD and over LIST, and
 /// Python's ftplib (`mlsd` facts, `size` in TYPE A and I, an ASCII
-/// download), see the same names, types, sizes and file times on both
-/// servers; and lftp sees the same over MLSD as over LIST.
+/// download), and curl (NLST, LIST, an ASCII download) see the same
+/// names, types, sizes and file times on both servers; and lftp sees the
+/// same over MLSD as over LIST.
 #[test]
 fn clients_read_both_servers_listings_alike() {
     if !globus_installed() {
@@ -311,6 +331,24 @@ fn clients_read_both_servers_listings_alike() {
     assert!(f.contains("size in A: 6\n") && f.contains("ascii lines: ['a', 'b', 'c']"), "{f}");
     let rest = |s: &str| s.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
     assert_eq!(rest(&f), rest(&g));
+
+    // curl: paths in its URLs are relative to the login directory, so
+    // Globus's absolute one starts with %2F.
+    let (f_nlst, f_list, f_t) = curl_view(&ferry.url(ALICE, "/d/"));
+    let (g_nlst, g_list, g_t) =
+        curl_view(&format!("ftp://anonymous:x@{globus_addr}/%2F{}/", globus_dir.trim_start_matches('/')));
+    println!("curl, ferry: {f_nlst:?} {f_list:?}\ncurl, globus: {g_nlst:?} {g_list:?}");
+    let names = ["e", "empty", "f", "sub", "t", ""].map(String::from).to_vec();
+    assert_eq!(f_nlst, names, "ferry NLST, one CRLF line per name");
+    assert_eq!(f_list, names, "ferry LIST");
+    // Globus: CR CR LF line ends read as a blank line after each name,
+    // and `.` and `..` are listed.
+    assert!(g_nlst.windows(2).any(|w| w[1].is_empty() && !w[0].is_empty()), "{g_nlst:?}");
+    let real = |v: &[String]| v.iter().filter(|n| !["", ".", ".."].contains(&n.as_str())).cloned().collect::<Vec<_>>();
+    assert_eq!(real(&f_nlst), real(&g_nlst));
+    assert_eq!(real(&f_list), real(&g_list));
+    assert_eq!(f_t, b"a\nb\nc\n");
+    assert_eq!(f_t, g_t);
 }
 
 /// The table covers every command Ferry's HELP lists (and so every one
