@@ -351,6 +351,49 @@ fn clients_read_both_servers_listings_alike() {
     assert_eq!(f_t, g_t);
 }
 
+/// FEAT (RFC 2389 §3.2): every feature both servers advertise is spelt
+/// the same, but CKSM and MLST, whose lists are each server's own (Globus
+/// writes `CKSM MD5:10;…` with priorities; no client we run reads them).
+/// Features only Ferry has are its own extensions or TLS; those only
+/// Globus has are named in docs/conformance.md.
+#[test]
+fn feat_lines_of_shared_features_read_alike() {
+    if !globus_installed() {
+        println!(
+            "SKIPPED: globus-gridftp-server is not installed (Debian globus-gridftp-server-progs; CI installs it)"
+        );
+        return;
+    }
+    let ferry = FerryServer::start();
+    let globus = GlobusServer::start();
+    let feat = |addr: SocketAddr, user: (&str, &str)| {
+        let mut c = RawControl::connect(addr);
+        c.login(user);
+        let r = c.cmd("FEAT");
+        assert!(r.starts_with("211-Extensions supported\r\n") && r.ends_with("211 End.\r\n"), "{r}");
+        r.lines()
+            .filter(|l| l.starts_with(' '))
+            .map(|l| (l.split_whitespace().next().unwrap().to_string(), l.to_string()))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let f = feat(ferry.addr, ALICE);
+    let g = feat(format!("127.0.0.1:{}", globus.port).parse().unwrap(), ("anonymous", "x"));
+    let shared: Vec<&String> = f.keys().filter(|k| g.contains_key(*k)).collect();
+    println!(
+        "shared: {shared:?}\nonly ferry: {:?}\nonly globus: {:?}",
+        f.keys().filter(|k| !g.contains_key(*k)).collect::<Vec<_>>(),
+        g.keys().filter(|k| !f.contains_key(*k)).collect::<Vec<_>>()
+    );
+    for want in
+        ["ERET", "ESTO", "MDTM", "MFMT", "MLSR", "MLST", "PARALLEL", "PASV", "REST", "SIZE", "SPAS", "SPOR", "UTF8"]
+    {
+        assert!(shared.iter().any(|k| *k == want), "{want} is not advertised by both: {shared:?}");
+    }
+    for k in shared.into_iter().filter(|k| !["CKSM", "MLST"].contains(&k.as_str())) {
+        assert_eq!(f[k], g[k], "FEAT {k}");
+    }
+}
+
 /// The table covers every command Ferry's HELP lists (and so every one
 /// its FEAT advertises).
 #[test]
