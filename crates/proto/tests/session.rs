@@ -291,6 +291,33 @@ fn cwd_pwd_and_confinement() {
     assert_eq!(r[0].lines[0], "\"/a/we\"\"ird\" created.");
 }
 
+/// Replies the differential sweep against the Globus server
+/// (`crates/cli/tests/conformance.rs`, docs/conformance.md) brought in
+/// line with it.
+#[test]
+fn replies_as_the_globus_server_gives_them() {
+    let mut h = Harness::new(AnonymousAccess::Off);
+    assert_eq!(h.code("SITE HELP"), 214, "before login");
+    assert_eq!(h.code("PWD"), 530);
+    let mut h = Harness::logged_in();
+    assert_eq!(h.code("HELP"), 214);
+    assert_eq!(h.code("HELP RETR"), 214);
+    assert_eq!(h.code("HELP retr"), 214);
+    assert_eq!(h.code("HELP XPWD"), 214);
+    assert_eq!(h.code("HELP FOO"), 502);
+    assert_eq!(h.code("HELP LANG"), 214);
+    assert!(h.send("HELP SITE")[0].lines.iter().any(|l| l.contains("SITE WHOAMI")));
+    assert_eq!(h.code("LANG"), 200);
+    assert_eq!(h.code("LANG en"), 200);
+    assert_eq!(h.code("LANG EN-US"), 200);
+    assert_eq!(h.code("LANG FR"), 504);
+    let r = h.send("SITE WHOAMI");
+    assert_eq!((r[0].code.get(), r[0].lines[0].as_str()), (200, "alice"));
+    assert_eq!(h.code("EPSV 3"), 522);
+    assert_eq!(h.code("EPSV x"), 501);
+    assert_eq!(h.code("EPRT |3|x|1|"), 522);
+}
+
 #[test]
 fn replies_to_simple_commands() {
     let mut h = Harness::logged_in();

@@ -118,7 +118,7 @@ class Session(unittest.TestCase):
             self.ftp.sendcmd("XYZZY")
         self.assertEqual(code(e.exception), "500")
         for cmd, want in [("TYPE X", "501"), ("TYPE E", "504"), ("MODE B", "504"), ("STRU R", "504"),
-                          ("PORT 1,2,3", "501"), ("EPRT |9|x|1|", "504"), ("REST abc", "501"),
+                          ("PORT 1,2,3", "501"), ("EPRT |9|x|1|", "522"), ("REST abc", "501"),
                           ("RETR", "501"), ("ALLO x", "501")]:
             with self.assertRaises(ftplib.error_perm) as e:
                 self.ftp.sendcmd(cmd)

@@ -426,6 +426,9 @@ impl Session {
                 Self::reply(ReplyCode::PARAMETER_NOT_IMPLEMENTED, "Ferry always uses UTF-8 paths.")
             }
             C::Acct(_) => Self::reply(ReplyCode::SUPERFLUOUS, "ACCT not needed."),
+            // The Globus server answers SITE HELP before login too; it
+            // names commands, nothing of the files.
+            C::Site(crate::command::SiteCommand::Help) => Action::Reply(help_reply(ReplyCode::HELP)),
             _ if !self.logged_in() => Self::reply(ReplyCode::NOT_LOGGED_IN, TEXT_NOT_LOGGED_IN),
 
             // Navigation and file management.
