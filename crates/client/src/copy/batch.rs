@@ -2,7 +2,7 @@
 //! `--pipeline` transfer commands in flight on the cached data channels,
 //! so thousands of small files do not pay a round trip each.
 
-use super::local::{FileMeta, LocalSink};
+use super::opener::Opened;
 use super::CopySummary;
 use crate::error::ClientError;
 use crate::location::Location;
@@ -109,51 +109,50 @@ impl Client {
         };
         let (done, result) = match (&files[0].0, &files[0].1) {
             (Location::Remote(su), Location::Local(_)) => {
-                // Creating a chunk's partial files (hundreds of them) is
-                // file-system work: off the async task, which also drives
-                // the other sessions of a concurrent copy (done inline,
-                // the eight sessions of a 5,000-file download at 80 ms
-                // started their first batches 0.3-0.4 s apart, one after
-                // another).
-                let wanted: Vec<(String, std::path::PathBuf, FileFacts)> = files
+                // The partial files are created on a blocking thread while
+                // the batch's commands are already out (`opener`): created
+                // first, a chunk's 512 creates held its `BRET` back by up to
+                // seconds (one directory's lock for every session, and
+                // ext4's search of recently deleted inodes).
+                let wanted: Vec<(std::path::PathBuf, FileFacts)> = files
                     .iter()
                     .map_while(|(s, d, f)| match (s, d) {
-                        (Location::Remote(u), Location::Local(p)) => Some((u.path.clone(), p.clone(), f.clone())),
+                        (Location::Remote(_), Location::Local(p)) => Some((p.clone(), f.clone())),
                         _ => None,
                     })
                     .collect();
-                let (items, mut sinks) = tokio::task::spawn_blocking(move || {
-                    let mut sinks = Vec::new();
-                    let mut items = Vec::new();
-                    for (path, p, f) in wanted {
-                        // A destination that cannot be opened ends the batch
-                        // before it: the file fails on its own, one by one.
-                        let Ok(sink) = LocalSink::open(&p, false, FileMeta::of(&f)) else { break };
-                        let Ok(file) = sink.block_sink_sized(Some(f.size)) else { break };
-                        items.push(BatchFile { path, size: f.size, data: file });
-                        sinks.push(Some(sink));
-                    }
-                    (items, sinks)
-                })
-                .await
-                .map_err(|e| ClientError::Data(e.to_string()))?;
+                let opened = Opened::start(wanted);
+                let items: Vec<BatchFile<Arc<dyn ferry_io::mode_e::BlockSink>>> = files
+                    .iter()
+                    .enumerate()
+                    .map_while(|(i, (s, d, f))| match (s, d) {
+                        (Location::Remote(u), Location::Local(_)) => {
+                            Some(BatchFile { path: u.path.clone(), size: f.size, data: opened.sink(i) })
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 let states: Vec<Arc<ReceiveState>> = items.iter().map(|_| Arc::default()).collect();
                 // Each complete file's commit (length, mode, time, rename to
                 // its name) runs on a blocking thread, in order: inline it
                 // ran on the async task that drives every session of a
                 // concurrent copy, five syscalls per file between two
                 // sessions' replies. The file is counted (and its record
-                // dropped) once it is under its name.
-                let (commits, finished) = std::sync::mpsc::channel::<(usize, LocalSink, u64)>();
+                // dropped) once it is under its name. A file that was never
+                // opened (`Err(why)` from the opener) is not counted: the
+                // batch ends before it.
+                let (commits, finished) = std::sync::mpsc::channel::<(usize, u64)>();
+                let committing = opened.clone();
                 let committer = tokio::task::spawn_blocking(move || {
-                    finished.into_iter().map(|(i, sink, size)| (i, sink.finish(size))).collect::<Vec<_>>()
+                    finished
+                        .into_iter()
+                        .map(|(i, size)| (i, committing.take(i).map(|sink| sink.finish(size))))
+                        .collect::<Vec<_>>()
                 });
                 let session = self.session(su).await?;
                 let r = {
                     let mut on_done = |i: usize| {
-                        if let Some(sink) = sinks.get_mut(i).and_then(Option::take) {
-                            let _ = commits.send((i, sink, files[i].2.size));
-                        }
+                        let _ = commits.send((i, files[i].2.size));
                     };
                     let batch = session.retrieve_batch(&items, window, control, &states, &mut on_done);
                     tokio::pin!(batch);
@@ -175,17 +174,27 @@ impl Client {
                 drop(commits);
                 let committed = committer.await.map_err(|e| ClientError::Data(e.to_string()))?;
                 let mut commit_error = None;
+                let mut unopened = None;
                 for (i, result) in committed {
                     match result {
-                        Ok(()) => {
+                        Ok(Ok(())) => {
                             record(i, &mut |r| r.clear());
                             counted(&mut *summary, i);
                         }
-                        Err(e) => {
+                        Ok(Err(e)) => {
                             commit_error.get_or_insert(e);
+                        }
+                        // An empty file needs no block, so it "arrives"
+                        // without its file: the batch ends before it.
+                        Err(_) => {
+                            unopened.get_or_insert(i);
                         }
                     }
                 }
+                let r = match unopened {
+                    Some(k) if k < r.0 => (k, r.1),
+                    _ => r,
+                };
                 // What arrived of the file that stopped the batch.
                 for (i, st) in states.iter().enumerate().skip(r.0) {
                     let got = st.received.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -155,6 +155,12 @@ fn chunks(pending: Vec<Pending>, sessions: usize, depth: usize) -> VecDeque<(Vec
     let sessions = sessions.max(1);
     let fill = (depth * 2).min(fresh.len().div_ceil(sessions));
     let per = fresh.len().div_ceil(sessions * 4).max(fill).clamp(1, MAX_CHUNK);
+    // Whole rounds: as many chunks for every session. Cut at the bound
+    // alone, 5,000 files for 8 sessions were 9 chunks of 512 and one of
+    // 392, so two sessions copied a second chunk each while six sat idle
+    // (at 80 ms the first session moved 1,416 files, the others 512).
+    let rounds = fresh.len().div_ceil(sessions * per).max(1);
+    let per = fresh.len().div_ceil(sessions * rounds).clamp(1, MAX_CHUNK);
     let mut out = VecDeque::new();
     if !resume.is_empty() {
         out.push_back((resume, true));
@@ -509,6 +515,10 @@ mod tests {
         // Many files: chunks of at most the batch bound, several per session.
         let c = chunks((0..20_000).map(f).collect(), 8, 256);
         assert!(c.len() >= 32 && c.iter().all(|(x, _)| x.len() <= MAX_CHUNK), "{}", c.len());
+        // Whole rounds: every session gets as many chunks.
+        let c = chunks((0..5000).map(f).collect(), 8, 256);
+        assert_eq!(c.len(), 16);
+        assert!(c.iter().all(|(x, _)| x.len() == 313 || x.len() == 5000 - 15 * 313), "{c:?}");
         // A short path still cuts into a few chunks per session.
         let c = chunks((0..2000).map(f).collect(), 4, 16);
         assert_eq!(c.len(), 16);

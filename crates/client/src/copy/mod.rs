@@ -47,6 +47,7 @@ mod extended;
 mod local;
 mod measure;
 mod namespace;
+mod opener;
 mod pool;
 mod stream_mode;
 mod tree;
