@@ -27,6 +27,10 @@ enum Want {
     /// The same first digit of every reply: both succeed or both fail
     /// alike; the exact code is each server's own.
     K,
+    /// The same codes and the same MLSx fact names in the MLST reply's
+    /// fact line or in every MLSD line (the values are each server's own):
+    /// what an `OPTS MLST` selection must change.
+    F,
     /// A deliberate difference: Ferry's codes, Globus's codes, and why
     /// (docs/conformance.md).
     D(&'static str, &'static str, &'static str),
@@ -50,6 +54,28 @@ struct Seen {
     first: String,
     /// What the data connection carried, for a download or listing.
     data: Option<Vec<u8>>,
+    /// The distinct fact-name lists (`type;size`) of the MLST fact line
+    /// or of the lines the data connection carried.
+    facts: std::collections::BTreeSet<String>,
+}
+
+/// The fact names of MLSx lines (`facts SP name`, the MLST reply's
+/// leading space already taken off), lower case, one `a;b` list per distinct
+/// shape (`""` for a line with no facts).
+fn fact_names<'a>(lines: impl Iterator<Item = &'a str>) -> std::collections::BTreeSet<String> {
+    lines
+        .map(|l| l.trim_end_matches(['\r', '\n']))
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let facts = l.split_once(' ').map_or("", |(f, _)| f);
+            facts
+                .split(';')
+                .filter(|f| !f.is_empty())
+                .map(|f| f.split('=').next().unwrap().to_ascii_lowercase())
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect()
 }
 
 /// Commands that use the data connection a preceding PASV/EPSV opened.
@@ -135,7 +161,12 @@ fn dialogue(addr: SocketAddr, user: Option<(&str, &str)>, dir: &str, steps: &[(&
             .filter(|r| r.len() >= 3 && r.as_bytes()[..3].iter().all(u8::is_ascii_digit))
             .map(|r| &r[..3])
             .collect();
-        out.push(Seen { codes: codes.join(">"), first, data: carried });
+        let facts = match (&carried, verb) {
+            (Some(d), "MLSD") => fact_names(String::from_utf8_lossy(d).split('\n')),
+            (_, "MLST") => fact_names(replies[0].lines().filter_map(|l| l.strip_prefix(' '))),
+            _ => Default::default(),
+        };
+        out.push(Seen { codes: codes.join(">"), first, data: carried, facts });
     }
     out
 }
@@ -150,12 +181,18 @@ fn judge(step: &str, want: Want, f: &Seen, g: &Seen) -> Option<String> {
         C => f.codes == g.codes,
         T => f.codes == g.codes && if f.data.is_some() { f.data == g.data } else { f.first == g.first },
         K => classes(&f.codes) == classes(&g.codes),
+        F => f.codes == g.codes && !f.facts.is_empty() && f.facts == g.facts,
         D(fw, gw, why) => {
             assert!(!why.is_empty(), "{step}: a deliberate difference needs its reason");
             f.codes == fw && g.codes == gw
         }
     };
-    (!ok).then(|| format!("{step} ({want:?}): ferry {} {:?} / globus {} {:?}", f.codes, f.first, g.codes, g.first))
+    (!ok).then(|| {
+        format!(
+            "{step} ({want:?}): ferry {} {:?} {:?} / globus {} {:?} {:?}",
+            f.codes, f.first, f.facts, g.codes, g.first, g.facts
+        )
+    })
 }
 
 fn globus_installed() -> bool {
@@ -648,10 +685,18 @@ const CASES: &[Case] = &[
             ("MLST", C),
             ("MLST f", C),
             ("OPTS MLST type;size;", C),
-            ("MLST {d}/f", C),
+            ("MLST {d}/f", F),
+            ("PASV", C),
+            ("MLSD {d}", F),
+            ("OPTS MLST Modify;TYPE;bogus;", C),
+            ("MLST {d}/f", F),
             ("OPTS MLST", D("200", "500", "RFC 3659 §7: OPTS MLST with no facts is valid and answered 200; Globus says 500")),
             ("OPTS MLST bogus;", C),
-            ("MLST {d}/f", C),
+            ("MLST {d}/f", F),
+            ("PASV", C),
+            ("MLSD {d}", F),
+            ("OPTS MLST size;", C),
+            ("MLST {d}/f", F),
         ],
     },
     Case {

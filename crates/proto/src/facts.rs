@@ -30,6 +30,52 @@ pub struct FileFacts {
     pub unique: (u64, u64),
 }
 
+/// The MLSx facts a session sends: all by default, those `OPTS MLST`
+/// selected after it (RFC 3659 §7.9). Per session, like the Globus server;
+/// names match case-insensitively and unknown ones are ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FactSet(u8);
+
+impl FactSet {
+    /// Every fact Ferry can send, in the order it writes them.
+    pub const NAMES: [&'static str; 8] =
+        ["Type", "Size", "Modify", "Perm", "UNIX.mode", "UNIX.uid", "UNIX.gid", "Unique"];
+    pub const ALL: FactSet = FactSet(0xff);
+    pub const NONE: FactSet = FactSet(0);
+
+    /// The facts named in an `OPTS MLST` argument (`type;size;` already
+    /// split); unknown names are ignored, so `OPTS MLST bogus;` selects none.
+    pub fn select<S: AsRef<str>>(names: &[S]) -> FactSet {
+        let mut bits = 0u8;
+        for n in names {
+            if let Some(i) = Self::NAMES.iter().position(|f| f.eq_ignore_ascii_case(n.as_ref().trim())) {
+                bits |= 1 << i;
+            }
+        }
+        FactSet(bits)
+    }
+
+    fn has(self, i: usize) -> bool {
+        self.0 & (1 << i) != 0
+    }
+
+    /// The FEAT line's list: every fact, the selected ones marked `*`.
+    pub fn feat_list(self) -> String {
+        Self::NAMES.iter().enumerate().map(|(i, f)| format!("{f}{};", if self.has(i) { "*" } else { "" })).collect()
+    }
+
+    /// The selected facts, as the `200 MLST OPTS` reply names them.
+    pub fn on_list(self) -> String {
+        Self::NAMES.iter().enumerate().filter(|(i, _)| self.has(*i)).map(|(_, f)| format!("{f};")).collect()
+    }
+}
+
+impl Default for FactSet {
+    fn default() -> Self {
+        Self::ALL
+    }
+}
+
 const MDTM_FORMAT: &[FormatItem<'static>] = format_description!("[year][month][day][hour][minute][second]");
 
 /// `YYYYMMDDHHMMSS` in UTC (RFC 3659 §2.3 `time-val`).
@@ -70,23 +116,38 @@ impl FileFacts {
     /// One MLSx fact line without the leading space or trailing CRLF:
     /// `Type=file;Size=5;Modify=...;Perm=r;UNIX.mode=0644;...; name`.
     pub fn mlsx_line(&self, writable: bool, name: &str) -> String {
+        self.mlsx_line_with(writable, name, FactSet::ALL)
+    }
+
+    /// The MLSx line with only the facts `OPTS MLST` selected (RFC 3659
+    /// §7.9), in Ferry's fixed order; with none, just ` name`, as Globus.
+    pub fn mlsx_line_with(&self, writable: bool, name: &str, facts: FactSet) -> String {
+        use std::fmt::Write as _;
         let ty = match self.kind {
             FileKind::File => "file",
             FileKind::Dir => "dir",
             FileKind::Symlink => "OS.unix=symlink",
             FileKind::Other => "OS.unix=special",
         };
-        format!(
-            "Type={ty};Size={};Modify={};Perm={};UNIX.mode=0{:o};UNIX.uid={};UNIX.gid={};Unique={:x}-{:x}; {name}",
-            self.size,
-            format_time_val(self.modified),
-            self.perm(writable),
-            self.mode & 0o7777,
-            self.uid,
-            self.gid,
-            self.unique.0,
-            self.unique.1,
-        )
+        let mut out = String::with_capacity(160);
+        for (i, fact) in FactSet::NAMES.iter().enumerate() {
+            if !facts.has(i) {
+                continue;
+            }
+            let _ = match i {
+                0 => write!(out, "{fact}={ty};"),
+                1 => write!(out, "{fact}={};", self.size),
+                2 => write!(out, "{fact}={};", format_time_val(self.modified)),
+                3 => write!(out, "{fact}={};", self.perm(writable)),
+                4 => write!(out, "{fact}=0{:o};", self.mode & 0o7777),
+                5 => write!(out, "{fact}={};", self.uid),
+                6 => write!(out, "{fact}={};", self.gid),
+                _ => write!(out, "{fact}={:x}-{:x};", self.unique.0, self.unique.1),
+            };
+        }
+        out.push(' ');
+        out.push_str(name);
+        out
     }
 
     /// One `ls -l` style line, as LIST clients (lftp, curl, browsers) parse
@@ -156,6 +217,18 @@ mod tests {
             facts().mlsx_line(false, "data 1.bin"),
             "Type=file;Size=5000000;Modify=20261121011836;Perm=r;UNIX.mode=0644;UNIX.uid=999;UNIX.gid=995;Unique=1b-48; data 1.bin"
         );
+    }
+
+    #[test]
+    fn mlsx_honours_the_selected_facts() {
+        let sel = FactSet::select(&["size", "TYPE", "bogus"]);
+        assert_eq!(facts().mlsx_line_with(false, "f", sel), "Type=file;Size=5000000; f");
+        assert_eq!(facts().mlsx_line_with(false, "f", FactSet::select(&["bogus"])), " f");
+        assert_eq!(facts().mlsx_line_with(true, "f", FactSet::ALL), facts().mlsx_line(true, "f"));
+        assert_eq!(sel.on_list(), "Type;Size;");
+        assert_eq!(sel.feat_list(), "Type*;Size*;Modify;Perm;UNIX.mode;UNIX.uid;UNIX.gid;Unique;");
+        assert_eq!(FactSet::ALL.feat_list(), "Type*;Size*;Modify*;Perm*;UNIX.mode*;UNIX.uid*;UNIX.gid*;Unique*;");
+        assert_eq!(FactSet::NONE.on_list(), "");
     }
 
     #[test]

@@ -557,6 +557,36 @@ fn dcau_s_names_the_data_channels_peer_only_where_it_can_be_checked() {
     assert_eq!(h.s.data_peer(), None);
 }
 
+/// `OPTS MLST` selects the facts of later MLST replies and MLSD lines
+/// for this session (RFC 3659 §7.9), as the Globus server does: names in
+/// any case, unknown ones ignored, FEAT marking the selected ones.
+#[test]
+fn opts_mlst_selects_the_facts_per_session() {
+    use ferry_proto::facts::FactSet;
+    let mut h = Harness::logged_in();
+    let mlst = |h: &mut Harness| h.send("MLST f")[0].lines[1].clone();
+    assert!(mlst(&mut h).starts_with(" Type=file;Size="), "all facts by default");
+    let r = h.send("OPTS MLST size;TYPE;bogus;");
+    assert_eq!((r[0].code.get(), r[0].lines[0].as_str()), (200, "MLST OPTS Type;Size;"));
+    assert_eq!(mlst(&mut h), format!(" Type=file;Size={}; /f", facts("f").size));
+    assert!(feat_lines(&mut h).contains(" MLST Type*;Size*;Modify;Perm;UNIX.mode;"), "FEAT marks the selection");
+    assert_eq!(h.code("PORT 192,0,2,7,200,10"), 200);
+    let req = match h.s.handle(Command::parse(b"MLSD .")) {
+        Action::Transfer(req) => req,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(req.mlst_facts, FactSet::select(&["type", "size"]), "MLSD lines carry the selection");
+    h.s.transfer_finished(&req.path, TransferOutcome::Complete { bytes: 1 });
+    let r = h.send("OPTS MLST bogus;");
+    assert_eq!((r[0].code.get(), r[0].lines[0].as_str()), (200, "MLST OPTS "));
+    assert_eq!(mlst(&mut h), "  /f", "no facts: a space, then the name");
+    assert_eq!(h.code("OPTS MLST modify;"), 200);
+    assert!(mlst(&mut h).starts_with(" Modify="));
+    // A new session starts with every fact again.
+    let mut other = Harness::logged_in();
+    assert!(mlst(&mut other).starts_with(" Type=file;Size="));
+}
+
 /// FEAT lists exactly what is implemented (and SITE HELP names the SITE
 /// commands, where the Globus client library looks for them).
 #[test]

@@ -248,6 +248,8 @@ struct ListingJob {
     entries: Listing,
     format: ListFormat,
     writable: bool,
+    /// The facts `OPTS MLST` selected, for MLSD lines.
+    facts: ferry_proto::facts::FactSet,
     now: i64,
 }
 
@@ -262,7 +264,9 @@ impl ListingJob {
             let line = match self.format {
                 ListFormat::Long => e.list_line(self.now),
                 ListFormat::Names => e.name.clone(),
-                ListFormat::Machine | ListFormat::MachineRecursive => e.mlsx_line(self.writable, &e.name),
+                ListFormat::Machine | ListFormat::MachineRecursive => {
+                    e.mlsx_line_with(self.writable, &e.name, self.facts)
+                }
             };
             // Names travel as their own octets (RFC 3659 §2.2), but a CR
             // or LF in one must not end a line.
@@ -1322,7 +1326,7 @@ fn prepare(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
                 .unwrap_or(0);
-            let job = ListingJob { entries, format: *format, writable: req.writable, now };
+            let job = ListingJob { entries, format: *format, writable: req.writable, facts: req.mlst_facts, now };
             Ok((Prepared::Listing(job), None))
         }
     }

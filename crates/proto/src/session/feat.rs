@@ -17,7 +17,7 @@ impl Session {
             " MDTM".into(),
             " MFMT".into(),
             " MLSR".into(),
-            format!(" MLST {MLST_FACTS}"),
+            format!(" MLST {}", self.mlst_facts.feat_list()),
             " PARALLEL".into(),
             " PASV AllowDelayed;".into(),
             " REST STREAM".into(),
@@ -46,10 +46,6 @@ impl Session {
         Reply::multiline(ReplyCode::SYSTEM_STATUS, "Extensions supported", lines, "End.")
     }
 }
-
-/// The facts Ferry emits, as FEAT advertises them (all on by default).
-pub(super) const MLST_FACTS: &str = "Type*;Size*;Modify*;Perm*;UNIX.mode*;UNIX.uid*;UNIX.gid*;Unique*;";
-pub(super) const MLST_FACTS_ON: &str = "Type;Size;Modify;Perm;UNIX.mode;UNIX.uid;UNIX.gid;Unique;";
 
 /// The commands this server serves, for HELP and SITE HELP.
 pub fn help_reply(code: ReplyCode) -> Reply {

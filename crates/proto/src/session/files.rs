@@ -220,7 +220,7 @@ impl Session {
             (FileOp::Facts(p), FileDone::Facts(f)) => Reply::multiline(
                 ReplyCode::FILE_ACTION_OK,
                 format!("Listing {p}"),
-                [format!(" {}", f.mlsx_line(self.writable(), p.as_str()))],
+                [format!(" {}", f.mlsx_line_with(self.writable(), p.as_str(), self.mlst_facts))],
                 "End.",
             ),
             (FileOp::StatListing(p), FileDone::Listing(entries)) => {

@@ -132,6 +132,8 @@ pub struct Session {
     cached: Option<Direction>,
     /// OPTS PASV AllowDelayed=1 was accepted (cleared by PORT).
     allow_delayed: bool,
+    /// The MLST/MLSD facts `OPTS MLST` selected (all until then).
+    mlst_facts: crate::facts::FactSet,
     /// The data channels' transport (`TPRT`, `SITE SETNETSTACK`).
     transport: crate::transport::TransportName,
     /// The client chose the transport (`TPRT`, `SITE SETNETSTACK`): only
@@ -196,6 +198,7 @@ impl Session {
             generation: 0,
             cached: None,
             allow_delayed: false,
+            mlst_facts: crate::facts::FactSet::ALL,
             transport: default_transport,
             transport_selected: false,
             udt_sealed: false,

@@ -1,7 +1,6 @@
 //! OPTS (RFC 2389): MLST facts, Globus's `OPTS RETR` (parallelism,
 //! markers) and delayed passive (`OPTS PASV AllowDelayed`).
 
-use super::feat::MLST_FACTS_ON;
 use super::{Action, Session, MAX_PARALLELISM};
 use crate::command::Opts;
 use crate::reply::ReplyCode;
@@ -9,7 +8,12 @@ use crate::reply::ReplyCode;
 impl Session {
     pub(super) fn on_opts(&mut self, opts: Opts) -> Action {
         match opts {
-            Opts::Mlst(_) => Self::reply(ReplyCode::OK, format!("MLST OPTS {MLST_FACTS_ON}")),
+            // RFC 3659 §7.9: the selection holds for the session's later
+            // MLST/MLSD (and FEAT marks it); the reply names what is on.
+            Opts::Mlst(names) => {
+                self.mlst_facts = crate::facts::FactSet::select(&names);
+                Self::reply(ReplyCode::OK, format!("MLST OPTS {}", self.mlst_facts.on_list()))
+            }
             Opts::Other { command, args } if command == "TPRT" => self.on_opts_tprt(&args),
             Opts::Other { command, .. } => Self::reply(
                 ReplyCode::PARAMETER_SYNTAX_ERROR,

@@ -73,6 +73,8 @@ pub struct TransferRequest {
     pub allocation: Option<u64>,
     /// Whether the user may write (shapes the MLSD `Perm` fact).
     pub writable: bool,
+    /// The facts MLSD lines carry (`OPTS MLST`, RFC 3659 §7.9).
+    pub mlst_facts: crate::facts::FactSet,
     /// `PROT P`: every data connection of this transfer is TLS, with the
     /// server as TLS server (RFC 4217 §7).
     pub protected: bool,
@@ -203,6 +205,7 @@ impl Session {
             window,
             allocation: self.allocation.take(),
             writable: self.writable(),
+            mlst_facts: self.mlst_facts,
             protected: self.prot == ProtectionLevel::Private,
         };
         // The channels are in use; they are cached again only if this
