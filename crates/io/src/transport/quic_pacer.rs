@@ -72,7 +72,7 @@ pub const MIN_DEPTH: f64 = 3.0 * 10.0 * 1452.0;
 /// every 3 ms got 0.77 of the rate (`the_bucket_lets_the_rate_through`),
 /// and with 4 ms the paced sender of an 80 ms, 1 % copy at load 10 put
 /// 134–146 Mbit/s of the controller's 149 on the wire
-/// (`bench/results/quic-s6/traces/rel-new-1-cold.txt`). At 150 Mbit/s,
+/// (`bench/results/quic-s6/traces/pacer-v1-new-1-cold.txt`). At 150 Mbit/s,
 /// 8 ms is 150 kB, a burst the emulated path's queue (200 ms) takes
 /// without a drop.
 pub const DEPTH_TIME: Duration = Duration::from_millis(8);
