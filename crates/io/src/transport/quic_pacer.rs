@@ -17,7 +17,7 @@
 //! before every `try_send`; the paced poller answers "not yet" while a
 //! [`TokenBucket`] filled at the pacing rate is empty, and sets a timer for
 //! when it will not be. `try_send` takes the datagrams' bytes out of the
-//! bucket. The bucket holds a few GSO batches (or 4 ms at the rate, if
+//! bucket. The bucket holds a few GSO batches (or 8 ms at the rate, if
 //! more), so GSO keeps its batches and the wire sees the rate within a
 //! couple of milliseconds.
 //!
@@ -68,11 +68,14 @@ pub const MIN_DEPTH: f64 = 3.0 * 10.0 * 1452.0;
 /// The bucket's depth in time at the rate, when that is more than
 /// [`MIN_DEPTH`]: what a wake-up may be late by without the rate losing
 /// anything. tokio's timers have a 1 ms grain and a connection driver on a
-/// loaded 2-core machine runs late by a few; with 2 ms a sender woken every
-/// 3 ms got 0.77 of the rate (`the_bucket_lets_the_rate_through`). At
-/// 150 Mbit/s 4 ms is 75 kB, a burst the emulated path's queue (200 ms)
-/// takes without a drop.
-pub const DEPTH_TIME: Duration = Duration::from_millis(4);
+/// loaded 2-core machine runs late by several: with 2 ms a sender woken
+/// every 3 ms got 0.77 of the rate (`the_bucket_lets_the_rate_through`),
+/// and with 4 ms the paced sender of an 80 ms, 1 % copy at load 10 put
+/// 134–146 Mbit/s of the controller's 149 on the wire
+/// (`bench/results/quic-s6/traces/pacer-v1-new-1-cold.txt`). At 150 Mbit/s,
+/// 8 ms is 150 kB, a burst the emulated path's queue (200 ms) takes
+/// without a drop.
+pub const DEPTH_TIME: Duration = Duration::from_millis(8);
 
 /// The rate an endpoint's sends are paced at, bytes per second: the sum of
 /// the shares of its connections' controllers; 0 sends unpaced.
