@@ -520,8 +520,15 @@ const CASES: &[Case] = &[
             ("TYPE E", K),
             ("TYPE X", C),
             ("TYPE", C),
-            ("TYPE A T", D("504", "200", "Ferry writes no Telnet or ASA format effectors, so it refuses those formats (504, RFC 959); Globus ignores the format")),
-            ("TYPE A C", D("504", "200", "Ferry writes no Telnet or ASA format effectors, so it refuses those formats (504, RFC 959); Globus ignores the format")),
+            // The format control changes nothing for a file store: both
+            // take it as TYPE A (the same CRLF bytes follow).
+            ("TYPE A T", C),
+            ("PASV", C),
+            ("RETR {d}/t", T),
+            ("TYPE A C", C),
+            ("PASV", C),
+            ("RETR {d}/t", T),
+            ("TYPE a t", C),
             ("TYPE L 7", K),
         ],
     },

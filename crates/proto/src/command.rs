@@ -646,9 +646,12 @@ impl Command {
 fn parse_type(a: &str) -> Result<TransferType, CommandError> {
     let parts: Vec<String> = a.split_whitespace().map(str::to_ascii_uppercase).collect();
     match parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["A"] | ["A", "N"] => Ok(TransferType::Ascii),
+        // The format control (RFC 959 §3.1.1.5: Non-print, Telnet or ASA
+        // carriage control) says how a printer reads the text; a file
+        // store keeps the same bytes whatever it is, so T and C are TYPE A
+        // too, as the Globus server takes them.
+        ["A"] | ["A", "N" | "T" | "C"] => Ok(TransferType::Ascii),
         ["I"] | ["L", "8"] => Ok(TransferType::Image),
-        ["A", "T" | "C"] => Err(unsupported("TYPE", "only non-print format (N) is supported")),
         ["E", ..] => Err(unsupported("TYPE", "EBCDIC is not supported")),
         ["L", _] => Err(unsupported("TYPE", "only byte size 8 is supported")),
         _ => Err(syntax("TYPE", "expected A, I or L 8")),
@@ -997,6 +1000,8 @@ mod tests {
         assert_eq!(p("RETR a file with spaces"), Ok(Command::Retr("a file with spaces".into())));
         assert_eq!(p("TYPE I"), Ok(Command::Type(TransferType::Image)));
         assert_eq!(p("TYPE A N"), Ok(Command::Type(TransferType::Ascii)));
+        assert_eq!(p("TYPE A T"), Ok(Command::Type(TransferType::Ascii)));
+        assert_eq!(p("type a c"), Ok(Command::Type(TransferType::Ascii)));
         assert_eq!(p("MODE E"), Ok(Command::Mode(TransferMode::ExtendedBlock)));
         assert_eq!(
             p("OPTS RETR Parallelism=4,4,4;"),
@@ -1068,6 +1073,7 @@ mod tests {
         assert_eq!(code("PORT 1,2,3"), 501);
         assert_eq!(code("TYPE X"), 501);
         assert_eq!(code("TYPE E"), 504);
+        assert_eq!(code("TYPE A X"), 501);
         assert_eq!(code("MODE B"), 504);
         assert_eq!(code("STRU R"), 504);
         assert_eq!(code("EPRT |3|x|1|"), 522);
