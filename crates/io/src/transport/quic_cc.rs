@@ -205,15 +205,14 @@ impl UdtController {
     /// start reached 2.9 MB/s by round 5 where session 5's sending had
     /// 14.2 MB/s (ferry-wan, 150 Mbit/s, 80 ms, 1 %; release builds;
     /// `bench/results/quic-s6/README.md`), and the copy took 0.6–1.6 s
-    /// longer. The phase is read from the controller's `describe()` (the
-    /// `CongestionControl` trait has no phase; this adapter may not
-    /// change `crates/udt`), only until it first leaves start-up.
+    /// longer. The phase comes from `CongestionControl::in_start_up`, read
+    /// only until the controller first leaves start-up.
     fn publish(&mut self) {
         if self.share.is_none() {
             return;
         }
         if self.starting {
-            let starting = self.cc_mut().describe().starts_with("ferry Startup");
+            let starting = self.cc_mut().in_start_up();
             self.starting = starting;
         }
         let rate = if self.starting { 0.0 } else { self.cc_mut().pacing_rate() };

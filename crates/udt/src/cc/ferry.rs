@@ -678,6 +678,10 @@ impl CongestionControl for FerryRate {
         }
     }
 
+    fn in_start_up(&self) -> bool {
+        self.phase == Phase::Startup
+    }
+
     fn describe(&self) -> String {
         format!(
             "ferry {:?} btl_bw {:.0} B/s cap {:?} min_rtt {:?} gain {} rate {:.0} window {} round {} loss {:.4} events {} queued {} probe_rtt {} lag {:?} pair {:?}",

@@ -102,6 +102,13 @@ pub trait CongestionControl: std::fmt::Debug + Send {
     fn pacing_rate(&self) -> f64;
     /// Bytes allowed in flight.
     fn window(&self) -> u64;
+    /// Whether the controller is still searching for the path's rate (a
+    /// start-up phase), so its pacing rate is a guess that grows each round
+    /// rather than an estimate: a pacer below the transport (QUIC's) holds
+    /// sends to the rate only once this is over.
+    fn in_start_up(&self) -> bool {
+        false
+    }
     /// The controller's state in a line, for logs and traces.
     fn describe(&self) -> String {
         format!("{} rate {:.0} B/s window {} B", self.name(), self.pacing_rate(), self.window())
