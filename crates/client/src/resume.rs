@@ -52,6 +52,11 @@ pub struct ResumeState {
     /// A record of this copy (same source version) existed: an earlier run
     /// was interrupted, even if before it learnt of any range.
     interrupted: bool,
+    /// Whether a record file may be at `path` (one was found, or this
+    /// state wrote it): `clear` unlinks only then, so the thousands of
+    /// small files a tree copy never writes a record for cost no failing
+    /// `unlink` each (bench/results/small-files-s6, docs/partial-files.md).
+    on_disk: bool,
 }
 
 /// Where restart records live: `$XDG_STATE_HOME/ferry/restart`, else
@@ -101,7 +106,15 @@ impl ResumeState {
         if let Some(store) = store {
             let done = store.load(source, destination, size, modified);
             let interrupted = !done.is_empty();
-            return Self { path: None, record: fresh, done, last_saved: None, store: Some(store.clone()), interrupted };
+            return Self {
+                path: None,
+                record: fresh,
+                done,
+                last_saved: None,
+                store: Some(store.clone()),
+                interrupted,
+                on_disk: false,
+            };
         }
         let path = state_dir().map(|d| d.join(key(source, destination)));
         let mut state = Self {
@@ -111,9 +124,18 @@ impl ResumeState {
             last_saved: None,
             store: None,
             interrupted: false,
+            on_disk: false,
         };
         let Some(p) = &state.path else { return state };
-        let Ok(text) = std::fs::read_to_string(p) else { return state };
+        let text = match std::fs::read_to_string(p) {
+            Ok(text) => text,
+            Err(e) => {
+                // Unreadable but there: `clear` still tries to remove it.
+                state.on_disk = e.kind() != std::io::ErrorKind::NotFound;
+                return state;
+            }
+        };
+        state.on_disk = true;
         match serde_json::from_str::<Record>(&text) {
             Ok(r)
                 if r.source == fresh.source
@@ -128,6 +150,32 @@ impl ResumeState {
             _ => {}
         }
         state
+    }
+
+    /// The state of a copy whose record the caller knows is not on disk
+    /// (the tree walk looked it up and removed any it found): no second
+    /// lookup. It is written as a loaded one is, when ranges arrive.
+    pub fn absent(source: &str, destination: &str, size: u64, modified: i64) -> Self {
+        Self {
+            path: state_dir().map(|d| d.join(key(source, destination))),
+            record: Record {
+                source: source.to_string(),
+                destination: destination.to_string(),
+                size,
+                modified,
+                ranges: String::new(),
+            },
+            done: RangeSet::new(),
+            last_saved: None,
+            store: None,
+            interrupted: false,
+            on_disk: false,
+        }
+    }
+
+    /// Whether a record file of this copy may exist (found or written).
+    pub fn on_disk(&self) -> bool {
+        self.on_disk
     }
 
     /// Ranges the destination already has.
@@ -181,6 +229,7 @@ impl ResumeState {
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
+        self.on_disk = true;
         let tmp = p.with_extension("tmp");
         if let Ok(text) = serde_json::to_string(&self.record) {
             if std::fs::write(&tmp, text).is_ok() {
@@ -196,9 +245,10 @@ impl ResumeState {
             store.clear(&self.record.source, &self.record.destination);
         }
         self.interrupted = false;
-        if let Some(p) = &self.path {
+        if let Some(p) = self.path.as_ref().filter(|_| self.on_disk) {
             let _ = std::fs::remove_file(p);
         }
+        self.on_disk = false;
     }
 }
 
@@ -242,7 +292,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::env::set_var("FERRY_STATE_DIR", dir.path());
         let mut s = ResumeState::load("ftp://h/a", "/tmp/a", 100, 7);
-        assert!(s.is_empty());
+        assert!(s.is_empty() && !s.on_disk(), "no record: clear would unlink nothing");
         s.add(&RangeSet::parse("0-10,20-30").unwrap());
         s.save();
         let s = ResumeState::load("ftp://h/a", "/tmp/a", 100, 7);
@@ -250,7 +300,18 @@ mod tests {
         assert!(ResumeState::load("ftp://h/a", "/tmp/a", 101, 7).is_empty(), "source changed size");
         assert!(ResumeState::load("ftp://h/a", "/tmp/b", 100, 7).is_empty(), "other destination");
         let mut s = ResumeState::load("ftp://h/a", "/tmp/a", 100, 7);
+        assert!(s.on_disk());
         s.clear();
+        assert!(!s.on_disk());
         assert!(ResumeState::load("ftp://h/a", "/tmp/a", 100, 7).is_empty());
+        // A state known to be absent writes its record when saved, and
+        // its clear removes it.
+        let mut s = ResumeState::absent("ftp://h/a", "/tmp/a", 100, 7);
+        s.add(&RangeSet::parse("0-5").unwrap());
+        s.save();
+        assert!(s.on_disk());
+        assert_eq!(ResumeState::load("ftp://h/a", "/tmp/a", 100, 7).done().to_string(), "0-5");
+        s.clear();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -1072,13 +1072,20 @@ impl Root {
         // sessions uploading into one directory), and then the area is
         // made again.
         let mut attempts = 0;
+        // Whether a partial was there before this upload: only then can a
+        // record of it be (a record is written only beside its partial,
+        // and removed after the partial is renamed away).
+        let mut existed;
         let (area, file, md) = loop {
             let area = open_area(&parent)?;
             // The partial is never a symlink we follow, nor a hard link to
             // another file: remove one if planted (it is not ours to resume).
+            existed = false;
             if let Ok(md) = area.symlink_metadata(&part) {
                 if !md.is_file() || md.nlink() > 1 {
                     area.remove_file(&part).map_err(|e| fs_error(&e))?;
+                } else {
+                    existed = true;
                 }
             }
             match open_regular(&area, Path::new(&part), &mut opts) {
@@ -1094,12 +1101,21 @@ impl Root {
         not_hard_linked(&md)?;
         let file = file.into_std();
         let (existing_len, held) = match mode {
+            // A record without its partial (a crash between a commit's
+            // rename and its unlink) describes no bytes here.
             StoreMode::Resume => {
-                let old = read_record(&area, &meta).filter(|r| r.name == record.name);
+                let old = existed.then(|| read_record(&area, &meta)).flatten().filter(|r| r.name == record.name);
                 (md.len(), old.map(|r| r.held()).unwrap_or_default())
             }
             StoreMode::Replace | StoreMode::Patch => {
-                let _ = area.remove_file(&meta);
+                // No partial before: no record of it to remove (one
+                // failing unlinkat less per fresh upload). A stray record
+                // left by a crash is overwritten by this upload's first
+                // checkpoint, or by `abandon`, and never read without a
+                // partial (above).
+                if existed {
+                    let _ = area.remove_file(&meta);
+                }
                 file.set_len(0).map_err(|e| fs_error(&e))?;
                 (0, RangeSet::new())
             }

@@ -77,17 +77,13 @@ impl Client {
         for (s, _, f) in files {
             self.stats.begin(&s.to_string(), Some(f.size));
         }
-        // Fresh files: any old record (`--no-resume`) describes nothing now.
+        // Fresh files: the tree walk that chose them looked up their
+        // records and removed any (`--no-resume`, or a record of another
+        // version): none is on disk, so none is looked up again.
         let records: Mutex<Vec<ResumeState>> = Mutex::new(
             files
                 .iter()
-                .map(|(s, d, f)| {
-                    let mut r = ResumeState::load(&s.to_string(), &d.to_string(), f.size, f.modified);
-                    if !r.is_empty() {
-                        r.clear();
-                    }
-                    r
-                })
+                .map(|(s, d, f)| ResumeState::absent(&s.to_string(), &d.to_string(), f.size, f.modified))
                 .collect(),
         );
         let record = |i: usize, f: &mut dyn FnMut(&mut ResumeState)| {

@@ -321,12 +321,18 @@ impl Client {
                         }
                         continue;
                     }
-                    let record = ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified);
+                    let mut record = ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified);
                     // An interrupted upload may have left no ranges yet,
                     // but a partial on the server: it resumes one by one.
                     if self.opts.resume && (!record.is_empty() || record.interrupted()) {
                         resume.push((s, d, e.facts));
                     } else {
+                        // A fresh copy: any old record (`--no-resume`, or
+                        // of another version) describes nothing now; the
+                        // batch then needs no lookup of its own.
+                        if record.on_disk() && !self.opts.dry_run {
+                            record.clear();
+                        }
                         fresh.push((s, d, e.facts));
                     }
                 }
