@@ -29,14 +29,20 @@ impl Client {
     /// Copies fresh files of one directory as pipelined MODE E batches of
     /// at most [`BATCH_OPEN_FILES`] files and returns how many completed;
     /// it stops at the first batch that did not complete.
+    ///
+    /// `walked`: the tree walk just looked up these files' restart records
+    /// and removed any, so none is looked up again; otherwise (files after
+    /// one that stopped an earlier batch, which may have left records of
+    /// them) each is loaded and a record found is removed.
     pub(super) async fn copy_batch(
         &mut self,
         files: &[(Location, Location, FileFacts)],
         summary: &mut CopySummary,
+        walked: bool,
     ) -> Result<usize, ClientError> {
         let mut done = 0;
         for chunk in files.chunks(BATCH_OPEN_FILES) {
-            let n = self.copy_batch_chunk(chunk, summary).await?;
+            let n = self.copy_batch_chunk(chunk, summary, walked).await?;
             done += n;
             if n < chunk.len() {
                 break;
@@ -55,6 +61,7 @@ impl Client {
         &mut self,
         files: &[(Location, Location, FileFacts)],
         summary: &mut CopySummary,
+        walked: bool,
     ) -> Result<usize, ClientError> {
         if self.opts.pipeline <= 1 || files.len() < 2 {
             return Ok(0);
@@ -77,13 +84,24 @@ impl Client {
         for (s, _, f) in files {
             self.stats.begin(&s.to_string(), Some(f.size));
         }
-        // Fresh files: the tree walk that chose them looked up their
-        // records and removed any (`--no-resume`, or a record of another
-        // version): none is on disk, so none is looked up again.
+        // Fresh files: any old record (`--no-resume`, another version, an
+        // earlier batch of this run) describes nothing now. After the tree
+        // walk (`walked`), which looked them up and removed any, none is
+        // on disk and none is looked up again.
         let records: Mutex<Vec<ResumeState>> = Mutex::new(
             files
                 .iter()
-                .map(|(s, d, f)| ResumeState::absent(&s.to_string(), &d.to_string(), f.size, f.modified))
+                .map(|(s, d, f)| {
+                    let (s, d) = (s.to_string(), d.to_string());
+                    if walked {
+                        return ResumeState::absent(&s, &d, f.size, f.modified);
+                    }
+                    let mut r = ResumeState::load(&s, &d, f.size, f.modified);
+                    if r.on_disk() {
+                        r.clear();
+                    }
+                    r
+                })
                 .collect(),
         );
         let record = |i: usize, f: &mut dyn FnMut(&mut ResumeState)| {

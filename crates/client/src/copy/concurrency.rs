@@ -398,7 +398,7 @@ impl Client {
         // message; the files after it go on in a new batch.
         let mut start = 0;
         while start < files.len() {
-            start += self.copy_batch(&files[start..], summary).await?;
+            start += self.copy_batch(&files[start..], summary, start == 0).await?;
             if let Some((s, d, f)) = files.get(start) {
                 if let Err(e) = self.copy_file(s, d, f, summary).await {
                     self.failed(summary, s.to_string(), e)?;

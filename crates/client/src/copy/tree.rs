@@ -363,7 +363,7 @@ impl Client {
                     self.failed(summary, shown(s), e)?;
                 }
             }
-            let batched = self.copy_batch(&fresh, summary).await?;
+            let batched = self.copy_batch(&fresh, summary, true).await?;
             for (s, d, f) in &fresh[batched..] {
                 if let Err(e) = self.copy_file(s, d, f, summary).await {
                     self.failed(summary, shown(s), e)?;
