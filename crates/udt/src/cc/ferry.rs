@@ -131,15 +131,6 @@ const QUEUED_MIN_RTT_WINDOW: Duration = Duration::from_millis(2500);
 /// in a row may differ, as a share of the larger.
 const PAIR_MIN_PACKETS: f64 = 16.0;
 const PAIR_AGREEMENT: f64 = 0.25;
-/// Start-up's gain once it took the packet-pair estimate, and the rounds
-/// without growth that end it then: an estimate at the link overshoots by
-/// a quarter for two rounds (ProbeBw's probe), one at half the link
-/// reaches it in about four.
-const PAIR_STARTUP_GAIN: f64 = 1.25;
-const PAIR_FULL_BW_ROUNDS: u32 = 2;
-/// ...counting a round as growth when it delivered this much more (a gain
-/// of 1.25 cannot grow by the usual 25 %).
-const PAIR_GROWTH: f64 = 1.1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -407,7 +398,6 @@ impl FerryRate {
 
     fn gain(&self) -> f64 {
         match self.phase {
-            Phase::Startup if self.pair_start.is_some() => PAIR_STARTUP_GAIN,
             Phase::Startup => STARTUP_GAIN,
             Phase::Drain => 1.0 / STARTUP_GAIN,
             // A queue that persists says the link is full: no probing for
@@ -571,32 +561,28 @@ impl CongestionControl for FerryRate {
         let pair = if self.phase == Phase::Startup { self.pair_capacity(ack) } else { None };
         match self.phase {
             Phase::Startup if pair.is_some() => {
-                // The link's capacity is estimated: start-up paces at it
-                // at least (`pacing_rate`) and goes on with a gain of 1.25
-                // rather than doubling from ten packets a round trip and
-                // overshooting by 2.9x. The estimate is a floor of the
-                // pacing only, never a sample of the model: the capacity is
-                // not the share a shared bottleneck leaves (simulated
-                // against CUBIC, a model holding the whole link for ten
-                // rounds kept the queue), and on ferry-wan the first
-                // estimates read up to half the link (9.4 and ~5 MB/s on
-                // 12.5): taken as the model in ProbeBw, its one 1.25 probe
-                // per eight round trips took seconds to climb from there
-                // (rtt20 cold 44.6 Mbit/s against 89.0 before).
+                // The link's capacity is known: pace at it from here, as if
+                // a probe had measured it (the sample ages out of the
+                // window like any other, so an estimate above what the path
+                // delivers corrects itself within ten rounds), instead of
+                // doubling towards it for several more round trips and
+                // overshooting into the queue by up to 2.9x.
+                let rate = pair.unwrap_or_default();
+                self.update_bw(rate);
                 self.full_bw = self.btl_bw;
-                self.full_bw_rounds = 0;
-                self.pair_start = pair;
+                self.pair_start = Some(rate);
+                self.phase = Phase::ProbeBw;
+                self.cycle_index = 2;
+                self.cycle_stamp = now;
             }
             Phase::Startup => {
                 if round_start && !app_limited {
-                    let growth = if self.pair_start.is_some() { PAIR_GROWTH } else { 1.25 };
-                    if self.btl_bw >= self.full_bw * growth {
+                    if self.btl_bw >= self.full_bw * 1.25 {
                         self.full_bw = self.btl_bw;
                         self.full_bw_rounds = 0;
                     } else {
                         self.full_bw_rounds += 1;
-                        let rounds = if self.pair_start.is_some() { PAIR_FULL_BW_ROUNDS } else { 3 };
-                        if self.full_bw_rounds >= rounds {
+                        if self.full_bw_rounds >= 3 {
                             self.phase = Phase::Drain;
                         }
                     }
@@ -668,10 +654,6 @@ impl CongestionControl for FerryRate {
             // start-up gain, like a TCP initial window.
             10.0 * self.mss / self.rtt_or_default().as_secs_f64() * STARTUP_GAIN
         };
-        let rate = match (self.phase, self.pair_start) {
-            (Phase::Startup, Some(p)) => rate.max(p),
-            _ => rate,
-        };
         match self.max_rate {
             Some(m) => rate.min(m),
             None => rate,
@@ -735,10 +717,6 @@ impl CongestionControl for FerryRate {
                 };
                 let lag = rate * self.ack_lag().as_secs_f64() * LAG_CWND_GAIN;
                 w = w.max(lag.min(self.bdp() * MAX_LAG_CWND_GAIN));
-            }
-            if let (Phase::Startup, Some(p)) = (self.phase, self.pair_start) {
-                // room for start-up's floor of the pacing rate
-                w = w.max(p * (self.rtt_or_default() + ACK_DELAY).as_secs_f64() * CWND_GAIN);
             }
             w.max(floor)
         } else {
