@@ -893,16 +893,7 @@ impl Connection {
                 self.peer_delivery_rate = (self.peer_delivery_rate * 7 + i64::from(speed)) >> 3;
             }
             if bw > 0 {
-                // libudt starts this average at 1 packet/s, so its first
-                // reports read an eighth of the estimate and it takes ~20
-                // ACKs to converge; seeded with the first report instead,
-                // a start-up can use the estimate in its first round trips
-                // (`FerryRate`, "Starting from the packet pairs").
-                self.peer_bandwidth = if self.peer_bandwidth <= 1 {
-                    i64::from(bw)
-                } else {
-                    (self.peer_bandwidth * 7 + i64::from(bw)) >> 3
-                };
+                self.peer_bandwidth = (self.peer_bandwidth * 7 + i64::from(bw)) >> 3;
             }
             rates = (Some(self.peer_delivery_rate as f64 * mss as f64), Some(self.peer_bandwidth as f64 * mss as f64));
         }

@@ -287,22 +287,6 @@ fn expectation_for_the_wan_bench() {
 }
 
 /// Cold start under random loss (run with `--ignored --nocapture`):
-/// A cold start of the default controller on benchmark 2's lossy path, as
-/// the cold-start tests below simulate it: 80 ms one way, `mbit` with a
-/// queue of 0.2 s + 256 KiB, `loss` both ways, packets of `mss`, seeded by
-/// `seed`. Returns the simulation (sampled every 100 ms) and its start.
-fn cold_80ms(mbit: f64, mss: u32, loss: f64, seed: u64) -> (Sim, Time) {
-    let rate = mbit * MBIT;
-    let kind = CongestionKind::Ferry { initial_rate: None, max_rate: None };
-    let c = Config { mss, ..path_config(kind, rate, 80) };
-    let up = LinkConfig::new(80).rate_mbit(mbit).loss(loss).queue((rate * 0.2) as usize + 262_144);
-    let down = LinkConfig::new(80).loss(loss);
-    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345 + seed as u32, seed);
-    s.sample_every = Duration::from_millis(100);
-    let t0 = s.now;
-    (s, t0)
-}
-
 /// 150 Mbit/s at 80 ms one way with MSS 9000 as the ferry-wan bench, and
 /// 200 Mbit/s with MSS 1500, at 1 and 5 % loss, four seeds each; goodput
 /// from forty round trips (6.4 s) to 16 s as a share of the link's payload
@@ -314,10 +298,16 @@ fn cold_start_trace() {
     for (mbit, mss) in [(150.0, 9000u32), (200.0, 1500)] {
         for loss in [0.01, 0.05] {
             let rate = mbit * MBIT;
+            let kind = CongestionKind::Ferry { initial_rate: None, max_rate: None };
             let mut all = Vec::new();
             let mut last = String::new();
             for seed in [99u64, 7, 31, 1234] {
-                let (mut s, t0) = cold_80ms(mbit, mss, loss, seed);
+                let c = Config { mss, ..path_config(kind, rate, 80) };
+                let up = LinkConfig::new(80).rate_mbit(mbit).loss(loss).queue((rate * 0.2) as usize + 262_144);
+                let down = LinkConfig::new(80).loss(loss);
+                let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345 + seed as u32, seed);
+                s.sample_every = Duration::from_millis(100);
+                let t0 = s.now;
                 s.run_until(Duration::from_secs(16), |_| false);
                 let capacity = rate * (f64::from(mss) - 44.0) / f64::from(mss);
                 all.push(s.goodput_between(t0 + Duration::from_millis(6400), s.now) / capacity);
@@ -344,7 +334,13 @@ fn cold_start_at_five_percent_loss_does_not_strand_at_an_early_queue_signal() {
     let seed: u64 = std::env::var("SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1234);
     let (mbit, mss, loss) = (200.0, 1500u32, 0.05);
     let rate = mbit * MBIT;
-    let (mut s, t0) = cold_80ms(mbit, mss, loss, seed);
+    let kind = CongestionKind::Ferry { initial_rate: None, max_rate: None };
+    let c = Config { mss, ..path_config(kind, rate, 80) };
+    let up = LinkConfig::new(80).rate_mbit(mbit).loss(loss).queue((rate * 0.2) as usize + 262_144);
+    let down = LinkConfig::new(80).loss(loss);
+    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345 + seed as u32, seed);
+    s.sample_every = Duration::from_millis(100);
+    let t0 = s.now;
     for k in 1..=40u64 {
         s.run_until(Duration::from_millis(400), |_| false);
         let g = s.goodput_between(t0 + Duration::from_millis(400 * (k - 1)), s.now) / rate;
@@ -377,8 +373,14 @@ fn cold_start_at_five_percent_loss_does_not_strand_at_an_early_queue_signal() {
 fn cold_start_at_five_percent_loss_is_not_held_by_start_ups_window() {
     let (mbit, mss, loss) = (200.0, 1500u32, 0.05);
     let rate = mbit * MBIT;
+    let kind = CongestionKind::Ferry { initial_rate: None, max_rate: None };
     for seed in [7u64, 31] {
-        let (mut s, t0) = cold_80ms(mbit, mss, loss, seed);
+        let c = Config { mss, ..path_config(kind, rate, 80) };
+        let up = LinkConfig::new(80).rate_mbit(mbit).loss(loss).queue((rate * 0.2) as usize + 262_144);
+        let down = LinkConfig::new(80).loss(loss);
+        let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345 + seed as u32, seed);
+        s.sample_every = Duration::from_millis(100);
+        let t0 = s.now;
         s.run_until(Duration::from_secs(16), |_| false);
         let capacity = rate * (f64::from(mss) - 44.0) / f64::from(mss);
         let g = s.goodput_between(t0 + Duration::from_millis(6400), s.now) / capacity;
@@ -579,80 +581,4 @@ fn bench2_row(loss: f64, seed: u64, trace: bool) -> (f64, Sim) {
     }
     let g = s.goodput_between(t0 + Duration::from_secs(2), s.now) / capacity;
     (g, s)
-}
-
-/// The rate a cold start jumped to on the packet pairs, from the
-/// controller's state line (`pair Some(R)`), bytes/s.
-fn pair_start(s: &Sim) -> Option<f64> {
-    let d = s.client().congestion().describe();
-    let r = d.split("pair Some(").nth(1)?.split(')').next()?;
-    r.parse().ok()
-}
-
-/// Goodput over the first `ms` after the first byte, as a share of the
-/// link's payload capacity, for a cold start on `mbit`/`one_way_ms`/`loss`
-/// (the Table 3 paths), and the rate start-up jumped to, if it did.
-fn cold_first(mbit: f64, one_way_ms: u64, loss: f64, queue: Option<usize>, ms: u64, seed: u64) -> (f64, Option<f64>) {
-    let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
-    let mut up = LinkConfig::new(one_way_ms).rate_mbit(mbit).loss(loss);
-    if let Some(q) = queue {
-        up = up.queue(q);
-    }
-    let down = LinkConfig::new(one_way_ms).loss(loss);
-    let mut s = Sim::upload(c.clone(), c, up, down, u64::MAX / 2, 12345 + seed as u32, seed);
-    s.sample_every = Duration::from_millis(50);
-    s.run_until(Duration::from_millis(ms + 4 * one_way_ms + 500), |_| false);
-    let first = s.first_byte_at.expect("data arrived");
-    let g = s.goodput_between(first, first + Duration::from_millis(ms)) / (mbit * MBIT * 1456.0 / 1500.0);
-    (g, pair_start(&s))
-}
-
-#[test]
-fn a_cold_start_jumps_to_the_packet_pair_capacity_within_a_few_round_trips() {
-    // Table 3's short paths (100 Mbit/s, 20 and 65 ms, 0.5 % loss) and the
-    // far host (10 Mbit/s, 260 ms, 1.5 % loss, a policer queue of four
-    // packets): start-up takes the receiver's packet-pair estimate of the
-    // link (within 10 % of it) and paces at it, instead of doubling for
-    // several more round trips and overshooting 2.9x into the queue.
-    for (mbit, one_way, loss, queue, ms, want) in [
-        (100.0, 10u64, 0.005, None, 1000u64, 0.8),
-        (100.0, 32, 0.005, None, 1000, 0.7),
-        (10.0, 130, 0.015, Some(4 * 1500), 5000, 0.75),
-    ] {
-        let (g, pair) = cold_first(mbit, one_way, loss, queue, ms, 5);
-        let link = mbit * MBIT;
-        let pair = pair.unwrap_or_else(|| panic!("{mbit} Mbit/s {one_way} ms: no start from the packet pairs"));
-        assert!((pair / link - 1.0).abs() < 0.1, "{mbit} Mbit/s {one_way} ms: jumped to {pair:.0} B/s");
-        assert!(g >= want, "{mbit} Mbit/s {one_way} ms {loss}: first {ms} ms at {g:.3} of the link");
-    }
-}
-
-#[test]
-fn the_packet_pair_start_is_capped_by_max_rate() {
-    // (a cap start-up reaches before four pairs were measured ends it the
-    // usual way: the rate stops growing)
-    let cap = 50.0 * MBIT;
-    let c =
-        Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: Some(cap) }, ..Config::default() };
-    let up = LinkConfig::new(10).rate_mbit(100.0);
-    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(10), u64::MAX / 2, 1, 5);
-    s.run_until(Duration::from_secs(2), |_| false);
-    let pair = pair_start(&s).unwrap_or_else(|| panic!("{}", s.client().congestion().describe()));
-    assert!(pair <= cap, "jumped to {pair:.0} B/s over the cap of {cap:.0}");
-    assert!(s.client().congestion().pacing_rate() <= cap);
-}
-
-/// Prints the first seconds of cold and at-the-rate starts on Table 3's
-/// paths (goodput over the first 1 s / 5 s, and where start-up jumped).
-#[test]
-#[ignore = "prints figures, asserts nothing"]
-fn trace_table3_cold_starts() {
-    for (mbit, one_way, loss, queue, ms) in
-        [(100.0, 10u64, 0.005, None, 1000u64), (100.0, 32, 0.0, None, 1000), (10.0, 130, 0.015, Some(6000), 5000)]
-    {
-        for seed in [5u64, 7, 31] {
-            let (g, pair) = cold_first(mbit, one_way, loss, queue, ms, seed);
-            println!("{mbit} Mbit/s {one_way} ms {loss}: seed {seed} first {ms} ms {g:.3} pair {pair:?}");
-        }
-    }
 }

@@ -125,12 +125,6 @@ const MIN_LOSS_HISTORY_PACKETS: u64 = 2000;
 const LOSS_HISTORY_PACKETS: u64 = 200_000;
 /// How old the minimum RTT may grow while a standing queue persists.
 const QUEUED_MIN_RTT_WINDOW: Duration = Duration::from_millis(2500);
-/// Start-up from the packet pairs (`pair_capacity`): the smallest estimate
-/// taken, packets per second (below it the receiver has measured nothing:
-/// UDT's average starts at one packet per second), and how far two reports
-/// in a row may differ, as a share of the larger.
-const PAIR_MIN_PACKETS: f64 = 16.0;
-const PAIR_AGREEMENT: f64 = 0.25;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -191,10 +185,6 @@ pub struct FerryRate {
     /// (round, longest head-of-line age seen in it), newest last, at most
     /// BW_WINDOW_ROUNDS: how long the ACK point stands behind a hole.
     lag_rounds: VecDeque<(u64, Duration)>,
-    /// The receiver's previous packet-pair estimate of the link capacity
-    /// (bytes/s), and the rate start-up jumped to on it, if it did.
-    pair_prev: Option<f64>,
-    pair_start: Option<f64>,
 }
 
 impl FerryRate {
@@ -232,38 +222,7 @@ impl FerryRate {
             probe_rtt_count: 0,
             send_times: VecDeque::new(),
             lag_rounds: VecDeque::new(),
-            pair_prev: None,
-            pair_start: None,
         }
-    }
-
-    /// The rate a cold start-up jumped to on the receiver's packet-pair
-    /// estimate of the link capacity, if it did.
-    pub fn pair_start_rate(&self) -> Option<f64> {
-        self.pair_start
-    }
-
-    /// Start-up from the packet pairs: the capacity to jump to, once the
-    /// receiver's estimate (UDT's ACK carries it; the receiver measures
-    /// every 16th packet and its successor, sent back to back, and reports
-    /// from four pairs on) is there and plausible — at least what has been
-    /// delivered, and two reports in a row within a quarter of each other
-    /// (a receiver that reads in batches sees a pair at one instant or
-    /// microseconds apart: on ferry-wan single reports of 378 849 packets/s
-    /// on a link of 8 333). Never above `max_rate`.
-    fn pair_capacity(&mut self, ack: &AckSample) -> Option<f64> {
-        let c = ack.link_capacity.filter(|c| c.is_finite() && *c > 0.0)?;
-        let prev = self.pair_prev.replace(c)?;
-        if self.pair_start.is_some() || c < PAIR_MIN_PACKETS * self.mss || c < self.btl_bw {
-            return None;
-        }
-        if (c - prev).abs() > PAIR_AGREEMENT * c.max(prev) {
-            return None;
-        }
-        Some(match self.max_rate {
-            Some(m) => c.min(m),
-            None => c,
-        })
     }
 
     /// Rounds read as congestion so far (loss above the path's rate with a
@@ -558,23 +517,7 @@ impl CongestionControl for FerryRate {
             self.update_lag(now.saturating_since(sent));
         }
         let app_limited = ack.rate.is_some_and(|r| r.app_limited);
-        let pair = if self.phase == Phase::Startup { self.pair_capacity(ack) } else { None };
         match self.phase {
-            Phase::Startup if pair.is_some() => {
-                // The link's capacity is known: pace at it from here, as if
-                // a probe had measured it (the sample ages out of the
-                // window like any other, so an estimate above what the path
-                // delivers corrects itself within ten rounds), instead of
-                // doubling towards it for several more round trips and
-                // overshooting into the queue by up to 2.9x.
-                let rate = pair.unwrap_or_default();
-                self.update_bw(rate);
-                self.full_bw = self.btl_bw;
-                self.pair_start = Some(rate);
-                self.phase = Phase::ProbeBw;
-                self.cycle_index = 2;
-                self.cycle_stamp = now;
-            }
             Phase::Startup => {
                 if round_start && !app_limited {
                     if self.btl_bw >= self.full_bw * 1.25 {
@@ -666,7 +609,7 @@ impl CongestionControl for FerryRate {
 
     fn describe(&self) -> String {
         format!(
-            "ferry {:?} btl_bw {:.0} B/s cap {:?} min_rtt {:?} gain {} rate {:.0} window {} round {} loss {:.4} events {} queued {} probe_rtt {} lag {:?} pair {:?}",
+            "ferry {:?} btl_bw {:.0} B/s cap {:?} min_rtt {:?} gain {} rate {:.0} window {} round {} loss {:.4} events {} queued {} probe_rtt {} lag {:?}",
             self.phase,
             self.btl_bw,
             self.bw_cap.map(|c| c as u64),
@@ -679,8 +622,7 @@ impl CongestionControl for FerryRate {
             self.congestion_events,
             self.queued_rounds,
             self.probe_rtt_count,
-            self.ack_lag(),
-            self.pair_start.map(|r| r as u64)
+            self.ack_lag()
         )
     }
 
