@@ -464,6 +464,12 @@ fn the_table_covers_every_command_ferry_offers() {
 }
 
 /// The sweep. Each step is one command line; `{d}` is the fixture directory.
+/// Reasons several deliberate differences share.
+const NO_DATA_CHANNEL: &str = "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500";
+const LS_OPTIONS: &str =
+    "ls-style options that clients send (lftp's `LIST -a`); Ferry sets them aside, Globus takes them for a path";
+const X_VERBS: &str = "RFC 775's X verbs, which some clients still send; Globus lacks them";
+
 const CASES: &[Case] = &[
     Case {
         name: "before login",
@@ -560,14 +566,14 @@ const CASES: &[Case] = &[
         name: "transfers before PASV or PORT",
         login: true,
         steps: &[
-            ("RETR {d}/f", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("STOR {d}/new", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("APPE {d}/f", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("LIST {d}", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("NLST {d}", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("MLSD {d}", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("ESTO A 0 {d}/f", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
-            ("ERET P 0 2 {d}/f", D("425", "500", "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500")),
+            ("RETR {d}/f", D("425", "500", NO_DATA_CHANNEL)),
+            ("STOR {d}/new", D("425", "500", NO_DATA_CHANNEL)),
+            ("APPE {d}/f", D("425", "500", NO_DATA_CHANNEL)),
+            ("LIST {d}", D("425", "500", NO_DATA_CHANNEL)),
+            ("NLST {d}", D("425", "500", NO_DATA_CHANNEL)),
+            ("MLSD {d}", D("425", "500", NO_DATA_CHANNEL)),
+            ("ESTO A 0 {d}/f", D("425", "500", NO_DATA_CHANNEL)),
+            ("ERET P 0 2 {d}/f", D("425", "500", NO_DATA_CHANNEL)),
             ("NOOP", C),
         ],
     },
@@ -810,9 +816,9 @@ const CASES: &[Case] = &[
             ("CWD sub", C),
             ("CDUP", C),
             ("CDUP x", D("501", "250", "CDUP takes no argument (RFC 959); Globus ignores one")),
-            ("XPWD", D("257", "500", "RFC 775's X verbs, which some clients still send; Globus lacks them")),
-            ("XCWD {d}", D("250", "500", "RFC 775's X verbs, which some clients still send; Globus lacks them")),
-            ("XCUP", D("250", "500", "RFC 775's X verbs, which some clients still send; Globus lacks them")),
+            ("XPWD", D("257", "500", X_VERBS)),
+            ("XCWD {d}", D("250", "500", X_VERBS)),
+            ("XCUP", D("250", "500", X_VERBS)),
             ("PWD", C),
         ],
     },
@@ -987,13 +993,13 @@ const CASES: &[Case] = &[
             ("PASV", C),
             ("LIST -l {d}", C),
             ("PASV", C),
-            ("NLST -a {d}", D("150>226", "550", "ls-style options that clients send (lftp's `LIST -a`); Ferry sets them aside, Globus takes them for a path")),
+            ("NLST -a {d}", D("150>226", "550", LS_OPTIONS)),
             ("CWD {d}", C),
             ("PASV", C),
             ("LIST -a", C),
             ("PASV", C),
-            ("NLST -a", D("150>226", "550", "ls-style options that clients send (lftp's `LIST -a`); Ferry sets them aside, Globus takes them for a path")),
-            ("STAT -la {d}", D("213", "550", "ls-style options that clients send (lftp's `LIST -a`); Ferry sets them aside, Globus takes them for a path")),
+            ("NLST -a", D("150>226", "550", LS_OPTIONS)),
+            ("STAT -la {d}", D("213", "550", LS_OPTIONS)),
             ("CWD {d}/", C),
             ("MKD {d}/x/", C),
             ("RMD {d}/x/", C),

@@ -96,36 +96,17 @@ impl ResumeState {
         size: u64,
         modified: i64,
     ) -> Self {
-        let fresh = Record {
-            source: source.to_string(),
-            destination: destination.to_string(),
-            size,
-            modified,
-            ranges: String::new(),
-        };
         if let Some(store) = store {
             let done = store.load(source, destination, size, modified);
-            let interrupted = !done.is_empty();
             return Self {
                 path: None,
-                record: fresh,
-                done,
-                last_saved: None,
                 store: Some(store.clone()),
-                interrupted,
-                on_disk: false,
+                interrupted: !done.is_empty(),
+                done,
+                ..Self::absent(source, destination, size, modified)
             };
         }
-        let path = state_dir().map(|d| d.join(key(source, destination)));
-        let mut state = Self {
-            path,
-            record: fresh.clone(),
-            done: RangeSet::new(),
-            last_saved: None,
-            store: None,
-            interrupted: false,
-            on_disk: false,
-        };
+        let mut state = Self::absent(source, destination, size, modified);
         let Some(p) = &state.path else { return state };
         let text = match std::fs::read_to_string(p) {
             Ok(text) => text,
@@ -138,8 +119,8 @@ impl ResumeState {
         state.on_disk = true;
         match serde_json::from_str::<Record>(&text) {
             Ok(r)
-                if r.source == fresh.source
-                    && r.destination == fresh.destination
+                if r.source == state.record.source
+                    && r.destination == state.record.destination
                     && r.size == size
                     && r.modified == modified =>
             {

@@ -144,17 +144,7 @@ mod tests {
     use super::*;
 
     fn facts(size: u64) -> FileFacts {
-        FileFacts {
-            name: String::new(),
-            kind: ferry_proto::facts::FileKind::File,
-            size,
-            modified: 0,
-            mode: 0,
-            uid: 0,
-            gid: 0,
-            nlink: 1,
-            unique: (0, 0),
-        }
+        ferry_proto::client::listing::minimal_facts("", ferry_proto::facts::FileKind::File, size)
     }
 
     #[test]

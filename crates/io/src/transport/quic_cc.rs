@@ -159,8 +159,6 @@ pub struct UdtController {
     /// This connection's part of its endpoint's pacing rate.
     share: Option<RateShare>,
     window_gain: f64,
-    /// The controller may still be in its start-up (see [`Self::publish`]).
-    starting: bool,
 }
 
 impl UdtController {
@@ -186,7 +184,6 @@ impl UdtController {
             logged: now,
             share: None,
             window_gain: WINDOW_GAIN_UNPACED,
-            starting: true,
         }
     }
 
@@ -205,17 +202,13 @@ impl UdtController {
     /// start reached 2.9 MB/s by round 5 where session 5's sending had
     /// 14.2 MB/s (ferry-wan, 150 Mbit/s, 80 ms, 1 %; release builds;
     /// `bench/results/quic-s6/README.md`), and the copy took 0.6–1.6 s
-    /// longer. The phase comes from `CongestionControl::in_start_up`, read
-    /// only until the controller first leaves start-up.
+    /// longer. The phase comes from `CongestionControl::in_start_up`.
     fn publish(&mut self) {
         if self.share.is_none() {
             return;
         }
-        if self.starting {
-            let starting = self.cc_mut().in_start_up();
-            self.starting = starting;
-        }
-        let rate = if self.starting { 0.0 } else { self.cc_mut().pacing_rate() };
+        let cc = self.cc_mut();
+        let rate = if cc.in_start_up() { 0.0 } else { cc.pacing_rate() };
         if let Some(s) = self.share.as_mut() {
             s.set(rate);
         }
@@ -223,7 +216,7 @@ impl UdtController {
 
     /// The window gain now: session 5's while unpaced in start-up.
     fn gain(&self) -> f64 {
-        if self.share.is_some() && self.starting {
+        if self.share.is_some() && self.cc().in_start_up() {
             WINDOW_GAIN_UNPACED
         } else {
             self.window_gain
