@@ -333,17 +333,91 @@ fn as_one_dir(src_dir: &Path) -> PathBuf {
     src_dir.with_file_name(format!("{name}-as-one"))
 }
 
-/// Removes a destination; a killed client's server may still be closing
-/// files in it, so a few tries, and then it is moved aside.
-fn clear(p: &Path) -> Result<()> {
-    for _ in 0..10 {
-        if data::remove_path(p).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(300));
+/// Retires a row's destination without freeing its inodes: every file is
+/// truncated to nothing (its blocks go back at once) and the directory is
+/// moved into `trash`, which is removed only at the end of the run
+/// ([`empty_trash`]).
+///
+/// Why not delete it: on this machine's ext4 (no journal) a create skips
+/// every free inode of its block group that was freed in the last
+/// `dirty_expire_centisecs` (30 s; `recently_deleted` in
+/// `fs/ext4/ialloc.c`), reading each one's inode to learn that. A row that
+/// deleted 5,000 files made the next row's 5,000 creates scan them: 4.3 s
+/// of the creating process's system time for 5,000 × 4 KiB (0.4 s into
+/// a directory with no recent deletes nearby), whatever the tool. Each row
+/// then measured the row before it: the download rows at 1 ms one way
+/// swung from ~1,000 to ~4,400 files/s with the same binary
+/// (docs/trees.md, session 7).
+///
+/// A killed client's server may still be closing files in it: truncation
+/// and the rename work on open files too.
+fn clear(p: &Path, trash: &Path) -> Result<()> {
+    if fs::symlink_metadata(p).is_err() {
+        return Ok(());
     }
-    let aside = p.with_extension(format!("stale{}", std::process::id()));
+    truncate_files(p);
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let aside = trash.join(format!("{name}.{}.{n}", std::process::id()));
     fs::rename(p, &aside).map_err(io_err("moving aside", p))
+}
+
+/// Truncates every regular file under `dir` (errors ignored: what stays
+/// is only disk space until the trash is emptied).
+fn truncate_files(dir: &Path) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => {
+                    if let Ok(f) = fs::OpenOptions::new().write(true).open(e.path()) {
+                        let _ = f.set_len(0);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// How long a freed inode counts as recently deleted for ext4: the
+/// writeback expiry (`vm.dirty_expire_centisecs`, 30 s by default).
+fn recently_deleted_window() -> Duration {
+    let cs = fs::read_to_string("/proc/sys/vm/dirty_expire_centisecs")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(3000);
+    Duration::from_millis(cs * 10 + 1000)
+}
+
+/// Removes the retired destinations and notes when (`stamp`), so the
+/// next run can wait until those inodes no longer count as recently
+/// deleted before its first row.
+fn empty_trash(trash: &Path, stamp: &Path) -> Result<()> {
+    let had = fs::read_dir(trash).map(|mut d| d.next().is_some()).unwrap_or(false);
+    data::remove_path(trash)?;
+    if had {
+        fs::write(stamp, b"").map_err(io_err("writing", stamp))?;
+    }
+    Ok(())
+}
+
+/// Waits until the last emptied trash is outside ext4's window (see
+/// [`clear`]), so a run started right after another is not measured
+/// against the other's deletes.
+fn wait_after_trash(stamp: &Path) {
+    let Ok(age) = fs::metadata(stamp).and_then(|m| m.modified()).map(|t| t.elapsed().unwrap_or_default()) else {
+        return;
+    };
+    let window = recently_deleted_window();
+    if age < window {
+        let wait = window - age;
+        eprintln!("small-files: waiting {:.0} s: the last run's deletes still slow down creates", wait.as_secs_f64());
+        std::thread::sleep(wait);
+    }
 }
 
 fn slash(p: &Path) -> PathBuf {
@@ -383,8 +457,18 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
     let up_dir = setup.work.join("up");
     let down_dir = setup.work.join("down");
     let logs = setup.work.join("logs");
-    for d in [&setup.work, &data_dir, &up_dir, &down_dir, &logs, &setup.out] {
+    let trash = setup.work.join("trash");
+    let trash_stamp = setup.work.join("trash.emptied");
+    // Left by an interrupted run.
+    empty_trash(&trash, &trash_stamp)?;
+    for d in [&setup.work, &data_dir, &up_dir, &down_dir, &logs, &setup.out, &trash] {
         open_dir(d)?;
+    }
+    // Whatever an earlier run left in the destinations is retired too.
+    for d in [&up_dir, &down_dir] {
+        for e in fs::read_dir(d).map_err(io_err("listing", d))?.flatten() {
+            clear(&e.path(), &trash)?;
+        }
     }
     // Everything above the work directory must be searchable by nobody.
     let mut trees: Vec<(TreeSpec, PathBuf)> = Vec::new();
@@ -405,6 +489,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
     // Earlier invocations' records stay on the page (a run of some cases adds to them).
     let mut samples: Vec<Sample> = if runs.exists() { read_runs(&runs)? } else { Vec::new() };
     let needs_globus = setup.rows.iter().any(|r| r.tool == Tool::Globus);
+    wait_after_trash(&trash_stamp);
     for delay in &setup.delays {
         interrupt::check()?;
         let net = match delay {
@@ -456,6 +541,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
                         (&one, &one_dir),
                         &up_dir,
                         &down_dir,
+                        &trash,
                         &logs,
                         &path,
                         *delay,
@@ -494,6 +580,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
         drop(servers);
         net.down()?;
     }
+    empty_trash(&trash, &trash_stamp)?;
     Ok(samples)
 }
 
@@ -509,6 +596,7 @@ fn one_row(
     one: (&TreeSpec, &Path),
     up_dir: &Path,
     down_dir: &Path,
+    trash: &Path,
     logs: &Path,
     path: &str,
     delay: Option<Duration>,
@@ -519,12 +607,12 @@ fn one_row(
         match dir {
             Direction::Download => {
                 let dst = down_dir.join(format!("{}-{tag}", r.id));
-                clear(&dst)?;
+                clear(&dst, trash)?;
                 Ok((src.to_path_buf(), dst.clone(), dst))
             }
             Direction::Upload => {
                 let dst = up_dir.join(format!("{}-{tag}", r.id));
-                clear(&dst)?;
+                clear(&dst, trash)?;
                 // Globus and lftp want the target directory; Ferry and rclone make it.
                 open_dir(&dst)?;
                 Ok((dst.clone(), src.to_path_buf(), dst))
@@ -540,7 +628,7 @@ fn one_row(
     let (setup_wall, setup_to, setup_err) =
         run_limited(cmd, &format!("{} set-up", r.label), logs, Duration::from_secs(60));
     let setup_ok = !setup_to && setup_err.is_none() && count_done(&landed, one.0).0 == 1;
-    clear(&landed)?;
+    clear(&landed, trash)?;
 
     // The one-file row moves the tree's bytes as one file, and counts them
     // as the tree's files (pro rata when it hit the time limit).
@@ -572,7 +660,7 @@ fn one_row(
         error =
             Some(format!("the one-file set-up run failed{}", setup_err.map(|e| format!(": {e}")).unwrap_or_default()));
     }
-    clear(&landed)?;
+    clear(&landed, trash)?;
     Ok(Sample {
         path: path.into(),
         delay_ms: delay.map(|d| d.as_secs_f64() * 1e3),
@@ -631,7 +719,9 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run; \
            *vs one file* divides a Ferry row by the \"same bytes as one file\" row of the same case (`ferry cp` \
            of one file of the tree's bytes, counted as the tree's files: the issue's target where the link caps \
-           is ≥ 0.9× of it). \
+           is ≥ 0.9× of it). Destinations are emptied (files truncated) after each row and deleted only at the \
+           end of the run: on this machine's ext4 a create scans the inodes freed in the last 30 s, so a deleted \
+           destination slowed whichever row came next (docs/trees.md, session 7). \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
            work).\n\n";
     md += "Invocations whose runs are on this page:\n\n";
@@ -823,5 +913,27 @@ mod tests {
         fs::write(d.path().join("f00002.dat"), b"ab").unwrap();
         fs::write(d.path().join(".f00002.dat.ferry-part"), b"abcde").unwrap();
         assert_eq!(count_done(d.path(), &t), (1, 3));
+    }
+
+    #[test]
+    fn a_cleared_destination_keeps_its_inodes_until_the_trash_is_emptied() {
+        let d = tempfile::tempdir().unwrap();
+        let (dst, trash, stamp) = (d.path().join("down"), d.path().join("trash"), d.path().join("stamp"));
+        fs::create_dir_all(dst.join("sub")).unwrap();
+        fs::create_dir(&trash).unwrap();
+        fs::write(dst.join("a"), b"abc").unwrap();
+        fs::write(dst.join("sub").join("b"), b"de").unwrap();
+        clear(&dst, &trash).unwrap();
+        clear(&dst, &trash).unwrap(); // nothing there: nothing to do
+        assert!(!dst.exists());
+        let moved: Vec<_> = fs::read_dir(&trash).unwrap().flatten().map(|e| e.path()).collect();
+        assert_eq!(moved.len(), 1);
+        // Still there (no inode freed), but empty (no space held).
+        assert_eq!(fs::metadata(moved[0].join("a")).unwrap().len(), 0);
+        assert_eq!(fs::metadata(moved[0].join("sub").join("b")).unwrap().len(), 0);
+        empty_trash(&trash, &stamp).unwrap();
+        assert!(!trash.exists());
+        assert!(stamp.exists(), "the next run waits from here");
+        assert!(recently_deleted_window() >= Duration::from_secs(1));
     }
 }
