@@ -100,6 +100,30 @@ impl Sample {
         })
     }
 
+    /// Like [`of_transfer`](Self::of_transfer), but the rate is the
+    /// transfer's steady state ([`steady_rate`] of `trace`) rather than its
+    /// average, when the trace shows one: the average counts the
+    /// controller's start-up, so a copy started at it starts below the
+    /// path's rate again (session 6: three QUIC copies in a row, each
+    /// remembering about 0.78 of the link). `bytes` and `seconds` stay
+    /// the whole transfer's.
+    pub fn of_transfer_traced(
+        bytes: u64,
+        seconds: f64,
+        rtt: Duration,
+        how: &str,
+        trace: &[(f64, u64)],
+    ) -> Option<Self> {
+        let mut s = Self::of_transfer(bytes, seconds, rtt, how)?;
+        if let Some(r) = steady_rate(trace, rtt) {
+            if r > s.rate {
+                s.rate = r;
+                s.how = format!("{how}, steady state");
+            }
+        }
+        Some(s)
+    }
+
     /// A measurement taken now (`ferry probe`'s), whatever its length.
     pub fn measured(rate: f64, rtt: Duration, bytes: u64, seconds: f64, how: &str) -> Self {
         Sample { rate, rtt_ms: rtt.as_secs_f64() * 1e3, bytes, seconds, at: unix_now(), how: how.to_string() }
@@ -352,6 +376,65 @@ impl PathCache {
     }
 }
 
+/// The rate a transfer moved at once its start-up was over, bytes/s, from
+/// `trace`: (seconds since the transfer began, bytes moved by then),
+/// sampled every ~100 ms, in order.
+///
+/// The rate over each window of [`STEADY_WINDOW`] (or four round trips,
+/// if longer) is taken at every sample; the reference is the median of
+/// the windows ending in the trace's second half; the start-up is over
+/// at the first window end whose rate reaches [`STEADY_REACHED`] of the
+/// reference; the steady rate is the average from there to the end.
+///
+/// Why not the best one-second window: a receiver counts bytes as they
+/// come out in order, so the second after a loss repaired delivers the
+/// data held behind it at once and its window reads above the link. An
+/// average over the whole remainder of the copy (at least
+/// [`STEADY_MIN_SECS`], and half the copy) counts each such burst
+/// once, against the time it took, and so stays at or below what the
+/// path carried — the guard against remembering a rate above the link.
+/// `None` when the trace is too short to tell.
+pub fn steady_rate(trace: &[(f64, u64)], rtt: Duration) -> Option<f64> {
+    let (t_end, b_end) = *trace.last()?;
+    let window = STEADY_WINDOW.max(4.0 * rtt.as_secs_f64());
+    if t_end < 2.0 * STEADY_MIN_SECS.max(window) {
+        return None;
+    }
+    // (window end, its rate) for every sample a whole window in.
+    let mut windows = Vec::new();
+    let mut j = 0;
+    for &(t, b) in trace {
+        while j + 1 < trace.len() && t - trace[j + 1].0 >= window {
+            j += 1;
+        }
+        let (tj, bj) = trace[j];
+        if t - tj >= window && b >= bj {
+            windows.push((t, (b - bj) as f64 / (t - tj)));
+        }
+    }
+    let mut late: Vec<f64> = windows.iter().filter(|(t, _)| *t >= t_end / 2.0).map(|(_, r)| *r).collect();
+    if late.is_empty() {
+        return None;
+    }
+    late.sort_by(f64::total_cmp);
+    let reference = late[late.len() / 2];
+    let (t_s, _) = windows.iter().find(|(_, r)| *r >= STEADY_REACHED * reference)?;
+    // the bytes moved by t_s: the sample taken then
+    let b_s = trace.iter().find(|(t, _)| t >= t_s).map(|(_, b)| *b)?;
+    let tail = t_end - t_s;
+    if tail < STEADY_MIN_SECS.max(t_end / 2.0) || b_end <= b_s {
+        return None;
+    }
+    Some((b_end - b_s) as f64 / tail)
+}
+
+/// The window [`steady_rate`] measures the rate over, seconds.
+pub const STEADY_WINDOW: f64 = 1.0;
+/// The share of the late rate that ends the start-up.
+pub const STEADY_REACHED: f64 = 0.8;
+/// The shortest steady state that speaks for the path, seconds.
+pub const STEADY_MIN_SECS: f64 = 2.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +451,87 @@ mod tests {
         assert!(Sample::of_transfer(64 << 20, 1.2, rtt, "udt transfer").is_none(), "under ten round trips");
         let s = Sample::of_transfer(64 << 20, 4.0, rtt, "udt transfer").unwrap();
         assert_eq!(s.rate, (64 << 20) as f64 / 4.0);
+    }
+
+    /// A trace every 100 ms: `rate(t)` bytes/s.
+    fn trace(secs: f64, rate: impl Fn(f64) -> f64) -> Vec<(f64, u64)> {
+        let mut v = vec![(0.0, 0u64)];
+        let mut b = 0.0;
+        let n = (secs * 10.0).round() as usize;
+        for i in 1..=n {
+            let t = i as f64 / 10.0;
+            b += rate(t) * 0.1;
+            v.push((t, b as u64));
+        }
+        v
+    }
+
+    #[test]
+    fn the_steady_rate_leaves_the_start_up_out() {
+        let rtt = Duration::from_millis(160);
+        // 1.2 s of nothing (set-up), 1.5 s ramping, then 18.75 MB/s: the
+        // copy's average is well under the link, the steady rate at it.
+        let link = 18.75e6;
+        let tr = trace(9.0, |t| {
+            if t < 1.2 {
+                0.0
+            } else if t < 2.7 {
+                link * (t - 1.2) / 1.5
+            } else {
+                link
+            }
+        });
+        let (t, b) = *tr.last().unwrap();
+        let average = b as f64 / t;
+        let steady = steady_rate(&tr, rtt).unwrap();
+        assert!(average < 0.85 * link, "{average}");
+        assert!(steady > 0.97 * link && steady <= 1.001 * link, "{steady}");
+        let s = Sample::of_transfer_traced(b, t, rtt, "quic transfer", &tr).unwrap();
+        assert_eq!(s.rate, steady);
+        assert!(s.how.contains("steady"), "{}", s.how);
+    }
+
+    #[test]
+    fn a_burst_after_a_repaired_loss_does_not_lift_the_steady_rate_above_the_link() {
+        let rtt = Duration::from_millis(160);
+        let link = 18.75e6;
+        // In-order delivery: every 2 s, 200 ms of nothing and then the held
+        // data at twice the link for 200 ms. What crossed the link is
+        // `link` throughout.
+        let tr = trace(10.0, |t| {
+            let p = t % 2.0;
+            if t < 1.0 {
+                0.0
+            } else if (1.0..1.2).contains(&p) {
+                0.0
+            } else if (1.2..1.4).contains(&p) {
+                2.0 * link
+            } else {
+                link
+            }
+        });
+        let steady = steady_rate(&tr, rtt).unwrap();
+        assert!(steady <= 1.05 * link, "{steady}");
+        assert!(steady >= 0.9 * link, "{steady}");
+    }
+
+    #[test]
+    fn short_or_flat_traces_give_no_steady_rate() {
+        let rtt = Duration::from_millis(160);
+        assert!(steady_rate(&[], rtt).is_none());
+        assert!(steady_rate(&trace(3.0, |_| 1e6), rtt).is_none(), "too short to tell");
+        // Nothing moved at all: no rate to remember.
+        assert!(steady_rate(&trace(10.0, |_| 0.0), rtt).is_none());
+        // A steady copy from the start: the steady rate is its rate, and
+        // the sample keeps the average (no higher).
+        let tr = trace(10.0, |_| 5e6);
+        let r = steady_rate(&tr, rtt).unwrap();
+        assert!((r - 5e6).abs() < 0.02 * 5e6, "{r}");
+        // A copy slower at the end than at the start is not lifted: the
+        // steady rate is never above the late windows' median by much.
+        let tr = trace(10.0, |t| if t < 5.0 { 10e6 } else { 5e6 });
+        let r = steady_rate(&tr, rtt).unwrap();
+        assert!(r <= 10e6, "{r}");
     }
 
     #[test]

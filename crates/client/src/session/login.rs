@@ -24,12 +24,19 @@ impl ServerSession {
     pub async fn open(url: &RemoteUrl, opts: ChannelOptions, probe: Option<&str>) -> Result<Self, ClientError> {
         let ctrl = Self::connect(url, &opts).await?;
         let mut s = Self::new(ctrl, url, opts);
-        let facts = s.ctrl.login_with(&url.user, &url.password, probe, &[]).await?;
+        // A transport named outright (not `auto`, which needs what the
+        // login measures) is asked for in the login's write: one round
+        // trip less (see `pipelined_tprt`).
+        let tprt = s.pipelined_tprt();
+        let then: Vec<Command> = tprt.as_ref().map(|t| t.commands()).unwrap_or_default();
+        let facts = s.ctrl.login_with(&url.user, &url.password, probe, &then).await?;
         // The handshake and the login gave the kernel round trips to measure.
         let file_size = facts.as_ref().and_then(|f| f.as_ref()).filter(|f| f.kind == FileKind::File).map(|f| f.size);
         s.size_streams(file_size);
         s.probe = probe.zip(facts).map(|(p, f)| (p.to_string(), f));
-        if let Some(name) = s.opts.transport.clone() {
+        if let Some(t) = tprt {
+            s.finish_pipelined_tprt(t).await?;
+        } else if let Some(name) = s.opts.transport.clone() {
             match crate::transport_choice::parse_auto(&name) {
                 Some(candidates) => {
                     let choice = s.choose_transport(&candidates);
@@ -205,6 +212,67 @@ impl ServerSession {
         Ok(())
     }
 
+    /// The `TPRT` (and `OPTS TPRT Rate=N;`) to send in the login's write,
+    /// when the user named a transport this client has and whose request
+    /// takes one command: `quic`, or `udt` on a clear control channel
+    /// (encrypted UDT asks for its sealed form first and falls back on the
+    /// reply, so it keeps its own round trips). Pipelining them is safe
+    /// with any RFC 959 server: they follow PASS, so a server processes
+    /// them logged in, and one that does not know them answers 500 (Globus)
+    /// or 501, which decides nothing the other commands of the batch
+    /// depend on. The rate is looked up at the RTT the connection's
+    /// handshakes measured (`path_rate`); `size_streams` measures again
+    /// after the login.
+    fn pipelined_tprt(&mut self) -> Option<PipelinedTprt> {
+        let name = self.opts.transport.clone()?.to_ascii_lowercase();
+        let here = transport::by_name(&name).filter(|t| transport::networked().contains(&t.name()))?;
+        let pipelines = name == "quic" || (name == "udt" && self.ctrl.udt_secret().is_none());
+        if !pipelines || here.name() != name {
+            return None;
+        }
+        self.rtt = self.ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
+        let rate = self.path_rate();
+        Some(PipelinedTprt { name, rate })
+    }
+
+    /// Reads the replies to a pipelined `TPRT` (and its rate), and does
+    /// what [`select_transport`](Self::select_transport) does with them.
+    async fn finish_pipelined_tprt(&mut self, t: PipelinedTprt) -> Result<(), ClientError> {
+        let r = self.ctrl.reply().await?;
+        let rate_reply = match &t.rate {
+            Some(_) => Some(self.ctrl.reply().await?),
+            None => None,
+        };
+        if matches!(r.code.get(), 500 | 502) {
+            // Not a Ferry server: the rate's 5xx does not matter; Globus's
+            // way is asked as before.
+            tracing::debug!(server = %self.url, reply = %r.text(), "TPRT unknown; asking with SITE SETNETSTACK");
+            return self.select_transport(&t.name).await;
+        }
+        if !r.code.is_positive_completion() {
+            tracing::warn!(server = %self.url, transport = %t.name, reply = %r.text(), "transport refused; using tcp");
+            return Ok(());
+        }
+        self.transport = t.name.clone();
+        self.size_streams_for_udt();
+        match (t.rate, rate_reply) {
+            (Some((rate, from)), Some(rr)) => {
+                tracing::info!(server = %self.url, rate, from = %from, "udt senders start at the path rate");
+                if let Some(c) = &self.opts.path_cache {
+                    c.note_announced(crate::path_cache::Announced { server: self.url.host.clone(), rate, from });
+                }
+                if rr.code.is_positive_completion() {
+                    self.remembered_rate_announced = self.opts.path_rate.is_none();
+                    tracing::debug!(server = %self.url, rate, "announced the path rate to the server's senders");
+                } else {
+                    tracing::info!(server = %self.url, reply = %rr.text(), "the server takes no path rate; its senders start cold");
+                }
+            }
+            _ => tracing::info!(server = %self.url, "no path rate given or remembered; senders start cold"),
+        }
+        Ok(())
+    }
+
     /// Tells a Ferry server that accepted `TPRT udt` (or `TPRT quic`) the
     /// path rate this client measured (`ferry cp --path-rate`, from `ferry
     /// probe`), so its UDT or QUIC senders — the server sends a download — start at it
@@ -221,11 +289,7 @@ impl ServerSession {
         if let Some(c) = &self.opts.path_cache {
             c.note_announced(crate::path_cache::Announced { server: self.url.host.clone(), rate, from });
         }
-        let opts = Command::Opts(ferry_proto::command::Opts::Other {
-            command: "TPRT".into(),
-            args: format!("Rate={};", rate.round().max(1.0) as u64),
-        });
-        let r = self.ctrl.command(&opts).await?;
+        let r = self.ctrl.command(&rate_command(rate)).await?;
         if r.code.is_positive_completion() {
             self.remembered_rate_announced = self.opts.path_rate.is_none();
             tracing::debug!(server = %self.url, rate, "announced the path rate to the server's udt senders");
@@ -273,10 +337,13 @@ impl ServerSession {
     /// (`path_cache::Sample::of_transfer`). `bytes` is what the copy's
     /// progress counter moved meanwhile: with several sessions to one
     /// host at once, their sum, which is what the path carried.
-    pub(super) fn record_path_sample(&self, bytes: u64, took: Duration) {
+    /// `trace` is what had moved by when (`path_cache::steady_rate`): the
+    /// sample remembers the steady state, not the start-up's average.
+    pub(super) fn record_path_sample(&self, bytes: u64, took: Duration, trace: &[(f64, u64)]) {
         let Some(c) = &self.opts.path_cache else { return };
         let how = format!("{} transfer", self.transport_name());
-        if let Some(s) = crate::path_cache::Sample::of_transfer(bytes, took.as_secs_f64(), self.rtt, &how) {
+        if let Some(s) = crate::path_cache::Sample::of_transfer_traced(bytes, took.as_secs_f64(), self.rtt, &how, trace)
+        {
             tracing::debug!(server = %self.url, rate = s.rate, bytes, secs = s.seconds, "path rate sample");
             c.observe(&self.url.host, s);
         }
@@ -378,4 +445,30 @@ impl ServerSession {
             }
         }
     }
+}
+
+/// A `TPRT` sent with the login: the transport, and the path rate
+/// announced after it, if any.
+struct PipelinedTprt {
+    name: String,
+    rate: Option<(f64, String)>,
+}
+
+impl PipelinedTprt {
+    fn commands(&self) -> Vec<Command> {
+        let mut v = vec![Command::Tprt(self.name.clone())];
+        if let Some((rate, _)) = &self.rate {
+            v.push(rate_command(*rate));
+        }
+        v
+    }
+}
+
+/// `OPTS TPRT Rate=N;`: the path rate, bytes/s, a Ferry server's senders
+/// start at.
+fn rate_command(rate: f64) -> Command {
+    Command::Opts(ferry_proto::command::Opts::Other {
+        command: "TPRT".into(),
+        args: format!("Rate={};", rate.round().max(1.0) as u64),
+    })
 }

@@ -12,6 +12,9 @@ use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::Command;
 use ferry_proto::Reply;
 
+/// How often a transfer's progress is sampled for the path cache.
+const TRACE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl ServerSession {
     /// The first reply to a transfer command that is not a marker.
     pub(super) async fn preliminary_or_refusal(&mut self) -> Result<Reply, ClientError> {
@@ -59,13 +62,26 @@ impl ServerSession {
         let (started, before) = (std::time::Instant::now(), ctl.progress.load(std::sync::atomic::Ordering::Relaxed));
         let mut data_result = None;
         let mut final_reply: Option<Reply> = None;
+        // What moved by when, for the path cache's steady rate
+        // (`path_cache::steady_rate`); only when a cache is kept.
+        let tracing_rate = self.opts.path_cache.is_some();
+        let mut trace: Vec<(f64, u64)> = Vec::new();
+        let mut tick = tokio::time::interval(TRACE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let moved = || ctl.progress.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(before);
         while data_result.is_none() || final_reply.is_none() {
             tokio::select! {
                 r = &mut data, if data_result.is_none() => {
                     if r.is_err() {
                         ctl.abort.abort();
                     }
+                    if tracing_rate {
+                        trace.push((started.elapsed().as_secs_f64(), moved()));
+                    }
                     data_result = Some(r);
+                }
+                _ = tick.tick(), if tracing_rate && data_result.is_none() => {
+                    trace.push((started.elapsed().as_secs_f64(), moved()));
                 }
                 ev = self.ctrl.next_event_untimed(), if final_reply.is_none() => {
                     let r = match ev? {
@@ -97,8 +113,9 @@ impl ServerSession {
         }
         match data_result.expect("loop ends with a result") {
             Ok(v) => {
-                let moved = ctl.progress.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(before);
-                self.record_path_sample(moved, started.elapsed());
+                // The data side's end, not the 226's arrival, ends the sample.
+                let (secs, bytes) = trace.last().copied().unwrap_or((started.elapsed().as_secs_f64(), moved()));
+                self.record_path_sample(bytes, std::time::Duration::from_secs_f64(secs), &trace);
                 Ok(v)
             }
             Err(e) => {
