@@ -716,6 +716,15 @@ const CASES: &[Case] = &[
             ("MLST {d}/f", F),
             ("PASV", C),
             ("MLSR {d}/f", F),
+            // Globus takes OPTS MLSD and OPTS MLSR as the same selection.
+            ("OPTS MLSR type;", C),
+            ("MLST {d}/f", F),
+            ("PASV", C),
+            ("MLSR {d}", F),
+            ("OPTS MLSD Size;Perm;", C),
+            ("PASV", C),
+            ("MLSD {d}", F),
+            ("MLST {d}/f", F),
         ],
     },
     Case {
