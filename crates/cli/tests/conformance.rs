@@ -28,7 +28,7 @@ enum Want {
     /// alike; the exact code is each server's own.
     K,
     /// The same codes and the same MLSx fact names in the MLST reply's
-    /// fact line or in every MLSD line (the values are each server's own):
+    /// fact line or in every MLSD/MLSR line (the values are each server's own):
     /// what an `OPTS MLST` selection must change.
     F,
     /// A deliberate difference: Ferry's codes, Globus's codes, and why
@@ -162,7 +162,7 @@ fn dialogue(addr: SocketAddr, user: Option<(&str, &str)>, dir: &str, steps: &[(&
             .map(|r| &r[..3])
             .collect();
         let facts = match (&carried, verb) {
-            (Some(d), "MLSD") => fact_names(String::from_utf8_lossy(d).split('\n')),
+            (Some(d), "MLSD" | "MLSR") => fact_names(String::from_utf8_lossy(d).split('\n')),
             (_, "MLST") => fact_names(replies[0].lines().filter_map(|l| l.strip_prefix(' '))),
             _ => Default::default(),
         };
@@ -701,6 +701,8 @@ const CASES: &[Case] = &[
             ("MLST {d}/f", F),
             ("PASV", C),
             ("MLSD {d}", F),
+            ("PASV", C),
+            ("MLSR {d}", F),
             ("OPTS MLST Modify;TYPE;bogus;", C),
             ("MLST {d}/f", F),
             ("OPTS MLST", D("200", "500", "RFC 3659 §7: OPTS MLST with no facts is valid and answered 200; Globus says 500")),
@@ -708,7 +710,20 @@ const CASES: &[Case] = &[
             ("MLST {d}/f", F),
             ("PASV", C),
             ("MLSD {d}", F),
+            ("PASV", C),
+            ("MLSR {d}", F),
             ("OPTS MLST size;", C),
+            ("MLST {d}/f", F),
+            ("PASV", C),
+            ("MLSR {d}/f", F),
+            // Globus takes OPTS MLSD and OPTS MLSR as the same selection.
+            ("OPTS MLSR type;", C),
+            ("MLST {d}/f", F),
+            ("PASV", C),
+            ("MLSR {d}", F),
+            ("OPTS MLSD Size;Perm;", C),
+            ("PASV", C),
+            ("MLSD {d}", F),
             ("MLST {d}/f", F),
         ],
     },

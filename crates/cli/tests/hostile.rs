@@ -1040,3 +1040,228 @@ fn stalled_data_connections_are_cut_by_the_data_timeout() {
     assert!(c.cmd("NOOP").starts_with("200"));
     still_serves(&server);
 }
+
+/// Writes `chunk` again and again on a client that never reads its
+/// replies, until the server stops reading (the write times out: back
+/// pressure) or `for_at_most` passes. Returns how many chunks went out.
+fn flood_unread(c: &mut RawControl, chunk: &[u8], for_at_most: Duration) -> usize {
+    c.stream.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+    let started = Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < for_at_most {
+        if c.stream.write_all(chunk).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    sent
+}
+
+/// Everything the server still sends on `c`, read until it closes the
+/// connection, is silent for `quiet` or `for_at_most` passes: the complete reply lines
+/// (continuation lines included), whether it closed, and the part of a
+/// last line cut off by the close (a server that gives up on a client
+/// that does not read stops mid-write).
+fn drain_lines(c: &mut RawControl, quiet: Duration, for_at_most: Duration) -> (Vec<String>, bool, Option<String>) {
+    c.stream.set_read_timeout(Some(quiet)).unwrap();
+    let mut all = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let until = Instant::now() + for_at_most;
+    let closed = loop {
+        if Instant::now() > until {
+            break false;
+        }
+        match c.stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break false,
+            Err(_) => break true,
+        }
+    };
+    let text = String::from_utf8_lossy(&all);
+    let (whole, cut) = match text.rfind('\n') {
+        Some(i) if i + 1 < text.len() => (&text[..=i], Some(text[i + 1..].to_string())),
+        Some(_) => (&text[..], None),
+        None if text.is_empty() => ("", None),
+        None => ("", Some(text.to_string())),
+    };
+    (whole.lines().map(str::to_string).collect(), closed, cut)
+}
+
+/// A `BSTO SYNC` line of `n` empty files under `/flood/`.
+fn sync_batch_line(n: usize, tag: usize) -> Vec<u8> {
+    let names: Vec<String> = (0..n).map(|i| format!("0:/flood/{tag}-{i}")).collect();
+    format!("BSTO SYNC {n} {}\r\n", names.join(" ")).into_bytes()
+}
+
+/// A client floods `BSTO SYNC` lines of 512 files each (every line
+/// expands into 1025 commands and replies) without sending any data and
+/// without reading a reply: first with no data connection at all, then
+/// with one that carries nothing. The server reads no more than its
+/// command queue holds, so memory and open files stay where they were;
+/// another client is served meanwhile; every reply the flooder reads is a
+/// clear one (ALLO's 200, the first file's refusal, `451 Not run` for the
+/// rest, the batch's `451 ... failed`), or the session is cut after the
+/// idle timeout; and nothing appears under a final name.
+#[test]
+fn bsto_sync_flood_without_data_stays_bounded() {
+    let server = start(&["--idle-timeout", "5", "--data-timeout", "3"]);
+    std::fs::create_dir_all(server.path("flood")).unwrap();
+    let pid = server.pid();
+    let mut warm = RawControl::connect(server.addr);
+    warm.login(ALICE);
+    let rss_before = rss_kib(pid);
+    let fds_before = fd_count(pid);
+
+    for with_data_connection in [false, true] {
+        let mut c = RawControl::connect(server.addr);
+        c.login(ALICE);
+        assert!(c.cmd("TYPE I").starts_with("200"));
+        assert!(c.cmd("MODE E").starts_with("200"));
+        // With a data connection that never carries a block, the first
+        // file waits for its data until the data timeout.
+        let _data = with_data_connection.then(|| TcpStream::connect(pasv_addr(&c.cmd("PASV"))).unwrap());
+        let lines: Vec<u8> = (0..8).flat_map(|t| sync_batch_line(512, t)).collect();
+        assert!(sync_batch_line(512, 7).len() < 8192, "each line within the control line limit");
+        let sent = flood_unread(&mut c, &lines, Duration::from_secs(10));
+        let rss = rss_kib(pid);
+        let fds = fd_count(pid);
+        println!(
+            "data connection {with_data_connection}: {} BSTO SYNC lines sent unread; RSS {rss_before} -> {rss} KiB, fds \
+             {fds_before} -> {fds}",
+            sent * 8
+        );
+        assert!(rss < rss_before + 32 * 1024, "RSS grew from {rss_before} KiB to {rss} KiB");
+        assert!(fds <= fds_before + 8, "open files grew from {fds_before} to {fds}");
+        // Another client is served while the flooder's session is stuck.
+        let mut other = RawControl::connect(server.addr);
+        other.login(ALICE);
+        let r = other.cmd("MLST /flood");
+        assert!(r.starts_with("250"), "{r}");
+        drop(other);
+
+        // Without a data connection every command is answered at once,
+        // so the flooder reads everything; with one, the first file of
+        // each batch waits for its data (the data timeout) on the passive
+        // listener, so it reads for a while and then leaves.
+        let (got, closed, cut) = drain_lines(&mut c, Duration::from_secs(12), Duration::from_secs(30));
+        assert!(cut.is_none() || closed, "a reply line was left unfinished on an open session: {cut:?}");
+        let mut ends = 0;
+        for l in &got {
+            let ok = l.starts_with("200 ALLO")
+                || l.starts_with("200 ")
+                || (l.starts_with("451 Not run") && l.contains("earlier file"))
+                || l.starts_with("425 ")
+                || l.starts_with("426 ")
+                || l.starts_with("421 ")
+                || l.starts_with("150 ")
+                || l.starts_with("125 ")
+                // The waiting file's MODE E perf markers (`112-Perf Marker`,
+                // its indented lines, `112 End.`).
+                || l.starts_with("112")
+                || l.starts_with(' ');
+            if l.starts_with("451 Batch of 512 files failed; the 0 stored are durable.") {
+                ends += 1;
+            } else {
+                assert!(ok, "an unclear reply to the flood: {l:?}");
+            }
+        }
+        println!(
+            "data connection {with_data_connection}: read {} reply lines, {ends} batch ends, closed {closed}, last line \
+             cut by the close: {cut:?}",
+            got.len()
+        );
+        assert!(ends >= 1, "no batch's final reply among {} lines: {:?}", got.len(), got.first());
+        // The flooder leaves; its session goes, and with it its files.
+        drop(c);
+        let left = Instant::now();
+        while fd_count(pid) > fds_before && left.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(fd_count(pid) <= fds_before, "open files {} after the flooder left (was {fds_before})", fd_count(pid));
+        // Under a final name, nothing; a file that waited for its data and
+        // failed leaves its partial upload for a resume, as any failed
+        // upload does (docs/partial-files.md).
+        let names: Vec<String> = std::fs::read_dir(server.path("flood"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".ferry-partial")
+            .collect();
+        assert!(names.is_empty(), "files appeared from no data: {names:?}");
+        // At most one per batch (its first file, which waited), each empty.
+        // (Each is kept with its record until the partial expiry, even
+        // though no byte of it arrived: see docs/security.md.)
+        if let Ok(area) = std::fs::read_dir(server.path("flood/.ferry-partial")) {
+            let parts: Vec<u64> = area
+                .map(|e| e.unwrap())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+                .map(|e| e.metadata().unwrap().len())
+                .collect();
+            println!("data connection {with_data_connection}: {} empty partial uploads left", parts.len());
+            assert!(parts.len() <= ends + 1, "{} partials from {ends} batches", parts.len());
+            assert!(parts.iter().all(|&n| n == 0), "a partial with data that was never sent: {parts:?}");
+        }
+    }
+    let rss = rss_kib(pid);
+    assert!(rss < rss_before + 32 * 1024, "RSS grew from {rss_before} KiB to {rss} KiB");
+    drop(warm);
+    still_serves(&server);
+}
+
+/// Pipelined MLST, MLSD (no data connection: 425 at once), SITE HELP,
+/// STAT of a directory of 3000 names (a reply of some 150 KB on the
+/// control connection) and HELP, never read: the server writes one reply
+/// at a time and reads no further command while it cannot, so nothing
+/// queues up in it, and it cuts the session once a reply has waited the
+/// idle timeout.
+#[test]
+fn unread_listing_and_site_flood_keeps_the_output_bounded() {
+    let server = start(&["--idle-timeout", "5"]);
+    let dir = server.path("many");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..3000 {
+        std::fs::write(dir.join(format!("file-with-a-longish-name-{i:05}")), b"").unwrap();
+    }
+    let pid = server.pid();
+    let mut warm = RawControl::connect(server.addr);
+    warm.login(ALICE);
+    let stat = warm.cmd("STAT /many");
+    assert!(stat.starts_with("213") && stat.len() > 100_000, "{}", stat.len());
+    let rss_before = rss_kib(pid);
+    let fds_before = fd_count(pid);
+
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    let round = b"MLST /many\r\nMLSD /many\r\nSITE HELP\r\nSTAT /many\r\nHELP\r\nMLST /\r\n".repeat(64);
+    let started = Instant::now();
+    let sent = flood_unread(&mut c, &round, Duration::from_secs(10));
+    let rss = rss_kib(pid);
+    let fds = fd_count(pid);
+    println!(
+        "{} pipelined commands sent unread in {:?}; RSS {rss_before} -> {rss} KiB, fds {fds_before} -> {fds}",
+        sent * 64 * 6,
+        started.elapsed()
+    );
+    assert!(rss < rss_before + 32 * 1024, "RSS grew from {rss_before} KiB to {rss} KiB");
+    assert!(fds <= fds_before + 8, "open files grew from {fds_before} to {fds}");
+    let mut other = RawControl::connect(server.addr);
+    other.login(ALICE);
+    assert!(other.cmd("MLST /many").starts_with("250"));
+    drop(other);
+    // Not read for longer than the idle timeout: the server gives up on
+    // its blocked reply and closes; what was queued reads, then the end.
+    std::thread::sleep(Duration::from_secs(7));
+    let (got, closed, _cut) = drain_lines(&mut c, Duration::from_secs(10), Duration::from_secs(60));
+    assert!(closed, "the server kept a session that does not read its replies ({} lines read)", got.len());
+    let codes: std::collections::BTreeSet<&str> = got
+        .iter()
+        .filter(|l| l.len() > 4 && l.as_bytes()[..3].iter().all(u8::is_ascii_digit) && l.as_bytes()[3] == b' ')
+        .map(|l| &l[..3])
+        .collect();
+    println!("reply codes read before the close: {codes:?}");
+    for code in &codes {
+        assert!(["250", "425", "214", "213", "421"].contains(code), "unexpected reply {code} in {codes:?}");
+    }
+    drop(warm);
+    still_serves(&server);
+}

@@ -562,7 +562,7 @@ fn ferry_cp_stripe_to_and_from_the_globus_striped_server() {
 
 #[test]
 fn a_data_node_confines_paths_under_its_root_whatever_the_front_end_asks() {
-    use ferry_proto::node::{FrontHandshake, NodeEvent, NodeRequest};
+    use ferry_proto::node::{FrontHandshake, NodeEvent, NodeRequest, SendRequest};
     let s = Striped::start(1);
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "not yours").unwrap();
@@ -586,7 +586,7 @@ fn a_data_node_confines_paths_under_its_root_whatever_the_front_end_asks() {
     // A link out of the root is refused; `..` clamps at the root, where no
     // such file exists.
     for (id, path, why) in [(1, "/link".to_string(), "Escapes"), (2, dotdot, "NotFound")] {
-        let req = NodeRequest::Send {
+        let req = NodeRequest::Send(SendRequest {
             id,
             to,
             streams: 1,
@@ -599,7 +599,7 @@ fn a_data_node_confines_paths_under_its_root_whatever_the_front_end_asks() {
             done: None,
             private: false,
             path,
-        };
+        });
         (&c).write_all(format!("{req}\n").as_bytes()).unwrap();
         let ev = loop {
             line.clear();

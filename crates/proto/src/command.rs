@@ -75,7 +75,9 @@ pub enum Opts {
     Retr(Vec<(String, String)>),
     /// `OPTS PASV AllowDelayed=0|1;` (Globus delayed passive, used by gfal2).
     Pasv(Vec<(String, String)>),
-    /// `OPTS MLST fact;fact;` (RFC 3659 §7.9).
+    /// `OPTS MLST fact;fact;` (RFC 3659 §7.9). `OPTS MLSD` and `OPTS
+    /// MLSR` are the same selection: the Globus server takes all three
+    /// and applies any of them to MLST, MLSD and MLSR alike.
     Mlst(Vec<String>),
     /// Any other command name with its raw options.
     Other { command: String, args: String },
@@ -696,7 +698,7 @@ fn parse_opts(a: &str) -> Result<Opts, CommandError> {
         },
         "RETR" => Opts::Retr(kv_list("OPTS", rest)?),
         "PASV" => Opts::Pasv(kv_list("OPTS", rest)?),
-        "MLST" => {
+        "MLST" | "MLSD" | "MLSR" => {
             Opts::Mlst(rest.split(';').map(str::trim).filter(|f| !f.is_empty()).map(str::to_string).take(64).collect())
         }
         _ => Opts::Other { command: name.to_ascii_uppercase(), args: rest.to_string() },
@@ -1011,6 +1013,12 @@ mod tests {
             p("OPTS PASV AllowDelayed=1;"),
             Ok(Command::Opts(Opts::Pasv(vec![("AllowDelayed".into(), "1".into())])))
         );
+        for verb in ["MLST", "mlsd", "MLSR"] {
+            assert_eq!(
+                p(&format!("OPTS {verb} type;Size;")),
+                Ok(Command::Opts(Opts::Mlst(vec!["type".into(), "Size".into()])))
+            );
+        }
         assert_eq!(p("SITE RETRBUFSIZE 4194304"), Ok(Command::Site(SiteCommand::RetrBufSize(4194304))));
         let start =
             |interval_ms, perf| Ok(Command::Site(SiteCommand::Profile(ProfileRequest::Start { interval_ms, perf })));

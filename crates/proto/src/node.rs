@@ -94,55 +94,60 @@ pub enum RecvTarget {
     File,
 }
 
+/// `RECV`: accept a stripe's data connections on a listener and write
+/// their blocks into the upload. One struct, so the line's fields are
+/// named once: where it is parsed and written here, and where the node
+/// runs it (`crates/server/src/stripe/node.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvRequest {
+    pub id: u64,
+    pub listener: u64,
+    /// Added to block offsets (an ESTO offset).
+    pub base: u64,
+    /// Largest end a block may have, header coordinates.
+    pub limit: Option<u64>,
+    /// The only address data connections are accepted from (the
+    /// client's), or any when third-party transfers are allowed.
+    pub peer: Option<IpAddr>,
+    pub target: RecvTarget,
+    /// PROT P: TLS on every data connection, the node as TLS server
+    /// (RFC 4217), with the front end's certificate.
+    pub private: bool,
+    pub path: String,
+}
+
+/// `SEND`: connect to the receiver and send this stripe's share of the
+/// file (as [`RecvRequest`], one struct for the parser, the writer and the
+/// node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendRequest {
+    pub id: u64,
+    pub to: SocketAddr,
+    pub streams: u32,
+    pub buffer: Option<u32>,
+    /// This task's stripe and the number of stripes.
+    pub stripe: u32,
+    pub count: u32,
+    pub layout: StripeLayout,
+    /// Bytes of the transfer (the file, or the ERET window).
+    pub len: u64,
+    /// Source offset of header offset 0 (ERET).
+    pub window_offset: u64,
+    /// What the receiver already holds (REST), header coordinates.
+    pub done: Option<RangeSet>,
+    /// PROT P, as for `Recv` (the node is the TLS server also when
+    /// it connects).
+    pub private: bool,
+    pub path: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeRequest {
-    Listen {
-        id: u64,
-        ip: IpAddr,
-        buffer: Option<u32>,
-    },
-    Recv {
-        id: u64,
-        listener: u64,
-        /// Added to block offsets (an ESTO offset).
-        base: u64,
-        /// Largest end a block may have, header coordinates.
-        limit: Option<u64>,
-        /// The only address data connections are accepted from (the
-        /// client's), or any when third-party transfers are allowed.
-        peer: Option<IpAddr>,
-        target: RecvTarget,
-        /// PROT P: TLS on every data connection, the node as TLS server
-        /// (RFC 4217), with the front end's certificate.
-        private: bool,
-        path: String,
-    },
-    Send {
-        id: u64,
-        to: SocketAddr,
-        streams: u32,
-        buffer: Option<u32>,
-        /// This task's stripe and the number of stripes.
-        stripe: u32,
-        count: u32,
-        layout: StripeLayout,
-        /// Bytes of the transfer (the file, or the ERET window).
-        len: u64,
-        /// Source offset of header offset 0 (ERET).
-        window_offset: u64,
-        /// What the receiver already holds (REST), header coordinates.
-        done: Option<RangeSet>,
-        /// PROT P, as for `Recv` (the node is the TLS server also when
-        /// it connects).
-        private: bool,
-        path: String,
-    },
-    Abort {
-        id: u64,
-    },
-    Close {
-        listener: u64,
-    },
+    Listen { id: u64, ip: IpAddr, buffer: Option<u32> },
+    Recv(RecvRequest),
+    Send(SendRequest),
+    Abort { id: u64 },
+    Close { listener: u64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -287,7 +292,7 @@ impl NodeRequest {
             }
             "RECV" => {
                 let f = fields("RECV", line, 9)?;
-                NodeRequest::Recv {
+                NodeRequest::Recv(RecvRequest {
                     id: num("id", f[1])?,
                     listener: num("listener", f[2])?,
                     base: num("base", f[3])?,
@@ -303,7 +308,7 @@ impl NodeRequest {
                     },
                     private: parse_prot(f[7])?,
                     path: unescape_path(f[8])?,
-                }
+                })
             }
             "SEND" => {
                 let f = fields("SEND", line, 13)?;
@@ -316,7 +321,7 @@ impl NodeRequest {
                 if !(1..=crate::session::MAX_PARALLELISM).contains(&streams) {
                     return Err(bad("streams", f[3]));
                 }
-                NodeRequest::Send {
+                NodeRequest::Send(SendRequest {
                     id: num("id", f[1])?,
                     to: f[2].parse().map_err(|_| bad("address", f[2]))?,
                     streams,
@@ -332,7 +337,7 @@ impl NodeRequest {
                     },
                     private: parse_prot(f[11])?,
                     path: unescape_path(f[12])?,
-                }
+                })
             }
             "ABORT" => {
                 let f = fields("ABORT", line, 2)?;
@@ -351,42 +356,37 @@ impl fmt::Display for NodeRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NodeRequest::Listen { id, ip, buffer } => write!(f, "LISTEN {id} {ip} {}", opt_u32(*buffer)),
-            NodeRequest::Recv { id, listener, base, limit, peer, target, private, path } => write!(
+            NodeRequest::Recv(r) => write!(
                 f,
-                "RECV {id} {listener} {base} {} {} {} {} {}",
-                limit.map_or("-".into(), |n| n.to_string()),
-                peer.map_or("-".into(), |p| p.to_string()),
-                match target {
+                "RECV {} {} {} {} {} {} {} {}",
+                r.id,
+                r.listener,
+                r.base,
+                r.limit.map_or("-".into(), |n| n.to_string()),
+                r.peer.map_or("-".into(), |p| p.to_string()),
+                match r.target {
                     RecvTarget::Partial => "partial",
                     RecvTarget::File => "file",
                 },
-                prot_token(*private),
-                escape_path(path)
+                prot_token(r.private),
+                escape_path(&r.path)
             ),
-            NodeRequest::Send {
-                id,
-                to,
-                streams,
-                buffer,
-                stripe,
-                count,
-                layout,
-                len,
-                window_offset,
-                done,
-                private,
-                path,
-            } => {
-                write!(
-                    f,
-                    "SEND {id} {to} {streams} {} {stripe} {count} {} {len} {window_offset} {} {} {}",
-                    opt_u32(*buffer),
-                    layout_token(layout),
-                    done.as_ref().filter(|d| !d.is_empty()).map_or("-".into(), |d| d.to_string()),
-                    prot_token(*private),
-                    escape_path(path)
-                )
-            }
+            NodeRequest::Send(s) => write!(
+                f,
+                "SEND {} {} {} {} {} {} {} {} {} {} {} {}",
+                s.id,
+                s.to,
+                s.streams,
+                opt_u32(s.buffer),
+                s.stripe,
+                s.count,
+                layout_token(&s.layout),
+                s.len,
+                s.window_offset,
+                s.done.as_ref().filter(|d| !d.is_empty()).map_or("-".into(), |d| d.to_string()),
+                prot_token(s.private),
+                escape_path(&s.path)
+            ),
             NodeRequest::Abort { id } => write!(f, "ABORT {id}"),
             NodeRequest::Close { listener } => write!(f, "CLOSE {listener}"),
         }
@@ -605,7 +605,7 @@ mod tests {
     fn messages_round_trip() {
         let reqs = [
             NodeRequest::Listen { id: 1, ip: "127.0.0.1".parse().unwrap(), buffer: None },
-            NodeRequest::Recv {
+            NodeRequest::Recv(RecvRequest {
                 id: 2,
                 listener: 1,
                 base: 0,
@@ -614,8 +614,8 @@ mod tests {
                 target: RecvTarget::Partial,
                 private: false,
                 path: "/a dir/f%1\nx".into(),
-            },
-            NodeRequest::Send {
+            }),
+            NodeRequest::Send(SendRequest {
                 id: 3,
                 to: "127.0.0.1:5000".parse().unwrap(),
                 streams: 4,
@@ -628,7 +628,7 @@ mod tests {
                 done: Some(RangeSet::parse("0-100").unwrap()),
                 private: true,
                 path: "/big".into(),
-            },
+            }),
             NodeRequest::Abort { id: 3 },
             NodeRequest::Close { listener: 1 },
         ];

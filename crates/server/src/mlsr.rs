@@ -6,7 +6,10 @@
 //! §7.2), the listed directory first as `Type=cdir` named `.`, then its
 //! entries, then each subdirectory's entries, breadth first, every entry
 //! named by its path relative to the listed directory (`sub/deeper/c`).
-//! A file argument lists that one file.
+//! A file argument lists that one file. The lines carry the facts the
+//! session's `OPTS MLST` selected (RFC 3659 §7.9), as MLSD's and MLST's
+//! do and as the Globus server's MLSR does (`OPTS MLST bogus;` leaves
+//! ` name` alone; without `Type` there is no `cdir` either).
 //!
 //! The listing is produced while it is sent, one directory at a time, so
 //! memory holds one directory and the queue of directories still to list,
@@ -25,7 +28,7 @@
 
 use ferry_io::root::Root;
 use ferry_io::stream::{Chunks, CopyError};
-use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::facts::{FactSet, FileFacts, FileKind};
 use ferry_proto::session::FsError;
 use ferry_proto::VirtualPath;
 use std::collections::{HashSet, VecDeque};
@@ -49,6 +52,7 @@ struct Pending {
 struct Walk {
     root: Arc<Root>,
     writable: bool,
+    facts: FactSet,
     limits: Limits,
     /// The listed directory, read before the transfer started.
     first: Option<(Pending, Vec<FileFacts>)>,
@@ -61,18 +65,27 @@ struct Walk {
 /// Starts the listing of `path`. Fails before anything is sent when the
 /// path does not exist or its directory cannot be read (`550`, as MLSD);
 /// the top directory is read here, the rest while sending.
-pub(crate) fn listing(root: Arc<Root>, path: &VirtualPath, writable: bool, limits: Limits) -> Result<Chunks, FsError> {
+pub(crate) fn listing(
+    root: Arc<Root>,
+    path: &VirtualPath,
+    writable: bool,
+    facts: FactSet,
+    limits: Limits,
+) -> Result<Chunks, FsError> {
     let top = root.facts(path)?;
     if top.kind != FileKind::Dir {
         let name = path.file_name().unwrap_or(".");
-        let line = line(&top.mlsx_line(writable, name));
+        let line = line(&top.mlsx_line_with(writable, name, facts));
         return Ok(Box::new(std::iter::once(Ok(line.into_bytes()))));
     }
     let entries = root.list(path, true)?;
-    let first = line(&top.mlsx_line(writable, ".").replacen("Type=dir;", "Type=cdir;", 1)).into_bytes();
+    // `Type` comes first in every line (FactSet::NAMES), so this touches
+    // the type fact and nothing else; unselected, there is nothing to mark.
+    let first = line(&top.mlsx_line_with(writable, ".", facts).replacen("Type=dir;", "Type=cdir;", 1)).into_bytes();
     let walk = Walk {
         root,
         writable,
+        facts,
         limits,
         first: Some((Pending { path: path.clone(), rel: String::new(), depth: 0 }, entries)),
         queue: VecDeque::new(),
@@ -128,7 +141,7 @@ impl Iterator for Walk {
                     ));
                 }
                 let rel = if dir.rel.is_empty() { e.name.clone() } else { format!("{}/{}", dir.rel, e.name) };
-                out.push_str(&line(&e.mlsx_line(self.writable, &rel)));
+                out.push_str(&line(&e.mlsx_line_with(self.writable, &rel, self.facts)));
                 if e.kind == FileKind::Dir && self.seen.insert(e.unique) {
                     if dir.depth + 1 > self.limits.max_depth {
                         return self.limit_reached(format!(
@@ -160,7 +173,7 @@ mod tests {
     fn names(root: &Arc<Root>, p: &str, limits: Limits) -> (Vec<String>, Option<String>) {
         let mut out = Vec::new();
         let mut err = None;
-        for chunk in listing(root.clone(), &vp(p), false, limits).unwrap() {
+        for chunk in listing(root.clone(), &vp(p), false, FactSet::ALL, limits).unwrap() {
             match chunk {
                 Ok(bytes) => {
                     let text = String::from_utf8(bytes).unwrap();
@@ -212,7 +225,7 @@ mod tests {
         );
         // A file lists itself; a missing path fails before any data.
         assert_eq!(names(&root, "/tree/sub/b", WIDE).0, ["file b"]);
-        assert!(matches!(listing(root.clone(), &vp("/nope"), false, WIDE), Err(FsError::NotFound)));
+        assert!(matches!(listing(root.clone(), &vp("/nope"), false, FactSet::ALL, WIDE), Err(FsError::NotFound)));
     }
 
     #[test]
@@ -229,5 +242,32 @@ mod tests {
         let (got, err) = names(&root, "/", Limits { max_entries: 100, max_depth: 2 });
         assert_eq!(got.last().unwrap(), "dir a/b", "{got:?}");
         assert!(err.unwrap().contains("a/b/c: deeper than 2 levels"));
+    }
+
+    /// All the listing's text, with the facts `sel` names.
+    fn text(root: &Arc<Root>, p: &str, sel: FactSet) -> String {
+        listing(root.clone(), &vp(p), false, sel, WIDE)
+            .unwrap()
+            .map(|c| String::from_utf8(c.unwrap()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn lines_carry_only_the_selected_facts_as_globus() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("sub")).unwrap();
+        std::fs::write(d.path().join("sub/g"), b"xy").unwrap();
+        let root = Arc::new(Root::open(d.path()).unwrap());
+        let dir_size = std::fs::metadata(d.path()).unwrap().len();
+        let sub_size = std::fs::metadata(d.path().join("sub")).unwrap().len();
+        assert_eq!(
+            text(&root, "/", FactSet::select(&["size", "TYPE"])),
+            format!("Type=cdir;Size={dir_size}; .\r\nType=dir;Size={sub_size}; sub\r\nType=file;Size=2; sub/g\r\n")
+        );
+        // No fact selected: names alone, and no `cdir` without a type.
+        assert_eq!(text(&root, "/", FactSet::select(&["bogus"])), " .\r\n sub\r\n sub/g\r\n");
+        assert_eq!(text(&root, "/sub/g", FactSet::select(&["size"])), "Size=2; g\r\n");
+        let all = text(&root, "/", FactSet::ALL);
+        assert!(all.starts_with("Type=cdir;Size=") && all.contains(";Perm=el;UNIX.mode=0"), "{all}");
     }
 }

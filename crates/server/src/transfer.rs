@@ -1312,8 +1312,8 @@ fn prepare(
         }
         TransferKind::List { format: ListFormat::MachineRecursive, .. } => {
             let limits = crate::mlsr::Limits { max_entries: config.mlsr_max_entries, max_depth: config.mlsr_max_depth };
-            let chunks =
-                crate::mlsr::listing(root.clone(), &req.path, req.writable, limits).map_err(TransferError::File)?;
+            let chunks = crate::mlsr::listing(root.clone(), &req.path, req.writable, req.mlst_facts, limits)
+                .map_err(TransferError::File)?;
             Ok((Prepared::Chunks(chunks), None))
         }
         TransferKind::List { format, show_hidden } => {

@@ -9,7 +9,8 @@ impl Session {
     pub(super) fn on_opts(&mut self, opts: Opts) -> Action {
         match opts {
             // RFC 3659 §7.9: the selection holds for the session's later
-            // MLST/MLSD (and FEAT marks it); the reply names what is on.
+            // MLST/MLSD/MLSR (and FEAT marks it); the reply names what is
+            // on. `OPTS MLSD`/`OPTS MLSR` set the same one, as on Globus.
             Opts::Mlst(names) => {
                 self.mlst_facts = crate::facts::FactSet::select(&names);
                 Self::reply(ReplyCode::OK, format!("MLST OPTS {}", self.mlst_facts.on_list()))

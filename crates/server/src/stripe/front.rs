@@ -28,7 +28,7 @@ use crate::server::ServerContext;
 use crate::transfer::{self, ActiveTransfer, DataChannels, ExternalTransfer, TransferEvent};
 use ferry_io::root::{Root, StoreMode, Upload, UploadInfo};
 use ferry_proto::command::{RestArg, TransferMode};
-use ferry_proto::node::{FrontHandshake, NodeEvent, NodeRequest, RecvTarget, MAX_LINE};
+use ferry_proto::node::{FrontHandshake, NodeEvent, NodeRequest, RecvRequest, RecvTarget, SendRequest, MAX_LINE};
 use ferry_proto::session::{DataEndpoint, Session, TransferError, TransferKind, TransferOutcome, TransferRequest};
 use ferry_proto::stripe::{perf_markers, StripeLayout};
 use ferry_proto::RangeSet;
@@ -407,7 +407,7 @@ impl Job {
         for (i, to) in addrs.iter().enumerate() {
             let node = i % nodes;
             let id = links.id();
-            let req = NodeRequest::Send {
+            let req = NodeRequest::Send(SendRequest {
                 id,
                 to: SocketAddr::V4(*to),
                 streams: self.req.channel.parallelism.max(1),
@@ -420,7 +420,7 @@ impl Job {
                 done: Some(done.clone()),
                 private: self.req.protected,
                 path: self.req.path.as_str().to_string(),
-            };
+            });
             stripes.push(Stripe { node, id, bytes: 0, done: false });
             if let Err(e) = links.request(node, self.node_addr(node), &req).await {
                 self.stop(&mut links, &stripes).await;
@@ -466,7 +466,7 @@ impl Job {
             let mut stripes = Vec::new();
             for (node, listener) in passive.listeners.iter().enumerate() {
                 let id = links.id();
-                let req = NodeRequest::Recv {
+                let req = NodeRequest::Recv(RecvRequest {
                     id,
                     listener: *listener,
                     base,
@@ -475,7 +475,7 @@ impl Job {
                     target,
                     private: self.req.protected,
                     path: self.req.path.as_str().to_string(),
-                };
+                });
                 stripes.push(Stripe { node, id, bytes: 0, done: false });
                 if let Err(e) = links.request(node, self.node_addr(node), &req).await {
                     self.stop(&mut links, &stripes).await;

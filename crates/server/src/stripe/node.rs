@@ -18,12 +18,12 @@ use ferry_io::root::Root;
 use ferry_io::stream::AbortSignal;
 use ferry_io::tls::DataProtection;
 use ferry_io::transport::{self, ChannelOptions, ConnectionObserver, DataConn, DataListener, PortAllocator, Transport};
-use ferry_proto::node::{NodeEvent, NodeHandshake, NodeRequest, RecvTarget, MAX_LINE};
-use ferry_proto::{RangeSet, VirtualPath};
+use ferry_proto::node::{NodeEvent, NodeHandshake, NodeRequest, RecvRequest, RecvTarget, SendRequest, MAX_LINE};
+use ferry_proto::VirtualPath;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -255,39 +255,15 @@ async fn serve_front(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) -
                 };
                 let _ = tx.send(ev).await;
             }
-            NodeRequest::Recv { id, listener, base, limit, peer: from, target, private, path } => {
-                let Some(l) = listeners.get(&listener).cloned() else {
-                    let _ = tx.send(NodeEvent::Failed { id, text: format!("no listener {listener}") }).await;
+            NodeRequest::Recv(req) => {
+                let Some(listener) = listeners.get(&req.listener).cloned() else {
+                    let text = format!("no listener {}", req.listener);
+                    let _ = tx.send(NodeEvent::Failed { id: req.id, text }).await;
                     continue;
                 };
-                let job = Job::Recv(Recv { id, listener: l, base, limit, from, target, private, path });
-                start(job, &mut tasks, &shared, &tx);
+                start(Job::Recv(Recv { req, listener }), &mut tasks, &shared, &tx);
             }
-            NodeRequest::Send {
-                id,
-                to,
-                streams,
-                buffer,
-                stripe,
-                count,
-                layout,
-                len,
-                window_offset,
-                done,
-                private,
-                path,
-            } => {
-                let job = Job::Send(Send {
-                    id,
-                    to,
-                    streams,
-                    buffer,
-                    plan: (stripe as usize, count as usize, layout, len, window_offset, done.unwrap_or_default()),
-                    private,
-                    path,
-                });
-                start(job, &mut tasks, &shared, &tx);
-            }
+            NodeRequest::Send(req) => start(Job::Send(Send(req)), &mut tasks, &shared, &tx),
             NodeRequest::Abort { id } => {
                 if let Some(a) = tasks.remove(&id) {
                     a.abort();
@@ -346,8 +322,8 @@ enum Job {
 impl Job {
     fn id(&self) -> u64 {
         match self {
-            Job::Recv(j) => j.id,
-            Job::Send(j) => j.id,
+            Job::Recv(j) => j.req.id,
+            Job::Send(j) => j.0.id,
         }
     }
 
@@ -369,15 +345,10 @@ impl Job {
     }
 }
 
+/// A `RECV` with the listener it names.
 struct Recv {
-    id: u64,
+    req: RecvRequest,
     listener: Arc<dyn DataListener>,
-    base: u64,
-    limit: Option<u64>,
-    from: Option<IpAddr>,
-    target: RecvTarget,
-    private: bool,
-    path: String,
 }
 
 impl Recv {
@@ -388,20 +359,21 @@ impl Recv {
         progress: &Arc<AtomicU64>,
         tx: &mpsc::Sender<NodeEvent>,
     ) -> Result<(), String> {
+        let Recv { req, listener } = self;
         let state = &Arc::new(ReceiveState::default());
-        let vp = resolve(&self.path)?;
+        let vp = resolve(&req.path)?;
         let root = shared.root.clone();
-        let partial = self.target == RecvTarget::Partial;
+        let partial = req.target == RecvTarget::Partial;
         let file = tokio::task::spawn_blocking(move || root.open_upload_target(&vp, partial))
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| format!("{}: {e:?}", self.path))?;
+            .map_err(|e| format!("{}: {e:?}", req.path))?;
         let file = Arc::new(file);
         let (conn_tx, mut conn_rx) = mpsc::channel(64);
-        let (listener, from, acc_abort) = (self.listener.clone(), self.from, abort.clone());
+        let (listener, from, acc_abort) = (listener, req.peer, abort.clone());
         // The buffer was set on the listener (before listen, for the
         // window scale); accepted sockets inherit it.
-        let opts = shared.channel(None, self.private)?;
+        let opts = shared.channel(None, req.private)?;
         let acceptor = tokio::spawn(async move {
             loop {
                 // Connections from other than `from` are dropped unopened
@@ -417,7 +389,7 @@ impl Recv {
         });
         let sink: Arc<dyn BlockSink> = file.clone();
         let ctl = TransferControl { abort: abort.clone(), ..TransferControl::shared(progress.clone(), None) };
-        let spec = ReceiveSpec::new(self.base, self.limit);
+        let spec = ReceiveSpec::new(req.base, req.limit);
         let recv = mode_e::receive(Vec::new(), &mut conn_rx, sink, spec, state.clone(), ctl, shared.timeout);
         tokio::pin!(recv);
         let mut tick = tokio::time::interval(RANGES_EVERY);
@@ -431,7 +403,7 @@ impl Recv {
                     let ranges = state.received.lock().unwrap_or_else(|e| e.into_inner()).clone();
                     let f = file.clone();
                     if tokio::task::spawn_blocking(move || f.sync_data()).await.is_ok_and(|r| r.is_ok()) && !ranges.is_empty() {
-                        let _ = tx.send(NodeEvent::Ranges { id: self.id, ranges }).await;
+                        let _ = tx.send(NodeEvent::Ranges { id: req.id, ranges }).await;
                     }
                 }
             }
@@ -443,39 +415,37 @@ impl Recv {
         let f = file.clone();
         let synced = tokio::task::spawn_blocking(move || f.sync_data()).await.map_err(|e| e.to_string())?;
         if synced.is_ok() && !ranges.is_empty() {
-            let _ = tx.send(NodeEvent::Ranges { id: self.id, ranges }).await;
+            let _ = tx.send(NodeEvent::Ranges { id: req.id, ranges }).await;
         }
         result.map_err(|e| e.to_string())?;
-        synced.map_err(|e| format!("syncing {}: {e}", self.path))
+        synced.map_err(|e| format!("syncing {}: {e}", req.path))
     }
 }
 
-struct Send {
-    id: u64,
-    to: SocketAddr,
-    streams: u32,
-    buffer: Option<u32>,
-    /// stripe, count, layout, len, window offset, done (REST).
-    plan: (usize, usize, ferry_proto::stripe::StripeLayout, u64, u64, RangeSet),
-    private: bool,
-    path: String,
-}
+/// A `SEND`.
+struct Send(SendRequest);
 
 impl Send {
     async fn send(self, shared: &Shared, abort: &Arc<AbortSignal>, progress: &Arc<AtomicU64>) -> Result<(), String> {
-        let vp = resolve(&self.path)?;
+        let req = self.0;
+        let vp = resolve(&req.path)?;
         let root = shared.root.clone();
         let (file, facts) = tokio::task::spawn_blocking(move || root.open_read(&vp))
             .await
             .map_err(|e| e.to_string())?
-            .map_err(|e| format!("{}: {e:?}", self.path))?;
-        let (stripe, count, layout, len, offset, done) = self.plan;
+            .map_err(|e| format!("{}: {e:?}", req.path))?;
+        let (stripe, count, len, offset) = (req.stripe as usize, req.count as usize, req.len, req.window_offset);
+        let done = req.done.unwrap_or_default();
         if offset.saturating_add(len) > facts.size {
-            return Err(format!("{}: the file is shorter than the front end said", self.path));
+            return Err(format!("{}: the file is shorter than the front end said", req.path));
         }
-        let ranges: Vec<_> =
-            layout.missing(stripe, count, len, &done).into_iter().map(|r| r.start + offset..r.end + offset).collect();
-        let block = match layout {
+        let ranges: Vec<_> = req
+            .layout
+            .missing(stripe, count, len, &done)
+            .into_iter()
+            .map(|r| r.start + offset..r.end + offset)
+            .collect();
+        let block = match req.layout {
             ferry_proto::stripe::StripeLayout::Blocked { block_size } => {
                 usize::try_from(block_size).unwrap_or(usize::MAX).min(mode_e::DEFAULT_BLOCK_SIZE)
             }
@@ -483,9 +453,9 @@ impl Send {
         };
         let plan = SendPlan { ranges, header_base: offset, block_size: block };
         let mut streams: Vec<DataConn> = Vec::new();
-        let opts = shared.channel(self.buffer, self.private)?;
-        for _ in 0..self.streams.max(1) {
-            let conn = shared.transport.connect(self.to, None, &opts).await.map_err(|e| e.to_string())?;
+        let opts = shared.channel(req.buffer, req.private)?;
+        for _ in 0..req.streams.max(1) {
+            let conn = shared.transport.connect(req.to, None, &opts).await.map_err(|e| e.to_string())?;
             abort.register(&*conn).map_err(|e| e.to_string())?;
             streams.push(conn);
         }
