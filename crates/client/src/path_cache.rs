@@ -500,9 +500,7 @@ mod tests {
         // `link` throughout.
         let tr = trace(10.0, |t| {
             let p = t % 2.0;
-            if t < 1.0 {
-                0.0
-            } else if (1.0..1.2).contains(&p) {
+            if t < 1.0 || (1.0..1.2).contains(&p) {
                 0.0
             } else if (1.2..1.4).contains(&p) {
                 2.0 * link
