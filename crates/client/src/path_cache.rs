@@ -15,6 +15,11 @@
 //!   and [`MIN_SAMPLE_SECS`], and at least ten round trips. A single
 //!   short file's rate would understate the path. Of one run's samples to
 //!   a host, the best is kept (the run's sustained best).
+//! * **What rate.** A transfer's steady state, not its average
+//!   ([`steady_rate`]: from the moment its one-second rate first reached
+//!   0.8 of the late median to its end), so the next copy starts at what
+//!   the path carries once the start-up is over; the average counted the
+//!   set-up and the start-up, and a copy started at it ramped again.
 //! * **What is announced.** The best of the last [`SAMPLES_PER_HOST`]
 //!   runs' samples, each decayed by its age (as it is for [`FRESH`], then
 //!   halved every [`HALF_LIFE`]); samples older than [`TTL`] are dropped.
