@@ -46,6 +46,10 @@ pub struct LinkConfig {
     /// Probability that a packet is held back by `reorder_delay` extra.
     pub reorder: f64,
     pub reorder_delay: Duration,
+    /// Deliveries happen only at multiples of this (a user-space forwarder
+    /// or a receiver that wakes every tick and reads what arrived in a
+    /// batch): arrivals come in bursts, as on ferry-wan.
+    pub tick: Option<Duration>,
 }
 
 impl LinkConfig {
@@ -57,7 +61,13 @@ impl LinkConfig {
             loss: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::from_millis(1),
+            tick: None,
         }
+    }
+
+    pub fn tick(mut self, t: Duration) -> LinkConfig {
+        self.tick = Some(t);
+        self
     }
 
     pub fn rate_mbit(mut self, mbit: f64) -> LinkConfig {
@@ -135,6 +145,9 @@ impl Pipe {
         at += self.cfg.delay;
         if self.rng.chance(self.cfg.reorder) {
             at += self.cfg.reorder_delay;
+        }
+        if let Some(t) = self.cfg.tick.map(|t| t.as_nanos() as u64).filter(|&t| t > 0) {
+            at = Time(at.as_nanos().div_ceil(t) * t);
         }
         self.order += 1;
         self.queue.push(Reverse((at, self.order, pkt)));
