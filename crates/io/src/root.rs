@@ -138,6 +138,10 @@ pub struct Upload {
     /// upload has none unless it fails, and its commit skips the unlink
     /// of a record that is not there.
     recorded: std::sync::atomic::AtomicBool,
+    /// Whether the partial was made by this upload (not resumed from an
+    /// earlier one's record): a fresh partial that received nothing is
+    /// removed by [`abandon`](Upload::abandon), not recorded.
+    fresh: bool,
     allocated: Option<u64>,
     /// The server's commit group (see [`CommitGroup`]).
     group: Arc<CommitGroup>,
@@ -240,10 +244,23 @@ impl Upload {
 
     /// The upload failed: gives back the space reserved for bytes that did
     /// not arrive and records `ranges` (file offsets) as what the partial
-    /// holds, for a resume.
+    /// holds, for a resume. A fresh partial that received nothing is
+    /// removed instead: there is nothing to resume, and each failed file
+    /// of a batch would otherwise leave an empty `.part` and `.meta` in the
+    /// partial area until they expire. A resumed partial is kept (its
+    /// earlier record may be all a later resume has).
     pub fn abandon(&self, ranges: &RangeSet) {
-        if self.partial.is_none() {
+        let Some(p) = &self.partial else {
             let _ = self.file.sync_data();
+            return;
+        };
+        if self.fresh && ranges.is_empty() && self.held.is_empty() {
+            let _ = p.area.remove_file(&p.part);
+            if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = p.area.remove_file(&p.meta);
+            }
+            // Fails while other partials are in it, which is as it should.
+            let _ = self.parent.remove_dir(AREA);
             return;
         }
         let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -1058,6 +1075,7 @@ impl Root {
                 partial: None,
                 record: Mutex::new(record),
                 recorded: Default::default(),
+                fresh: false,
                 allocated: None,
                 group: self.commits.clone(),
                 _claim: claim,
@@ -1140,6 +1158,7 @@ impl Root {
             partial: Some(PartialFile { area, part, meta }),
             record: Mutex::new(record),
             recorded: Default::default(),
+            fresh: !(existed && mode == StoreMode::Resume),
             allocated: info.allocation,
             group: self.commits.clone(),
             _claim: claim,
@@ -1150,7 +1169,8 @@ impl Root {
         // The record exists from the start, so the partial is never an
         // orphan nobody can name — except for a fresh small upload
         // (ALLO of at most SMALL_UPLOAD): no checkpoint comes before its
-        // end, a failure writes the record then (`abandon`), and only a
+        // end, a failure that received bytes writes the record then
+        // (`abandon`; one that received none removes the partial), and only a
         // crash of the server leaves its partial unnamed, removed by the
         // expiry. Creating and deleting a record file per upload was the
         // largest cost of thousands of small uploads (ext4's inode
@@ -1634,6 +1654,33 @@ mod tests {
         let reserved = vp(&format!("/{AREA}/x"));
         assert!(matches!(root.begin_store(&reserved, StoreMode::Replace, &info()), Err(FsError::InvalidName(_))));
         assert!(matches!(root.is_dir(&vp(&format!("/{AREA}"))), Err(FsError::InvalidName(_))));
+    }
+
+    #[test]
+    fn a_fresh_upload_that_received_nothing_leaves_no_partial() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        // Small (no record until it fails) and large (recorded from the start).
+        for allocation in [Some(4096), None] {
+            let info = UploadInfo { user: "u".into(), allocation };
+            let up = root.begin_store(&vp("/f.bin"), StoreMode::Replace, &info).unwrap();
+            up.abandon(&RangeSet::new());
+            drop(up);
+            assert_eq!(root.partial_len(&vp("/f.bin")), None, "{allocation:?}");
+            assert!(!d.path().join(AREA).exists(), "no empty .part or .meta left ({allocation:?})");
+        }
+        // A partial resumed from an earlier record is kept, even when the
+        // resume received nothing.
+        let mut up = root.begin_store(&vp("/f.bin"), StoreMode::Replace, &info()).unwrap();
+        up.file.write_all(b"hel").unwrap();
+        up.abandon(&RangeSet::from_range(0..3));
+        drop(up);
+        let up = root.begin_store(&vp("/f.bin"), StoreMode::Resume, &info()).unwrap();
+        let held = up.held.clone();
+        up.abandon(&held);
+        drop(up);
+        assert_eq!(root.partial_len(&vp("/f.bin")), Some(3));
+        assert_eq!(root.partial_facts(&vp("/f.bin"), &|| false).unwrap().ranges.to_string(), "0-3");
     }
 
     /// Uploads into one directory from many sessions at once: a commit
