@@ -236,9 +236,8 @@ fn parse_facts(verb: &'static str, f: &str) -> Result<EntryFacts, CommandError> 
     if secs.len() != 14 || !digits(secs) || frac.is_some_and(|f| f.is_empty() || f.len() > 9 || !digits(f)) {
         return Err(syntax(verb, "expected a modification time YYYYMMDDHHMMSS[.fraction]"));
     }
-    let field = |a: usize, b: usize| secs[a..b].parse::<u32>().unwrap_or(0);
-    let (month, day, hour, min, sec) = (field(4, 6), field(6, 8), field(8, 10), field(10, 12), field(12, 14));
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+    // MFMT's own reading of the time (a date that does not exist is refused).
+    if crate::facts::parse_time_val(secs).is_none() {
         return Err(syntax(verb, "modification time out of range"));
     }
     if mode.is_empty() || mode.len() > 4 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
@@ -433,6 +432,7 @@ mod tests {
             "BSTO 1 5,20261301000000,644:/a",
             "BSTO 1 5,20260100000000,644:/a",
             "BSTO 1 5,20260101240000,644:/a",
+            "BSTO 1 5,20260231000000,644:/a",
             "BSTO 1 5,20260101000000.,644:/a",
             "BSTO 1 5,20260101000000.1234567890,644:/a",
             "BSTO 1 5,20260101000000,648:/a",
