@@ -206,3 +206,79 @@ fn without_batch_in_feat_the_client_pipelines() {
     assert!(!err.contains("batch sent"), "no BSTO to a server that does not list BATCH: {err}");
     assert_eq!(tree_digest(&server.path("up")), tree_digest(&src));
 }
+
+/// Gives every file of `dir` a distinct old modification time and mode.
+fn stamp_tree(dir: &std::path::Path) -> Vec<(std::path::PathBuf, i64, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut files: Vec<_> = walk(dir);
+    files.sort();
+    for (i, p) in files.into_iter().enumerate() {
+        let (secs, mode) = (1_500_000_000 + i as i64 * 3600, [0o600, 0o640, 0o755, 0o444][i % 4]);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+        std::fs::File::options().write(true).open(&p).unwrap().set_modified(t).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        out.push((p.strip_prefix(dir).unwrap().to_path_buf(), secs, mode));
+    }
+    out
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The MFMT and SITE CHMOD commands a server received (its dialogue log).
+fn meta_commands(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| l.contains("\"message\":\"> ") && (l.contains("MFMT") || l.contains("CHMOD"))).collect()
+}
+
+fn assert_kept(dst: &std::path::Path, stamps: &[(std::path::PathBuf, i64, u32)]) {
+    use std::os::unix::fs::MetadataExt;
+    for (rel, secs, mode) in stamps {
+        let md = std::fs::metadata(dst.join(rel)).unwrap();
+        assert_eq!((md.mtime(), md.mode() & 0o7777), (*secs, *mode), "{}", rel.display());
+    }
+}
+
+#[test]
+fn batch_entries_carry_mtime_and_mode_and_old_servers_still_get_mfmt_and_chmod() {
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    make_tree(&src, 24, 40_000);
+    let stamps = stamp_tree(&src);
+    // The servers (children of this test's own process) log the dialogue.
+    // (Edition 2021: a safe call; each test runs in its own process.)
+    std::env::set_var("FERRY_LOG", "info,ferry::dialogue=debug");
+    // A server whose FEAT lists BATCH ...,FACTS sets them before the
+    // rename: no MFMT or SITE CHMOD follows the batch.
+    let server = FerryServer::start();
+    let (ok, _, err) = cp(&["-r", &format!("{}/", src.display()), &server.url(ALICE, "/up/")], state.path());
+    assert!(ok, "{err}");
+    assert!(err.contains("BSTO"), "{err}");
+    assert_kept(&server.path("up"), &stamps);
+    let dialogue = server.log_text();
+    assert!(dialogue.contains("\"message\":\"> BSTO"), "the dialogue is logged");
+    let sent = meta_commands(&dialogue);
+    assert!(sent.is_empty(), "no MFMT/SITE CHMOD after a batch with facts: {sent:?}");
+    // A server without batches gets MFMT and SITE CHMOD, as before.
+    let old = FerryServer::start_with(&["--anonymous", "read", "--no-batch"]);
+    let (ok, _, err) = cp(&["-r", &format!("{}/", src.display()), &old.url(ALICE, "/up/")], state.path());
+    assert!(ok, "{err}");
+    assert_kept(&old.path("up"), &stamps);
+    let dialogue = old.log_text();
+    let sent = meta_commands(&dialogue);
+    assert!(
+        sent.iter().any(|l| l.contains("MFMT")) && sent.iter().any(|l| l.contains("CHMOD")),
+        "the old way: {sent:?}"
+    );
+}

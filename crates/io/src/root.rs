@@ -222,6 +222,25 @@ impl Upload {
         Ok(())
     }
 
+    /// Sets the modification time (`unix_secs`, as MFMT; before 1970 as
+    /// 1970) and mode (under SITE CHMOD's rule, [`chmod_bits`]) of the
+    /// file being uploaded, on its descriptor: called before the commit,
+    /// so the file appears under its name with them (a `BSTO` entry's
+    /// facts, docs/batch.md). Nothing for an upload written in place
+    /// (APPE, a resume of a complete file): there SITE CHMOD and MFMT
+    /// stay the client's.
+    pub fn set_facts(&self, unix_secs: i64, mode: u32) -> Result<(), FsError> {
+        if self.partial.is_none() {
+            return Ok(());
+        }
+        use std::os::unix::fs::PermissionsExt;
+        self.file.set_permissions(std::fs::Permissions::from_mode(chmod_bits(mode))).map_err(|e| fs_error(&e))?;
+        let t = std::time::UNIX_EPOCH
+            .checked_add(std::time::Duration::from_secs(unix_secs.max(0) as u64))
+            .ok_or_else(|| FsError::Other("time out of range".into()))?;
+        self.file.set_modified(t).map_err(|e| fs_error(&e))
+    }
+
     /// Renames the synced partial over the final name (nothing to do for
     /// an upload written in place).
     fn rename_into_place(&self) -> Result<(), FsError> {
@@ -272,6 +291,12 @@ impl Upload {
             tracing::warn!(error = %e, "cannot record what a failed upload holds");
         }
     }
+}
+
+/// The bits SITE CHMOD (and a batch entry's mode) may set: permission
+/// bits only, no setuid/setgid/sticky. One rule for both.
+pub fn chmod_bits(mode: u32) -> u32 {
+    mode & 0o777
 }
 
 /// The last step of committing uploads, shared: the `fsync` of the
@@ -1392,7 +1417,7 @@ impl Root {
             return Err(FsError::PermissionDenied);
         }
         not_hard_linked(&self.dir.metadata(Self::rel(p)).map_err(|e| fs_error(&e))?)?;
-        let perms = cap_std::fs::Permissions::from_mode(mode & 0o777);
+        let perms = cap_std::fs::Permissions::from_mode(chmod_bits(mode));
         self.dir.set_permissions(Self::rel(p), perms).map_err(|e| fs_error(&e))
     }
 

@@ -32,6 +32,21 @@
 //! after it. A plain `BSTO` keeps the per-file rule (each file synced
 //! before its `226`).
 //!
+//! `BSTO` entries may carry the file's modification time and mode (FEAT
+//! `BATCH RETR,STOR,SYNC,FACTS`; a client sends them only to a server that
+//! lists `FACTS`, and a server still parses the plain form):
+//!
+//! ```text
+//! <size>,<mtime>,<mode>:<path>     e.g. 4096,20261126203500.25,644:/t/f
+//! ```
+//!
+//! `<mtime>` as `MFMT` takes it (`YYYYMMDDHHMMSS[.fraction]`, UTC), `<mode>`
+//! octal as `SITE CHMOD` takes it. The server sets both on the partial
+//! file before its rename, under `SITE CHMOD`'s rules, so the file appears
+//! under its name with them, and the client sends no `MFMT`/`SITE CHMOD`
+//! for it afterwards (issue 18: two commands, two replies and ~15 syscalls
+//! per file).
+//!
 //! Bounds: at most [`MAX_BATCH_FILES`] entries, each path at most
 //! [`MAX_BATCH_PATH`] bytes decoded, and the whole line within the control
 //! channel's line limit (8 KiB by default), so a batch never asks the
@@ -49,6 +64,20 @@ pub const FEAT_LINE: &str = " BATCH RETR,STOR,SYNC";
 /// The word of FEAT's `BATCH` line, and of `BSTO SYNC`, for durability per
 /// batch.
 pub const SYNC_WORD: &str = "SYNC";
+/// The word of FEAT's `BATCH` line for `BSTO` entries with facts.
+pub const FACTS_WORD: &str = "FACTS";
+/// The FEAT line of a server that also takes facts in `BSTO` entries.
+pub const FEAT_LINE_FACTS: &str = " BATCH RETR,STOR,SYNC,FACTS";
+
+/// What an upload entry may carry besides its size: the file's
+/// modification time and mode, set by the server before the rename.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFacts {
+    /// `YYYYMMDDHHMMSS[.fraction]`, UTC, as `MFMT` takes it.
+    pub mtime: String,
+    /// Permission bits, octal on the wire (at most 0o7777).
+    pub mode: u32,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchKind {
@@ -66,6 +95,8 @@ pub struct BatchEntry {
     pub path: String,
     /// `BSTO` only.
     pub size: Option<u64>,
+    /// `BSTO` only, to a server whose FEAT lists `FACTS`.
+    pub facts: Option<EntryFacts>,
 }
 
 /// A parsed `BRET`/`BSTO`.
@@ -94,7 +125,7 @@ impl Batch {
     pub fn retrieve(paths: impl IntoIterator<Item = String>) -> Batch {
         Batch {
             kind: BatchKind::Retrieve,
-            files: paths.into_iter().map(|path| BatchEntry { path, size: None }).collect(),
+            files: paths.into_iter().map(|path| BatchEntry { path, size: None, facts: None }).collect(),
             sync: false,
         }
     }
@@ -103,7 +134,17 @@ impl Batch {
     pub fn store(files: impl IntoIterator<Item = (String, u64)>) -> Batch {
         Batch {
             kind: BatchKind::Store,
-            files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size) }).collect(),
+            files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size), facts: None }).collect(),
+            sync: false,
+        }
+    }
+
+    /// Uploads of `(path, size, facts)`: the form for a server whose FEAT
+    /// lists `FACTS`.
+    pub fn store_with_facts(files: impl IntoIterator<Item = (String, u64, Option<EntryFacts>)>) -> Batch {
+        Batch {
+            kind: BatchKind::Store,
+            files: files.into_iter().map(|(path, size, facts)| BatchEntry { path, size: Some(size), facts }).collect(),
             sync: false,
         }
     }
@@ -160,24 +201,50 @@ impl Batch {
             if files.len() == count {
                 return Err(syntax(verb, format!("more entries than the count ({count})")));
             }
-            let (size, path) = match kind {
-                BatchKind::Retrieve => (None, w),
+            let (size, facts, path) = match kind {
+                BatchKind::Retrieve => (None, None, w),
                 BatchKind::Store => {
-                    let (s, p) = w.split_once(':').ok_or_else(|| syntax(verb, "expected <size>:<path>"))?;
+                    let (head, p) = w.split_once(':').ok_or_else(|| syntax(verb, "expected <size>:<path>"))?;
+                    let (s, facts) = match head.split_once(',') {
+                        None => (head, None),
+                        Some((s, f)) => (s, Some(parse_facts(verb, f)?)),
+                    };
                     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
                         return Err(syntax(verb, "expected a decimal size before ':'"));
                     }
-                    (Some(s.parse::<u64>().map_err(|_| syntax(verb, "size out of range"))?), p)
+                    (Some(s.parse::<u64>().map_err(|_| syntax(verb, "size out of range"))?), facts, p)
                 }
             };
             let path = decode_path(verb, path)?;
-            files.push(BatchEntry { path, size });
+            files.push(BatchEntry { path, size, facts });
         }
         if files.len() != count {
             return Err(syntax(verb, format!("{} entries, but the count says {count}", files.len())));
         }
         Ok(Batch { kind, files, sync })
     }
+}
+
+/// `<mtime>,<mode>` of an entry with facts.
+fn parse_facts(verb: &'static str, f: &str) -> Result<EntryFacts, CommandError> {
+    let (mtime, mode) = f.split_once(',').ok_or_else(|| syntax(verb, "expected <size>,<mtime>,<mode>:<path>"))?;
+    let (secs, frac) = match mtime.split_once('.') {
+        Some((s, f)) => (s, Some(f)),
+        None => (mtime, None),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if secs.len() != 14 || !digits(secs) || frac.is_some_and(|f| f.is_empty() || f.len() > 9 || !digits(f)) {
+        return Err(syntax(verb, "expected a modification time YYYYMMDDHHMMSS[.fraction]"));
+    }
+    // MFMT's own reading of the time (a date that does not exist is refused).
+    if crate::facts::parse_time_val(secs).is_none() {
+        return Err(syntax(verb, "modification time out of range"));
+    }
+    if mode.is_empty() || mode.len() > 4 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err(syntax(verb, "expected an octal mode of at most 4 digits"));
+    }
+    let mode = u32::from_str_radix(mode, 8).map_err(|_| syntax(verb, "bad mode"))?;
+    Ok(EntryFacts { mtime: mtime.to_string(), mode })
 }
 
 /// `%XX` escapes back to octets, then to a path string.
@@ -236,7 +303,10 @@ impl fmt::Display for Batch {
         write!(f, " {}", self.files.len())?;
         for e in &self.files {
             match e.size {
-                Some(s) if self.kind == BatchKind::Store => write!(f, " {s}:{}", encode_path(&e.path))?,
+                Some(s) if self.kind == BatchKind::Store => match &e.facts {
+                    Some(x) => write!(f, " {s},{},{:o}:{}", x.mtime, x.mode, encode_path(&e.path))?,
+                    None => write!(f, " {s}:{}", encode_path(&e.path))?,
+                },
                 _ => write!(f, " {}", encode_path(&e.path))?,
             }
         }
@@ -248,10 +318,24 @@ impl fmt::Display for Batch {
 /// (with its CRLF), starting at `files[0]`; at least one, at most
 /// [`MAX_BATCH_FILES`]. The client cuts its lists with it.
 pub fn fits(kind: BatchKind, files: &[(&str, u64)], max_line: usize) -> usize {
+    fits_entries(kind, files, max_line, 0)
+}
+
+/// [`fits`] for `BSTO` entries with facts (each at most
+/// [`FACTS_LEN`] bytes longer).
+pub fn fits_with_facts(files: &[(&str, u64)], max_line: usize) -> usize {
+    fits_entries(BatchKind::Store, files, max_line, FACTS_LEN)
+}
+
+/// The longest `,<mtime>,<mode>` of an entry: a 14-digit time, a point
+/// and 9 fraction digits, 4 octal digits, two commas.
+pub const FACTS_LEN: usize = 2 + 14 + 1 + 9 + 4;
+
+fn fits_entries(kind: BatchKind, files: &[(&str, u64)], max_line: usize, extra: usize) -> usize {
     let mut len = "BSTO SYNC 512".len() + 2;
     let mut n = 0;
     for (p, size) in files.iter().take(MAX_BATCH_FILES) {
-        let entry = 1 + encode_path(p).len() + if kind == BatchKind::Store { 21 } else { 0 };
+        let entry = 1 + encode_path(p).len() + if kind == BatchKind::Store { 21 + extra } else { 0 };
         if n > 0 && len + entry > max_line {
             break;
         }
@@ -293,6 +377,73 @@ mod tests {
         assert_eq!(e.len(), 5);
         assert_eq!(e[4], Command::BatchEnd { files: 2 }, "the final reply comes after the last file's");
         assert!(!b.clone().durable_at_end().sync, "downloads have no durability reply");
+    }
+
+    #[test]
+    fn entries_with_facts_round_trip_beside_plain_ones() {
+        let facts = |mtime: &str, mode| Some(EntryFacts { mtime: mtime.into(), mode });
+        let s = Batch::store_with_facts([
+            ("/t/a b".to_string(), 4096, facts("20261126203500", 0o644)),
+            ("/t/x".into(), 0, None),
+            ("/t/y".into(), 7, facts("19700101000000.123456789", 0o7755)),
+        ])
+        .durable_at_end();
+        let line = s.to_string();
+        assert_eq!(line, "BSTO SYNC 3 4096,20261126203500,644:/t/a%20b 0:/t/x 7,19700101000000.123456789,7755:/t/y");
+        assert_eq!(p(&line), Ok(Command::Batch(s.clone())));
+        assert_eq!(s.expand().len(), 7, "facts add no command");
+        // An entry of the old form still parses, with no facts.
+        match p("BSTO 1 5:/a") {
+            Ok(Command::Batch(b)) => assert_eq!(b.files[0].facts, None),
+            other => panic!("{other:?}"),
+        }
+        // A path with ',' or ':' after the first ':' is the path's.
+        match p("BSTO 1 5,20260101000000,600:/a,b:c") {
+            Ok(Command::Batch(b)) => {
+                assert_eq!(
+                    (b.files[0].path.as_str(), b.files[0].facts.clone()),
+                    ("/a,b:c", facts("20260101000000", 0o600))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let names: Vec<String> = (0..2000).map(|i| format!("/tree/f{i:05}.dat")).collect();
+        let files: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 4096)).collect();
+        let n = fits_with_facts(&files, 8192);
+        let longest = facts("20261126203500.123456789", 0o7777);
+        let line =
+            Batch::store_with_facts(names[..n].iter().map(|p| (p.clone(), 99_999_999_999_999_999, longest.clone())))
+                .durable_at_end()
+                .to_string();
+        assert!(line.len() + 2 <= 8192, "{}", line.len());
+        assert!(n > 100 && n < fits(BatchKind::Store, &files, 8192));
+    }
+
+    #[test]
+    fn malformed_facts_are_refused_with_501() {
+        for line in [
+            "BSTO 1 5,:/a",
+            "BSTO 1 5,20260101000000:/a",
+            "BSTO 1 5,20260101000000,:/a",
+            "BSTO 1 5,,644:/a",
+            "BSTO 1 5,2026010100000,644:/a",
+            "BSTO 1 5,202601010000000,644:/a",
+            "BSTO 1 5,2026010100000x,644:/a",
+            "BSTO 1 5,20261301000000,644:/a",
+            "BSTO 1 5,20260100000000,644:/a",
+            "BSTO 1 5,20260101240000,644:/a",
+            "BSTO 1 5,20260231000000,644:/a",
+            "BSTO 1 5,20260101000000.,644:/a",
+            "BSTO 1 5,20260101000000.1234567890,644:/a",
+            "BSTO 1 5,20260101000000,648:/a",
+            "BSTO 1 5,20260101000000,17777:/a",
+            "BSTO 1 5,20260101000000,-644:/a",
+            "BSTO 1 5,20260101000000,644,1:/a",
+            "BSTO 1 ,20260101000000,644:/a",
+        ] {
+            let e = p(line).expect_err(line);
+            assert_eq!(e.code().get(), 501, "{line}: {e}");
+        }
     }
 
     #[test]

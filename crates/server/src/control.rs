@@ -146,6 +146,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         stripes: crate::stripe::front::Stripes::default(),
         udt_secret: None,
         batch: None,
+        facts: None,
         batch_passes: SessionPasses::new(Duration::from_millis(batch_sync_interval_ms)),
     };
     let result = control.run(rx).await;
@@ -273,13 +274,16 @@ struct Control {
     /// uploads are renamed without a sync of their own and made durable
     /// together before the batch's final reply (docs/batch.md).
     batch: Option<Arc<BatchDurability>>,
+    /// The modification time and mode a `BSTO` entry carried for the
+    /// upload being processed: set before its rename (docs/batch.md).
+    facts: Option<ferry_proto::batch::EntryFacts>,
     /// This session's rate of batch durability passes (docs/batch.md).
     batch_passes: SessionPasses,
 }
 
 /// A queued command and the durability-per-batch handle of the
 /// `BSTO SYNC` it came from, if any.
-type Queued = (Parsed, Option<Arc<BatchDurability>>);
+type Queued = (Parsed, Option<Arc<BatchDurability>>, Option<ferry_proto::batch::EntryFacts>);
 
 /// A file operation running in the background.
 struct RunningOp {
@@ -392,10 +396,11 @@ impl Control {
                 return Ok(());
             }
             if active.is_none() && self.running.is_none() {
-                if let Some((cmd, batch)) = queue.pop_front() {
+                if let Some((cmd, batch, facts)) = queue.pop_front() {
                     // Kept while the command's transfer runs: its failure
                     // fails the batch (`Finished` below).
                     self.batch = batch;
+                    self.facts = facts;
                     let is_store = matches!(cmd, Ok(Command::Stor(_)));
                     let flow = match cmd {
                         Ok(Command::BatchEnd { files }) => self.end_batch(files).await,
@@ -459,9 +464,15 @@ impl Control {
                                     self.ctx.batch_passes.clone(),
                                 ))
                             });
-                            queue.extend(b.expand().into_iter().map(|c| (Ok(c), batch.clone())));
+                            // An entry's facts go with its STOR (the
+                            // expansion's ALLO + STOR per entry).
+                            let mut facts = b.files.iter().map(|f| f.facts.clone());
+                            queue.extend(b.expand().into_iter().map(|c| {
+                                let f = if matches!(c, Command::Stor(_)) { facts.next().flatten() } else { None };
+                                (Ok(c), batch.clone(), f)
+                            }));
                         }
-                        _ => queue.push_back((cmd, None)),
+                        _ => queue.push_back((cmd, None, None)),
                     }
                 }
                 done = running_done(&mut self.running) => {
@@ -902,6 +913,7 @@ impl Control {
                     // secret: any other UDT channel under PROT P is refused.
                     sealing: self.udt_secret.clone().filter(|_| self.session.udt_sealed()),
                     batch: self.batch.clone(),
+                    facts: self.facts.clone(),
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));

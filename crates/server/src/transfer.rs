@@ -221,6 +221,9 @@ pub(crate) struct TransferContext {
     /// under its name without a sync of its own and made durable with the
     /// batch before the batch's final reply (docs/batch.md).
     pub batch: Option<Arc<BatchDurability>>,
+    /// A `BSTO` entry's modification time and mode, set on the partial
+    /// before its rename (docs/batch.md).
+    pub facts: Option<ferry_proto::batch::EntryFacts>,
 }
 
 enum Prepared {
@@ -1101,19 +1104,33 @@ impl Task {
         if !self.verdict.commit() {
             return Err(TransferError::Aborted);
         }
+        // A batch entry's time and mode, set before the rename: the file
+        // appears under its name with them (no MFMT and SITE CHMOD after).
+        let facts =
+            self.ctx.facts.as_ref().map(|f| (ferry_proto::facts::parse_time_val(&f.mtime).unwrap_or(0), f.mode));
+        let set_facts = move |upload: &Upload| match facts {
+            Some((secs, mode)) => upload.set_facts(secs, mode),
+            None => Ok(()),
+        };
         if let Some(batch) = self.ctx.batch.clone() {
             // Durability per batch: complete and renamed now, durable at
             // the batch's final reply. The 111 markers keep reporting only
             // what is synced.
-            return tokio::task::spawn_blocking(move || upload.commit_deferred(&batch))
-                .await
-                .map_err(|e| TransferError::Local(e.to_string()))?
-                .map_err(fs_to_transfer);
-        }
-        tokio::task::spawn_blocking(move || upload.commit_grouped())
+            return tokio::task::spawn_blocking(move || {
+                set_facts(&upload)?;
+                upload.commit_deferred(&batch)
+            })
             .await
             .map_err(|e| TransferError::Local(e.to_string()))?
-            .map_err(fs_to_transfer)?;
+            .map_err(fs_to_transfer);
+        }
+        tokio::task::spawn_blocking(move || {
+            set_facts(&upload)?;
+            upload.commit_grouped()
+        })
+        .await
+        .map_err(|e| TransferError::Local(e.to_string()))?
+        .map_err(fs_to_transfer)?;
         // Synced: the final restart marker may report everything.
         *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = self.held_now().0;
         Ok(())

@@ -3,7 +3,7 @@
 //! so thousands of small files do not pay a round trip each.
 
 use super::opener::Opened;
-use super::CopySummary;
+use super::{CopySummary, FileMeta};
 use crate::error::ClientError;
 use crate::location::Location;
 use crate::resume::ResumeState;
@@ -121,6 +121,8 @@ impl Client {
             summary.files += 1;
             summary.bytes += files[i].2.size;
         };
+        // Uploads' facts sent in their BSTO entries (empty: none).
+        let mut facts: Vec<Option<ferry_proto::batch::EntryFacts>> = Vec::new();
         let (done, result) = match (&files[0].0, &files[0].1) {
             (Location::Remote(su), Location::Local(_)) => {
                 // The partial files are created on a blocking thread while
@@ -244,10 +246,23 @@ impl Client {
                 // counted only when its batch is durable.
                 let mut on_stored = |i: usize| record(i, &mut |r| r.clear());
                 let mut on_done = |i: usize| counted(&mut *summary, i);
-                self.session(du)
-                    .await?
-                    .store_batch(&items, window, control, &mut on_marker, &mut on_stored, &mut on_done)
-                    .await
+                let session = self.session(du).await?;
+                // Each file's time and mode in its BSTO entry where the
+                // server takes them (docs/batch.md): no MFMT and SITE
+                // CHMOD after the batch for those files.
+                if session.supports_batch_facts() {
+                    facts = files[..items.len()]
+                        .iter()
+                        .map(|(_, _, f)| {
+                            let m = FileMeta::of(f);
+                            Some(ferry_proto::batch::EntryFacts {
+                                mtime: ferry_proto::facts::format_time_val(m.modified?),
+                                mode: m.mode?,
+                            })
+                        })
+                        .collect();
+                }
+                session.store_batch(&items, &facts, window, control, &mut on_marker, &mut on_stored, &mut on_done).await
             }
             (Location::Remote(su), Location::Remote(du)) => {
                 let items: Vec<(String, String, u64)> = files
@@ -298,9 +313,11 @@ impl Client {
         };
         let mut verdicts = verdicts.map(Vec::into_iter);
         let mut meta = Vec::new();
-        for (s, d, f) in files.iter().take(done) {
+        for (i, (s, d, f)) in files.iter().take(done).enumerate() {
             self.stats.files_done.fetch_add(1, Ordering::Relaxed);
-            if let Location::Remote(u) = d {
+            // Set by the server from the entry's facts, before the rename.
+            let kept = facts.get(i).is_some_and(Option::is_some);
+            if let (Location::Remote(u), false) = (d, kept) {
                 meta.push((u.path.clone(), f.clone()));
             }
             match verdicts.as_mut().and_then(Iterator::next) {

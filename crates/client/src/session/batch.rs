@@ -14,7 +14,7 @@ use crate::control::{event_reply, refused};
 use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
 use ferry_io::stream::CopyError;
-use ferry_proto::batch::{fits, Batch, BatchKind, SYNC_WORD};
+use ferry_proto::batch::{fits, fits_with_facts, Batch, BatchKind, EntryFacts, FACTS_WORD, SYNC_WORD};
 use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::line::DEFAULT_MAX_LINE;
@@ -25,19 +25,43 @@ use super::Marker;
 
 /// The next slice of `items` that fits one batch line.
 fn next_chunk<D>(kind: BatchKind, items: &[BatchFile<D>], from: usize) -> Range<usize> {
+    next_chunk_facts(kind, items, from, false)
+}
+
+/// [`next_chunk`], leaving room for each entry's facts when `facts`.
+fn next_chunk_facts<D>(kind: BatchKind, items: &[BatchFile<D>], from: usize, facts: bool) -> Range<usize> {
     let rest: Vec<(&str, u64)> = items[from..].iter().map(|f| (f.path.as_str(), f.size)).collect();
     if rest.is_empty() {
         return from..from;
     }
-    from..from + fits(kind, &rest, DEFAULT_MAX_LINE)
+    let n = if facts && kind == BatchKind::Store {
+        fits_with_facts(&rest, DEFAULT_MAX_LINE)
+    } else {
+        fits(kind, &rest, DEFAULT_MAX_LINE)
+    };
+    from..from + n
 }
 
 fn batch_command<D>(kind: BatchKind, items: &[BatchFile<D>], sync: bool) -> Command {
-    Command::Batch(match kind {
+    batch_command_facts(kind, items, &[], sync)
+}
+
+/// [`batch_command`] with each upload's facts (`facts[i]` for
+/// `items[i]`; an empty slice: none, the plain form).
+fn batch_command_facts<D>(
+    kind: BatchKind,
+    items: &[BatchFile<D>],
+    facts: &[Option<EntryFacts>],
+    sync: bool,
+) -> Command {
+    let b = match kind {
         BatchKind::Retrieve => Batch::retrieve(items.iter().map(|f| f.path.clone())),
-        BatchKind::Store if sync => Batch::store(items.iter().map(|f| (f.path.clone(), f.size))).durable_at_end(),
-        BatchKind::Store => Batch::store(items.iter().map(|f| (f.path.clone(), f.size))),
-    })
+        BatchKind::Store if facts.is_empty() => Batch::store(items.iter().map(|f| (f.path.clone(), f.size))),
+        BatchKind::Store => {
+            Batch::store_with_facts(items.iter().zip(facts).map(|(f, x)| (f.path.clone(), f.size, x.clone())))
+        }
+    };
+    Command::Batch(if sync { b.durable_at_end() } else { b })
 }
 
 impl ServerSession {
@@ -52,6 +76,16 @@ impl ServerSession {
         self.ctrl.features.line("BATCH").is_some_and(|l| {
             l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(SYNC_WORD)))
         })
+    }
+
+    /// Whether the server sets each upload's time and mode from its
+    /// `BSTO` entry (FEAT lists `BATCH RETR,STOR,SYNC,FACTS`): the client
+    /// then sends no MFMT or SITE CHMOD for those files.
+    pub fn supports_batch_facts(&self) -> bool {
+        self.supports_batch_sync()
+            && self.ctrl.features.line("BATCH").is_some_and(|l| {
+                l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(FACTS_WORD)))
+            })
     }
 
     /// [`retrieve_many`](Self::retrieve_many) with the files named in
@@ -112,9 +146,11 @@ impl ServerSession {
     /// line's final reply; a batch stopped before it leaves its files
     /// uncounted, so they are checked again (size, time, `--verify`
     /// checksums) and sent again if they differ.
+    #[allow(clippy::too_many_arguments)] // the callbacks are the copy's bookkeeping
     pub async fn store_batch(
         &mut self,
         items: &[BatchFile<Arc<dyn BlockSource>>],
+        facts: &[Option<EntryFacts>],
         window: usize,
         control: impl Fn() -> TransferControl,
         on_marker: &mut (dyn FnMut(usize, Marker) + Send),
@@ -125,7 +161,7 @@ impl ServerSession {
             return self.store_many(items, window, control, on_marker, on_done).await;
         }
         if self.supports_batch_sync() {
-            return self.store_batch_streamed(items, window, control, on_marker, on_stored, on_done).await;
+            return self.store_batch_streamed(items, facts, window, control, on_marker, on_stored, on_done).await;
         }
         // A plain `BSTO` (a server without SYNC): each file durable at
         // its 226, which the client waits for, as for its 125.
@@ -170,9 +206,11 @@ impl ServerSession {
     /// negative reply stops the data (the server refuses the rest of the
     /// batch, so no data of a refused file is ever stored under another
     /// name). A line's files count as done at its final reply (durable).
+    #[allow(clippy::too_many_arguments)] // the callbacks are the copy's bookkeeping
     async fn store_batch_streamed(
         &mut self,
         items: &[BatchFile<Arc<dyn BlockSource>>],
+        facts: &[Option<EntryFacts>],
         window: usize,
         control: impl Fn() -> TransferControl,
         on_marker: &mut (dyn FnMut(usize, Marker) + Send),
@@ -181,9 +219,19 @@ impl ServerSession {
     ) -> (usize, Result<(), ClientError>) {
         self.ensure_connecting();
         let mut done = 0;
-        let mut sent = next_chunk(BatchKind::Store, items, 0);
+        let with_facts = !facts.is_empty();
+        let facts_of = |r: Range<usize>| if with_facts { &facts[r] } else { &[][..] };
+        let mut sent = next_chunk_facts(BatchKind::Store, items, 0, with_facts);
         let mut ends = std::collections::VecDeque::from([sent.end]);
-        let addr = match self.flush_connecting(&[batch_command(BatchKind::Store, &items[sent.clone()], true)]).await {
+        let addr = match self
+            .flush_connecting(&[batch_command_facts(
+                BatchKind::Store,
+                &items[sent.clone()],
+                facts_of(sent.clone()),
+                true,
+            )])
+            .await
+        {
             Ok(a) => a,
             Err(e) => return (0, Err(e)),
         };
@@ -218,8 +266,15 @@ impl ServerSession {
             let mut replies = Box::pin(async {
                 for (i, item) in items.iter().enumerate() {
                     if sent.end < items.len() && sent.end - i < window.max(1) {
-                        let next = next_chunk(BatchKind::Store, items, sent.end);
-                        self.ctrl.send(&batch_command(BatchKind::Store, &items[next.clone()], true)).await?;
+                        let next = next_chunk_facts(BatchKind::Store, items, sent.end, with_facts);
+                        self.ctrl
+                            .send(&batch_command_facts(
+                                BatchKind::Store,
+                                &items[next.clone()],
+                                facts_of(next.clone()),
+                                true,
+                            ))
+                            .await?;
                         sent = next;
                         ends.push_back(sent.end);
                     }
