@@ -11,6 +11,7 @@ use ferry_io::transport;
 use ferry_proto::client::Expect;
 use ferry_proto::command::{Command, SiteCommand};
 use ferry_proto::facts::{FileFacts, FileKind};
+use ferry_proto::Reply;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -257,16 +258,8 @@ impl ServerSession {
         self.size_streams_for_udt();
         match (t.rate, rate_reply) {
             (Some((rate, from)), Some(rr)) => {
-                tracing::info!(server = %self.url, rate, from = %from, "udt senders start at the path rate");
-                if let Some(c) = &self.opts.path_cache {
-                    c.note_announced(crate::path_cache::Announced { server: self.url.host.clone(), rate, from });
-                }
-                if rr.code.is_positive_completion() {
-                    self.remembered_rate_announced = self.opts.path_rate.is_none();
-                    tracing::debug!(server = %self.url, rate, "announced the path rate to the server's senders");
-                } else {
-                    tracing::info!(server = %self.url, reply = %rr.text(), "the server takes no path rate; its senders start cold");
-                }
+                self.note_announced_rate(rate, from);
+                self.on_rate_reply(rate, &rr);
             }
             _ => tracing::info!(server = %self.url, "no path rate given or remembered; senders start cold"),
         }
@@ -285,18 +278,29 @@ impl ServerSession {
             tracing::info!(server = %self.url, "no path rate given or remembered; udt senders start cold");
             return Ok(());
         };
+        self.note_announced_rate(rate, from);
+        let r = self.ctrl.command(&rate_command(rate)).await?;
+        self.on_rate_reply(rate, &r);
+        Ok(())
+    }
+
+    /// Logs the rate about to be announced and tells the path cache, so
+    /// the copy's sample is judged against it.
+    fn note_announced_rate(&self, rate: f64, from: String) {
         tracing::info!(server = %self.url, rate, from = %from, "udt senders start at the path rate");
         if let Some(c) = &self.opts.path_cache {
             c.note_announced(crate::path_cache::Announced { server: self.url.host.clone(), rate, from });
         }
-        let r = self.ctrl.command(&rate_command(rate)).await?;
+    }
+
+    /// The server's answer to `OPTS TPRT Rate=N;`.
+    fn on_rate_reply(&mut self, rate: f64, r: &Reply) {
         if r.code.is_positive_completion() {
             self.remembered_rate_announced = self.opts.path_rate.is_none();
             tracing::debug!(server = %self.url, rate, "announced the path rate to the server's udt senders");
         } else {
             tracing::info!(server = %self.url, reply = %r.text(), "the server takes no path rate; its udt senders start cold");
         }
-        Ok(())
     }
 
     /// The path rate this session's UDT senders start at, bytes/s, and

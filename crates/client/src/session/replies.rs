@@ -14,6 +14,22 @@ use ferry_proto::Reply;
 
 /// How often a transfer's progress is sampled for the path cache.
 const TRACE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// Most samples a trace holds: at this length every other one is dropped,
+/// so a copy of any length keeps a bounded trace whose older part is
+/// coarser (`steady_rate` windows by time, not by sample).
+const TRACE_MAX: usize = 4096;
+
+/// Appends a progress sample, halving the trace when it is full.
+fn push_sample(trace: &mut Vec<(f64, u64)>, sample: (f64, u64)) {
+    if trace.len() >= TRACE_MAX {
+        let mut i = 0;
+        trace.retain(|_| {
+            i += 1;
+            i % 2 == 1
+        });
+    }
+    trace.push(sample);
+}
 
 impl ServerSession {
     /// The first reply to a transfer command that is not a marker.
@@ -76,12 +92,12 @@ impl ServerSession {
                         ctl.abort.abort();
                     }
                     if tracing_rate {
-                        trace.push((started.elapsed().as_secs_f64(), moved()));
+                        push_sample(&mut trace, (started.elapsed().as_secs_f64(), moved()));
                     }
                     data_result = Some(r);
                 }
                 _ = tick.tick(), if tracing_rate && data_result.is_none() => {
-                    trace.push((started.elapsed().as_secs_f64(), moved()));
+                    push_sample(&mut trace, (started.elapsed().as_secs_f64(), moved()));
                 }
                 ev = self.ctrl.next_event_untimed(), if final_reply.is_none() => {
                     let r = match ev? {
@@ -126,5 +142,22 @@ impl ServerSession {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_stays_bounded_and_keeps_its_ends() {
+        let mut trace = Vec::new();
+        for i in 0..100_000u64 {
+            push_sample(&mut trace, (i as f64 / 10.0, i));
+        }
+        assert!(trace.len() <= TRACE_MAX, "{}", trace.len());
+        assert_eq!(trace.first(), Some(&(0.0, 0)));
+        assert_eq!(trace.last(), Some(&(9999.9, 99_999)));
+        assert!(trace.windows(2).all(|w| w[0].0 < w[1].0), "in order");
     }
 }
