@@ -194,6 +194,68 @@ fn a_refused_file_of_a_sync_batch_refuses_the_rest_and_its_data_goes_nowhere() {
     assert!(c.cmd("NOOP").starts_with("200"));
 }
 
+/// Issue 18 (session 7): a client of `BSTO SYNC` sends its next line (and
+/// that line's data) before it has read the replies of the one before. When
+/// a file of the first line fails, the server closes the cached data
+/// connections the next line's data was on; that line's first file then
+/// waited the whole data timeout (60 s) for a data connection that never
+/// came. Every `BSTO SYNC` line the server had already read when the failed
+/// batch ended is refused with it, at once.
+#[test]
+fn a_failed_sync_batch_refuses_the_lines_queued_behind_it_without_waiting() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let server = FerryServer::start();
+    std::fs::create_dir(server.path("adir")).unwrap();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut d = std::net::TcpStream::connect(data).unwrap();
+    for payload in [b"abc", b"xyz", b"123"] {
+        d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
+        d.write_all(payload).unwrap();
+        d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+    }
+    // Both lines at once, as Ferry's client pipelines them.
+    c.send(b"BSTO SYNC 2 3:/adir 3:/next.dat\r\nBSTO SYNC 1 3:/after.dat");
+    let started = std::time::Instant::now();
+    let mut replies = Vec::new();
+    for _ in 0..7 {
+        let r = c.reply();
+        assert!(!r.is_empty(), "the server closed or the reply took over 20 s; so far {replies:?}");
+        replies.push(r);
+    }
+    let waited = started.elapsed();
+    assert!(
+        replies[0].starts_with("200") && (replies[1].starts_with('4') || replies[1].starts_with('5')),
+        "{replies:?}"
+    );
+    assert!(replies[3].starts_with("451") && replies[4].starts_with("451"), "first line: {replies:?}");
+    assert!(replies[5].starts_with("200"), "the second line's ALLO: {replies:?}");
+    assert!(replies[6].starts_with("451") && replies[6].contains("earlier"), "second line's file: {replies:?}");
+    let end = c.reply();
+    assert!(end.starts_with("451") && end.contains("failed"), "second line's final reply: {end}");
+    assert!(waited < std::time::Duration::from_secs(10), "the queued line waited {waited:?}");
+    assert!(!server.path("next.dat").exists() && !server.path("after.dat").exists());
+    // A line sent after the failed batch's final reply runs as usual.
+    drop(d);
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut d = std::net::TcpStream::connect(data).unwrap();
+    d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
+    d.write_all(b"new").unwrap();
+    d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+    c.send(b"BSTO SYNC 1 3:/fresh.dat");
+    // 200 ALLO, 150, markers, 226, then the batch's 250.
+    let mut rs: Vec<String> = Vec::new();
+    while rs.len() < 12 && !rs.last().is_some_and(|r| r.starts_with("250") || r.starts_with('4') || r.is_empty()) {
+        rs.push(c.reply());
+    }
+    assert!(rs.iter().any(|r| r.starts_with("226")) && rs.last().unwrap().starts_with("250"), "{rs:?}");
+    assert_eq!(std::fs::read(server.path("fresh.dat")).unwrap(), b"new");
+}
+
 #[test]
 fn without_batch_in_feat_the_client_pipelines() {
     let server = FerryServer::start_with(&["--anonymous", "read", "--no-batch"]);

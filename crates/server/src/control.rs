@@ -403,7 +403,26 @@ impl Control {
                     self.facts = facts;
                     let is_store = matches!(cmd, Ok(Command::Stor(_)));
                     let flow = match cmd {
-                        Ok(Command::BatchEnd { files }) => self.end_batch(files).await,
+                        Ok(Command::BatchEnd { files }) => {
+                            let failed = self.batch.as_ref().is_some_and(|b| b.has_failed());
+                            let flow = self.end_batch(files).await;
+                            if failed {
+                                // The lines the client sent behind the failed
+                                // one, before it could read of the failure:
+                                // their data went to the connections the
+                                // failure closed (docs/batch.md).
+                                while queue.len() < MAX_QUEUED {
+                                    let Ok(next) = commands.try_recv() else { break };
+                                    self.enqueue(next, &mut queue);
+                                }
+                                for (_, b, _) in &queue {
+                                    if let Some(b) = b {
+                                        b.fail();
+                                    }
+                                }
+                            }
+                            flow
+                        }
                         Ok(Command::Stor(_)) if self.batch.as_ref().is_some_and(|b| b.has_failed()) => {
                             let r = Reply::new(
                                 ReplyCode::LOCAL_ERROR,
@@ -456,22 +475,7 @@ impl Control {
                         // pipelined commands it names, queued in its place.
                         // `BSTO SYNC`: one durability pass for the batch,
                         // before its final reply (the expansion's last).
-                        (_, Ok(Command::Batch(b))) => {
-                            tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
-                            let batch = b.sync.then(|| {
-                                Arc::new(BatchDurability::shared(
-                                    self.ctx.config.batch_sync,
-                                    self.ctx.batch_passes.clone(),
-                                ))
-                            });
-                            // An entry's facts go with its STOR (the
-                            // expansion's ALLO + STOR per entry).
-                            let mut facts = b.files.iter().map(|f| f.facts.clone());
-                            queue.extend(b.expand().into_iter().map(|c| {
-                                let f = if matches!(c, Command::Stor(_)) { facts.next().flatten() } else { None };
-                                (Ok(c), batch.clone(), f)
-                            }));
-                        }
+                        (_, Ok(Command::Batch(_))) => self.enqueue(cmd, &mut queue),
                         _ => queue.push_back((cmd, None, None)),
                     }
                 }
@@ -562,6 +566,28 @@ impl Control {
                 }
             }
         }
+    }
+
+    /// Queues a command read while idle or one that does not interrupt a
+    /// transfer. A batch (BRET/BSTO, docs/batch.md) is the pipelined
+    /// commands it names, queued in its place. `BSTO SYNC`: one durability
+    /// pass for the batch, before its final reply (the expansion's last).
+    fn enqueue(&self, cmd: Parsed, queue: &mut VecDeque<Queued>) {
+        let Ok(Command::Batch(b)) = cmd else {
+            queue.push_back((cmd, None, None));
+            return;
+        };
+        tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
+        let batch = b
+            .sync
+            .then(|| Arc::new(BatchDurability::shared(self.ctx.config.batch_sync, self.ctx.batch_passes.clone())));
+        // An entry's facts go with its STOR (the expansion's ALLO + STOR
+        // per entry).
+        let mut facts = b.files.iter().map(|f| f.facts.clone());
+        queue.extend(b.expand().into_iter().map(|c| {
+            let f = if matches!(c, Command::Stor(_)) { facts.next().flatten() } else { None };
+            (Ok(c), batch.clone(), f)
+        }));
     }
 
     /// A file of a `BSTO SYNC` batch was refused or failed: the client
