@@ -7,7 +7,7 @@
 use super::{Client, ModeChoice};
 use crate::control::ControlChannel;
 use crate::error::ClientError;
-use crate::location::{Location, RemoteUrl};
+use crate::location::{Location, RemoteUrl, Scheme};
 use crate::resume::ResumeState;
 use crate::session::{ChannelOptions, ServerSession};
 
@@ -155,13 +155,20 @@ impl Client {
     /// Opens the session for a download with its RETR in the login's
     /// write (see [`ServerSession::open_retrieving`]) when nothing calls
     /// for a question first: a remote file to a local path, MODE E allowed,
-    /// no restart record to consult, IPv4, no transport to negotiate
-    /// (`TPRT` comes after the login).
+    /// no restart record to consult, IPv4, and no transport to negotiate
+    /// but `quic` named outright on an `ftps://` server (its `TPRT` rides
+    /// in the same write, ahead of the set-up: see
+    /// [`ServerSession::open_retrieving`]). `auto` needs what the login
+    /// measures, and `udt` may need Globus's `SITE SETNETSTACK` first.
     pub(super) async fn pipeline_download(&mut self, src: &Location, dst: &Location) -> Result<(), ClientError> {
         let (Location::Remote(u), Location::Local(d)) = (src, dst) else { return Ok(()) };
         let Some(name) = u.file_name() else { return Ok(()) };
+        let transport_pipelines = match self.opts.transport.as_deref() {
+            None => true,
+            Some(t) => t.eq_ignore_ascii_case("tcp") || (t.eq_ignore_ascii_case("quic") && u.scheme == Scheme::Ftps),
+        };
         if u.is_dir_url()
-            || self.opts.transport.as_deref().is_some_and(|t| !t.eq_ignore_ascii_case("tcp"))
+            || !transport_pipelines
             || self.opts.mode == ModeChoice::Stream
             || self.opts.pipeline <= 1
             || self.sessions.contains_key(&key(u))

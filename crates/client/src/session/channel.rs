@@ -15,6 +15,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+/// A listener of the named transport and its TCP twin on the same port.
+pub(super) type ListenerPair = (Arc<dyn DataListener>, Arc<dyn DataListener>);
+
 #[derive(Debug, Default)]
 pub(super) enum Channel {
     #[default]
@@ -80,6 +83,34 @@ impl ServerSession {
         let local = self.ctrl.local_addr()?;
         let opts = self.data_options();
         Ok(transport::PortAllocator::new(None).bind(&*self.data_transport(), local.ip(), &opts)?)
+    }
+
+    /// A listener of the transport the user named (`--transport`) and a
+    /// TCP listener on the same port number, for a download whose PORT
+    /// goes out before the server has said whether it takes `TPRT`: a
+    /// server that refused it connects by TCP to the port it was given,
+    /// and finds this session there rather than nothing (a transfer that
+    /// fails) or another program that happens to hold that TCP port (data
+    /// handed to a stranger). The one not used is dropped once the
+    /// `TPRT` reply is read. A port whose TCP twin is taken is given back
+    /// and another tried.
+    pub(super) fn listen_twinned(&self) -> Result<ListenerPair, ClientError> {
+        let name = self.opts.transport.as_deref().unwrap_or("tcp");
+        let named = transport::by_name(name)
+            .ok_or_else(|| ClientError::Usage(format!("this client has no transport {name:?}")))?;
+        let ip = self.ctrl.local_addr()?.ip();
+        let opts = self.data_options();
+        let tcp = transport::default_transport();
+        let mut last = None;
+        for _ in 0..16 {
+            let l = transport::PortAllocator::new(None).bind(&*named, ip, &opts)?;
+            match tcp.listen(SocketAddr::new(ip, l.local_addr()?.port()), &opts) {
+                Ok(t) => return Ok((l, t)),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.map_or_else(|| ClientError::Data("no port for a data listener".into()), Into::into))
     }
 
     /// Accepts the server's data connections for as long as the returned

@@ -86,19 +86,44 @@ impl ServerSession {
         let mut s = Self::new(ctrl, url, opts);
         // Only the handshake has been measured: size for the path alone.
         s.size_streams(None);
+        // `--transport quic`: its TPRT (and rate) go first, then the
+        // set-up and the RETR, all in the login's write (see
+        // `pipelined_transfer_tprt`).
+        let tprt = s.pipelined_transfer_tprt();
         s.prepare_e();
         s.set_parallelism();
-        let listener = s.listen()?;
-        let SocketAddr::V4(v4) = listener.local_addr()? else {
+        let listeners = match &tprt {
+            Some(_) => {
+                // The login's PROT P (a TLS control channel is required
+                // for `quic` here) is in force before any data connection
+                // arrives; the QUIC listener's TLS configuration needs it.
+                s.ctrl.set_data_protection(ferry_proto::command::ProtectionLevel::Private);
+                let (named, tcp) = s.listen_twinned()?;
+                Listeners::Twinned { named, tcp }
+            }
+            None => Listeners::One(s.listen()?),
+        };
+        let SocketAddr::V4(v4) = listeners.local_addr()? else {
             return Err(ClientError::Usage("a pipelined download needs IPv4".into()));
         };
         s.queue(Command::Spor(vec![v4]), Expect::Positive);
-        s.channel = Channel::Listening { listener, cached: Vec::new() };
         let queued = std::mem::take(&mut s.queued);
-        let mut then: Vec<Command> = queued.iter().map(|(c, _)| c.clone()).collect();
+        let mut then: Vec<Command> = tprt.as_ref().map(|t| t.commands()).unwrap_or_default();
+        then.extend(queued.iter().map(|(c, _)| c.clone()));
         then.push(Command::Retr(path.to_string()));
         let facts = s.ctrl.login_with(&url.user, &url.password, Some(path), &then).await?;
         s.probe = facts.map(|f| (path.to_string(), f));
+        let listener = match (tprt, listeners) {
+            (Some(t), Listeners::Twinned { named, tcp }) => {
+                if s.finish_pipelined_transfer_tprt(t).await? {
+                    named
+                } else {
+                    tcp
+                }
+            }
+            (_, Listeners::One(l)) | (None, Listeners::Twinned { named: l, .. }) => l,
+        };
+        s.channel = Channel::Listening { listener, cached: Vec::new() };
         let mut accepted = true;
         for (_, expect) in &queued {
             let r = s.ctrl.reply().await?;
@@ -118,6 +143,50 @@ impl ServerSession {
         }
         s.pending = Some(path.to_string());
         Ok(s)
+    }
+
+    /// The `TPRT` to send with a pipelined download's set-up: only for
+    /// `quic` on a TLS control channel (QUIC data needs PROT P, which the
+    /// login sends). Any server then gets the same answer as un-pipelined:
+    /// a Ferry server takes `TPRT quic` and connects by QUIC; one that
+    /// refuses it (a Ferry server without QUIC: 501/504) or does not know
+    /// it (Globus, pure-ftpd: 500) connects by TCP to the same port
+    /// (`listen_twinned`), which is where an un-pipelined session ended
+    /// too (Globus's `SITE SETNETSTACK quic` names no driver it has).
+    /// `udt` keeps its TPRT in the login's write but its set-up after it:
+    /// a Globus server with the UDT driver takes `SITE SETNETSTACK udt`,
+    /// which must be asked before the transfer's PORT.
+    fn pipelined_transfer_tprt(&mut self) -> Option<PipelinedTprt> {
+        let named = self.opts.transport.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("quic"));
+        if !named || !self.ctrl.is_tls() {
+            return None;
+        }
+        self.pipelined_tprt()
+    }
+
+    /// Reads the replies to the `TPRT` of a pipelined download; whether
+    /// the server's data connections will be QUIC (else TCP). Unlike
+    /// [`finish_pipelined_tprt`](Self::finish_pipelined_tprt) it asks
+    /// nothing more: the transfer's set-up and RETR are already sent.
+    async fn finish_pipelined_transfer_tprt(&mut self, t: PipelinedTprt) -> Result<bool, ClientError> {
+        let r = self.ctrl.reply().await?;
+        let rate_reply = match &t.rate {
+            Some(_) => Some(self.ctrl.reply().await?),
+            None => None,
+        };
+        if !r.code.is_positive_completion() {
+            tracing::warn!(server = %self.url, transport = %t.name, reply = %r.text(), "transport refused; using tcp");
+            return Ok(false);
+        }
+        self.transport = t.name.clone();
+        match (t.rate, rate_reply) {
+            (Some((rate, from)), Some(rr)) => {
+                self.note_announced_rate(rate, from);
+                self.on_rate_reply(rate, &rr);
+            }
+            _ => tracing::info!(server = %self.url, "no path rate given or remembered; senders start cold"),
+        }
+        Ok(true)
     }
 
     pub(super) async fn connect(url: &RemoteUrl, opts: &ChannelOptions) -> Result<ControlChannel, ClientError> {
@@ -447,6 +516,22 @@ impl ServerSession {
                 self.probe = other;
                 None
             }
+        }
+    }
+}
+
+/// The data listener(s) of a pipelined download: one, or the named
+/// transport's and TCP's on the same port number until the server's
+/// answer to `TPRT` says which it will use.
+enum Listeners {
+    One(Arc<dyn ferry_io::transport::DataListener>),
+    Twinned { named: Arc<dyn ferry_io::transport::DataListener>, tcp: Arc<dyn ferry_io::transport::DataListener> },
+}
+
+impl Listeners {
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        match self {
+            Self::One(l) | Self::Twinned { named: l, .. } => l.local_addr(),
         }
     }
 }

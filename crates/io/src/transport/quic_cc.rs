@@ -65,13 +65,18 @@ pub const WINDOW_GAIN_UNPACED: f64 = 4.0;
 /// The least window in the controller's start-up, bytes: the first round
 /// trips of a cold copy send this much rather than sixteen 1200-byte
 /// packets (the floor until quinn's path MTU discovery raises the MTU),
-/// so the delivery-rate samples that drive the start-up begin about two
-/// of its 2.885× rounds higher (about 0.3 s at 80 ms one way). 128 KiB
-/// is half the burst a `tbf` bottleneck takes at once in the Globus
-/// baseline's shaping (`burst 256kb`, ferry-wan's default queue) and a
-/// twentieth of one bandwidth-delay product of the 150 Mbit/s, 160 ms
-/// path; the drops it costs are measured in bench/results/quic-s7.
-pub const START_WINDOW: u64 = 128 * 1024;
+/// so the delivery-rate samples that drive the start-up begin some of
+/// its 2.885× rounds higher. quinn's pacer spreads it over the round trip
+/// the handshake measured (1.25 × window / RTT): not a burst, but more
+/// than a path below about 26 Mbit/s at 160 ms holds in the first round
+/// (the controller's loss response then takes over). Session 7 raised it
+/// from 16 packets to 128 KiB (bench/results/quic-s7); session 8 to
+/// 512 KiB, a sixth of one bandwidth-delay product of the 150 Mbit/s,
+/// 160 ms path: cold copies alternating with the 128 KiB build in one
+/// ferry-wan session, six pairs, medians 8.69 against 8.85 s, packets
+/// lost per copy 381–875 against 862–959
+/// (bench/results/quic-s8-setup/by-hand/ab-sw512).
+pub const START_WINDOW: u64 = 512 * 1024;
 
 /// Records of packets in flight kept at most (a bound on memory if ACKs
 /// stop coming): far more than a 10 Gbit/s × 200 ms window of full packets.
