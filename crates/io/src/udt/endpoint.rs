@@ -170,6 +170,12 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
     let mut scratch = Vec::with_capacity(65_536);
     let mut received: Vec<Received> = Vec::with_capacity(super::socket::RECV_BATCH * 44);
     let max_batch = shared.config.batch.max(1);
+    // The connections in the order they are served this round: the start
+    // rotates every round and each gets at most an equal share of the
+    // batch, so one busy connection cannot starve the others sharing the
+    // socket (a listener's accepted `-p 4` streams).
+    let mut order: Vec<u32> = Vec::new();
+    let mut turn: usize = 0;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             let st = shared.lock();
@@ -185,20 +191,29 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             let mut st = shared.lock();
             out.clear();
             let mut notify = false;
-            for e in st.conns.values_mut() {
+            order.clear();
+            order.extend(st.conns.keys().copied());
+            let n = order.len().max(1);
+            turn = turn.wrapping_add(1);
+            let share = max_batch.div_ceil(n);
+            for i in 0..order.len() {
+                let id = order[(i + turn) % n];
+                let Some(e) = st.conns.get_mut(&id) else { continue };
                 let c = &mut e.conn;
                 if c.poll_timeout().is_some_and(|t| t <= now) {
                     c.handle_timeout(now);
                     notify = true;
                 }
                 let to = c.peer_addr();
-                while out.items.len() < max_batch {
+                let mut sent = 0;
+                while sent < share && out.items.len() < max_batch {
                     let Some(t) = c.poll_transmit(now, &mut scratch) else { break };
                     let start = out.bytes.len();
                     out.bytes.extend_from_slice(&scratch[..t.len]);
                     out.items.push((to, start, t.len));
+                    sent += 1;
                 }
-                if out.items.len() >= max_batch {
+                if sent >= share || out.items.len() >= max_batch {
                     more = true;
                 }
                 while c.poll_event().is_some() {
