@@ -80,7 +80,10 @@ impl ServerSession {
     /// then the RETR for want of a data channel, instead of sending the
     /// file in stream mode. [`retrieve_e`](Self::retrieve_e) of `path`
     /// picks up the RETR; anything else first reads and drops its answer.
-    /// IPv4 only (SPOR has no IPv6 form).
+    /// IPv4 only (SPOR has no IPv6 form). With `--transport quic` on a TLS
+    /// control channel, `TPRT quic` goes first in the same write and the
+    /// client listens for QUIC and TCP on one port number until its reply
+    /// says which the server will use (`pipelined_transfer_tprt`).
     pub async fn open_retrieving(url: &RemoteUrl, opts: ChannelOptions, path: &str) -> Result<Self, ClientError> {
         let ctrl = Self::connect(url, &opts).await?;
         let mut s = Self::new(ctrl, url, opts);
