@@ -404,13 +404,14 @@ impl Control {
                     let is_store = matches!(cmd, Ok(Command::Stor(_)));
                     let flow = match cmd {
                         Ok(Command::BatchEnd { files }) => {
-                            let failed = self.batch.as_ref().is_some_and(|b| b.has_failed());
-                            let flow = self.end_batch(files).await;
-                            if failed {
+                            if self.batch.as_ref().is_some_and(|b| b.has_failed()) {
                                 // The lines the client sent behind the failed
                                 // one, before it could read of the failure:
                                 // their data went to the connections the
-                                // failure closed (docs/batch.md).
+                                // failure closed (docs/batch.md). Read before
+                                // the final reply goes out, so that a line
+                                // sent after the client read it is not
+                                // among them.
                                 while queue.len() < MAX_QUEUED {
                                     let Ok(next) = commands.try_recv() else { break };
                                     self.enqueue(next, &mut queue);
@@ -421,7 +422,7 @@ impl Control {
                                     }
                                 }
                             }
-                            flow
+                            self.end_batch(files).await
                         }
                         Ok(Command::Stor(_)) if self.batch.as_ref().is_some_and(|b| b.has_failed()) => {
                             let r = Reply::new(

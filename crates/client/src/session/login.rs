@@ -182,13 +182,7 @@ impl ServerSession {
             return Ok(false);
         }
         self.transport = t.name.clone();
-        match (t.rate, rate_reply) {
-            (Some((rate, from)), Some(rr)) => {
-                self.note_announced_rate(rate, from);
-                self.on_rate_reply(rate, &rr);
-            }
-            _ => tracing::info!(server = %self.url, "no path rate given or remembered; senders start cold"),
-        }
+        self.on_pipelined_rate(t.rate, rate_reply);
         Ok(true)
     }
 
@@ -328,13 +322,7 @@ impl ServerSession {
         }
         self.transport = t.name.clone();
         self.size_streams_for_udt();
-        match (t.rate, rate_reply) {
-            (Some((rate, from)), Some(rr)) => {
-                self.note_announced_rate(rate, from);
-                self.on_rate_reply(rate, &rr);
-            }
-            _ => tracing::info!(server = %self.url, "no path rate given or remembered; senders start cold"),
-        }
+        self.on_pipelined_rate(t.rate, rate_reply);
         Ok(())
     }
 
@@ -354,6 +342,18 @@ impl ServerSession {
         let r = self.ctrl.command(&rate_command(rate)).await?;
         self.on_rate_reply(rate, &r);
         Ok(())
+    }
+
+    /// The rate announced with a pipelined `TPRT` (if any) and the
+    /// server's answer to it.
+    fn on_pipelined_rate(&mut self, rate: Option<(f64, String)>, reply: Option<Reply>) {
+        match (rate, reply) {
+            (Some((rate, from)), Some(rr)) => {
+                self.note_announced_rate(rate, from);
+                self.on_rate_reply(rate, &rr);
+            }
+            _ => tracing::info!(server = %self.url, "no path rate given or remembered; senders start cold"),
+        }
     }
 
     /// Logs the rate about to be announced and tells the path cache, so
