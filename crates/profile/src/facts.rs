@@ -284,7 +284,7 @@ fn baseline<'a>(s: &'a StreamSeries, origin: f64, w: &Window) -> Option<&'a crat
 /// One stream over `w`; `None` if it has no reading inside the window.
 pub fn stream_facts(s: &StreamSeries, side: Option<Side>, origin_ms: u64, w: &Window) -> Option<StreamFacts> {
     let origin = origin_ms as f64;
-    let inside: Vec<_> = s
+    let mut inside: Vec<_> = s
         .samples
         .iter()
         .filter(|x| {
@@ -292,14 +292,30 @@ pub fn stream_facts(s: &StreamSeries, side: Option<Side>, origin_ms: u64, w: &Wi
             at > w.start_unix_ms && at <= w.end_unix_ms
         })
         .collect();
-    let end = *inside.last()?;
+    let last = *inside.last()?;
     let base = baseline(s, origin, w);
     let zero = TcpInfo::default();
     let b = base.map(|x| &x.info).unwrap_or(&zero);
+    let sender = last.info.bytes_acked.saturating_sub(b.bytes_acked)
+        >= last.info.bytes_received.saturating_sub(b.bytes_received);
+    // A sender whose every byte is acknowledged, with nothing in flight
+    // and nothing queued, has finished: the readings after the first such
+    // one show the receiver finishing (a buffered tail still going to its
+    // disk), not a sender with nothing to send. They are left out, so the
+    // stream's time, its "nothing to send" share and its reading shares
+    // cover only the time it still had data to deliver (induced case 5:
+    // a client that buffered a whole 48 MiB file in 1.2 s and took 2 s
+    // more to write it at its disk's 16 MiB/s read as a stalled sender).
+    if sender {
+        let done = |i: &TcpInfo| i.bytes_acked >= last.info.bytes_acked && i.unacked == 0 && i.notsent_bytes == 0;
+        if let Some(cut) = inside.iter().position(|x| done(&x.info)) {
+            inside.truncate(cut + 1);
+        }
+    }
+    let end = *inside.last()?;
     let e = &end.info;
     let start_ms = base.map(|x| origin + x.t * 1000.0).unwrap_or(w.start_unix_ms).max(w.start_unix_ms);
     let seconds = ((origin + end.t * 1000.0 - start_ms) / 1000.0).max(0.0);
-    let sender = e.bytes_acked.saturating_sub(b.bytes_acked) >= e.bytes_received.saturating_sub(b.bytes_received);
     let us = |a: u64, z: u64| a.saturating_sub(z) as f64 / 1e6;
     let n = inside.len() as f64;
     let mean = |g: &dyn Fn(&TcpInfo) -> f64| inside.iter().map(|x| g(&x.info)).sum::<f64>() / n;
@@ -414,5 +430,41 @@ mod tests {
         // A stream first seen inside the window counts from zero.
         let w = Window { start_unix_ms: 10_500.0, end_unix_ms: 11_500.0 };
         assert_eq!(stream_facts(&s, None, 10_000, &w).unwrap().bytes, 100);
+    }
+
+    #[test]
+    fn a_sender_that_delivered_everything_is_done_not_idle() {
+        // All 3000 bytes acknowledged by 2 s, nothing in flight or queued
+        // after; the receiver takes until 5 s to finish.
+        let info = |acked: u64, busy: u64, unacked: u32| TcpInfo {
+            bytes_acked: acked,
+            bytes_sent: acked,
+            busy_time_us: busy,
+            unacked,
+            snd_cwnd: 10,
+            snd_mss: 1000,
+            ..Default::default()
+        };
+        let s = StreamSeries {
+            id: 1,
+            samples: vec![
+                StreamSample { t: 1.0, info: info(1000, 900_000, 2) },
+                StreamSample { t: 2.0, info: info(3000, 1_900_000, 0) },
+                StreamSample { t: 3.0, info: info(3000, 1_900_000, 0) },
+                StreamSample { t: 4.0, info: info(3000, 1_900_000, 0) },
+                StreamSample { t: 5.0, info: info(3000, 1_900_000, 0) },
+            ],
+            ..Default::default()
+        };
+        let w = Window { start_unix_ms: 10_000.0, end_unix_ms: 15_000.0 };
+        let f = stream_facts(&s, Some(Side::Server), 10_000, &w).unwrap();
+        assert_eq!((f.bytes, f.readings), (3000, 2));
+        assert!((f.seconds - 2.0).abs() < 1e-9, "{f:?}");
+        assert!((f.busy_s - 1.9).abs() < 1e-9);
+        // Not done while a byte is still in flight (or queued).
+        let mut s = s;
+        s.samples[1].info.unacked = 1;
+        s.samples[2].info.notsent_bytes = 1;
+        assert_eq!(stream_facts(&s, Some(Side::Server), 10_000, &w).unwrap().readings, 4);
     }
 }

@@ -1036,6 +1036,32 @@ mod tests {
     }
 
     #[test]
+    fn a_receiver_that_buffered_the_whole_file_is_still_its_disk_not_an_idle_sender() {
+        // Induced case 5 as it failed on a loaded machine (inconclusive:
+        // disk writes 1.00, sender application stalls 1.00): the client
+        // took the whole 48 MiB into its staging in 1.2 s, then wrote it
+        // with O_DIRECT at its disk's throttled 16 MiB/s until 3.1 s. The
+        // sender had nothing left to send for two thirds of the window;
+        // it had finished, not stalled.
+        let writer = ProcessSample { threads_blocked: 1.66, storage_write_bytes_per_s: 15.1 * MIB, ..quiet() };
+        let stream = sender(16, 40.0 * MIB, 0.8, 0.4, 0.0, |i| {
+            if i.bytes_acked >= (48.0 * MIB) as u64 {
+                i.bytes_acked = (48.0 * MIB) as u64;
+                i.bytes_sent = i.bytes_acked;
+                i.busy_time_us = 950_000;
+                i.rwnd_limited_us = 470_000;
+                i.unacked = 0;
+            }
+        });
+        let p = profile(end("vm", 16, writer), end("vm", 16, quiet()), stream, 48.0 * MIB, 3.15);
+        let v = verdict(&p);
+        assert!(v.conclusive, "{v:#?}");
+        assert_eq!((v.limit, v.side), (Some(LimitKind::DiskWrite), Some(Side::Client)), "{v:#?}");
+        let app = v.candidates.iter().find(|c| c.limit == LimitKind::SenderApplication).unwrap();
+        assert!(app.score < 0.1, "{app:#?}");
+    }
+
+    #[test]
     fn a_full_send_buffer_is_told_apart_from_a_full_receive_window() {
         // 600 KiB in flight of a 1 MiB buffer, the congestion window
         // (900 KiB) and the peer's window (4 MiB) with room, 160 ms apart
