@@ -113,7 +113,8 @@ fn dialogue(addr: SocketAddr, user: Option<(&str, &str)>, dir: &str, steps: &[(&
     let mut passive: Option<SocketAddr> = None;
     let mut out = Vec::new();
     for (step, _) in steps {
-        let line = step.replace("{d}", dir);
+        // `{long}`: a path of 10,000 bytes, over any control line limit.
+        let line = step.replace("{d}", dir).replace("{long}", &"x".repeat(10_000));
         let verb = line.split(' ').next().unwrap_or("");
         let mut data = None;
         if DATA_VERBS.contains(&verb) {
@@ -468,6 +469,7 @@ fn the_table_covers_every_command_ferry_offers() {
 const NO_DATA_CHANNEL: &str = "no data channel yet: RFC 959's 425 (as vsftpd and ProFTPD answer); Globus says 500";
 const LS_OPTIONS: &str =
     "ls-style options that clients send (lftp's `LIST -a`); Ferry sets them aside, Globus takes them for a path";
+const RETR_DIRECTORY: &str = "a directory cannot be retrieved: refused before any data connection (RFC 959's 550); Globus opens the transfer (150) and then fails it (500)";
 const X_VERBS: &str = "RFC 775's X verbs, which some clients still send; Globus lacks them";
 
 const CASES: &[Case] = &[
@@ -1073,6 +1075,40 @@ const CASES: &[Case] = &[
             ("SIZE {d}/e", T),
             ("CKSM MD5 0 -1 {d}/new", T),
             ("CKSM ADLER32 2 3 {d}/new", T),
+        ],
+    },
+    Case {
+        // Session 9: the odd commands of the review's audit list not
+        // already above (CDUP at the root, CWD to a file, SIZE of a
+        // directory, MLST of a missing path, REST past the end, DELE of
+        // a directory, RNFR of a missing file, RNTO without RNFR, ERET
+        // with bad ranges, OPTS RETR garbage are).
+        name: "odd commands",
+        login: true,
+        steps: &[
+            ("TYPE I", C),
+            ("PASV", C),
+            ("RETR {d}/sub", D("550", "150>500", RETR_DIRECTORY)),
+            ("PASV", C),
+            ("RETR {d}/empty", D("550", "150>500", RETR_DIRECTORY)),
+            ("PASV", C),
+            ("STOR {d}/sub", K),
+            ("PASV", C),
+            ("STOR {d}/empty", K),
+            ("MODE E", C),
+            ("PASV", C),
+            // In MODE E the sender connects: a download after PASV has
+            // no data channel (Ferry 503 says to send PORT; Globus 500).
+            ("RETR {d}/f", K),
+            ("PASV", C),
+            ("LIST {d}", K),
+            ("MODE S", C),
+            ("SIZE {d}/f\0x", C),
+            ("MLST {d}/f\0x", C),
+            ("DELE {d}/\0", C),
+            ("MKD {d}/a\0b", C),
+            ("SIZE {d}/{long}", D("500", "451", "a line over the 8 KiB limit is the client's error (RFC 959's 500, 'command line too long'); Globus answers 451 INTERNAL_ERROR, which invites a retry that fails the same way. Both go on serving the session")),
+            ("NOOP", C),
         ],
     },
 ];
