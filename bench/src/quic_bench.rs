@@ -229,14 +229,14 @@ fn globus(source: &Path, bytes: u64) -> Variant {
     }
 }
 
-/// The `quic` row run by the `--ferry-old` build at both ends (same flags):
-/// the new-against-old A/B in the same run (session 6: the pacer below
-/// quinn).
-fn old_quic(streams: u32, pki: &Path, source: &Path, bytes: u64) -> Variant {
-    let mut v = variant(Row::Quic, streams, pki, source, bytes, None);
-    v.info.id = format!("quic-old-{streams}");
-    v.info.label = format!("ferry quic -p {streams}, old build (--ferry-old)");
-    v.info.series = "ferry quic (old build)".into();
+/// A row run by the `--ferry-old` build at both ends (same flags): the
+/// new-against-old A/B in the same run (`quic`: session 6, the pacer below
+/// quinn; `udt`: session 9, the loopback `-p 4` rows).
+fn old_row(row: Row, streams: u32, pki: &Path, source: &Path, bytes: u64) -> Variant {
+    let mut v = variant(row, streams, pki, source, bytes, None);
+    v.info.id = format!("{}-old-{streams}", row.id());
+    v.info.label = format!("{}, old build (--ferry-old)", row.label(streams));
+    v.info.series = format!("ferry {} (old build)", row.id());
     if let Action::OwnFerryServer(o) = &mut v.action {
         o.old = true;
     }
@@ -246,7 +246,7 @@ fn old_quic(streams: u32, pki: &Path, source: &Path, bytes: u64) -> Variant {
 /// One group per stream count: every transport, QUIC compared with FTPS
 /// (the ratio), and on long paths (`path_rate`: the link's rate,
 /// bytes/s) with Globus and QUIC started at the link's rate too; `old`:
-/// with the `quic` row of the `--ferry-old` build.
+/// with the `quic` and `udt` rows of the `--ferry-old` build.
 fn groups(
     prefix: &str,
     label: &str,
@@ -274,9 +274,14 @@ fn groups(
                 comparisons.push(Comparison::rate(&format!("quic-path-rate-{p}"), &format!("quic-{p}")));
             }
             if old {
-                variants.insert(1, old_quic(p, pki, source, bytes));
+                variants.insert(1, old_row(Row::Quic, p, pki, source, bytes));
                 comparisons.push(Comparison::rate(&format!("quic-{p}"), &format!("quic-old-{p}")));
                 comparisons.push(Comparison::rate(&format!("quic-old-{p}"), &format!("ftps-{p}")));
+                // the udt row's twin right after it (same row order for both)
+                let at =
+                    variants.iter().position(|v| v.info.id == format!("udt-{p}")).map_or(variants.len(), |i| i + 1);
+                variants.insert(at, old_row(Row::Udt, p, pki, source, bytes));
+                comparisons.push(Comparison::rate(&format!("udt-{p}"), &format!("udt-old-{p}")));
             }
             if with_globus && p == 4 {
                 variants.push(globus(source, bytes));

@@ -122,6 +122,9 @@ pub struct Stats {
     pub peer_receive_rate: u64,
     pub peer_bandwidth: u64,
     pub exp_timeouts: u64,
+    /// Packets sent after a wake-up later than the pacing credit (their
+    /// samples are marked application-limited; see `poll_transmit`).
+    pub late_sends: u64,
     pub congestion: &'static str,
 }
 
@@ -178,6 +181,10 @@ struct Sender {
     /// packet sent is marked application-limited, because the pipe was not
     /// kept full when it left. Zero: no bubble.
     app_limited_until: u64,
+    /// The last `poll_transmit` found nothing it could send (window full,
+    /// nothing written, not established): the next packet's wait was the
+    /// path's or the application's, not a late wake-up of ours.
+    blocked: bool,
 }
 
 #[derive(Debug)]
@@ -530,6 +537,7 @@ impl Connection {
             delivered_time: now,
             first_sent: now,
             app_limited_until: 0,
+            blocked: true,
         });
         let rcv_packets = self.config.recv_buffer_packets.max(32) as usize;
         self.rcv = Some(Receiver {
@@ -1205,6 +1213,9 @@ impl Connection {
             return Some(Transmit { len: buf.len(), data: false });
         }
         if !self.is_established() || !self.can_send_data() {
+            if let Some(s) = self.snd.as_mut() {
+                s.blocked = true;
+            }
             return None;
         }
         let interval = {
@@ -1223,6 +1234,23 @@ impl Connection {
         if now < s.next_send && !s.pair_pending {
             return None;
         }
+        // Backlog a late wake-up may send at once (see below).
+        let credit = self.config.max_burst.min((interval * 2).max(BURST_QUANTUM));
+        // A wake-up later than that loses pacing time for good: the packets
+        // leave below the controller's rate, and their delivery samples read
+        // our lateness, not the path. On a loaded host (load 9 on two
+        // cores, session 9) every wake-up was milliseconds late, each
+        // bandwidth window's samples read a fraction of the rate, the
+        // estimate followed them down every 100 ms and a loopback copy
+        // crawled at 35 kB/s for minutes. Such sends are marked as an
+        // application-limited bubble (the sender, not the path, set the
+        // pace): their samples may raise the estimate but never lower it.
+        // Not after a blocked poll (a full window waits for the path).
+        if !s.blocked && !s.pair_pending && now > s.next_send + credit {
+            self.stats.late_sends += 1;
+            s.app_limited_until = s.app_limited_until.max(s.buf.next_pn() + 1);
+        }
+        s.blocked = false;
         buf.clear();
         buf.resize(HEADER_LEN, 0);
         // Retransmissions first (`CUDT::packData`).
@@ -1237,6 +1265,7 @@ impl Connection {
             let in_flight = s.buf.next_pn() as i64 - s.last_ack as i64;
             let cwnd = (self.cc.window() / mss) as i64;
             if in_flight >= s.flow_window.min(cwnd.max(2)) {
+                s.blocked = true;
                 return None;
             }
             if s.buf.in_flight() == 0 {
@@ -1293,7 +1322,6 @@ impl Connection {
             // and a policer with a queue of four keeps four of them; slow
             // paths get packet-by-packet pacing, fast ones keep their
             // batches (250 µs is ~21 packets at 1 Gbit/s).
-            let credit = self.config.max_burst.min((interval * 2).max(BURST_QUANTUM));
             let floor = now - credit;
             // The pair's second packet is charged for both, so that the
             // average rate is the controller's (libudt's pairs add 1/16).

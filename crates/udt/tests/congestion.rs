@@ -663,3 +663,44 @@ fn the_estimate_stays_at_the_link_on_a_table3_short_path() {
         );
     }
 }
+
+/// A loopback-like path (no delay, 800 Mbit/s) whose sender runs only
+/// once every `late` (its timers and the ACKs wait for that), as a thread
+/// on a host at load 9 on two cores (session 9): the transfer's goodput
+/// over its last two of `secs` seconds, bytes/s, and the simulation.
+fn late_sender_row(late: Duration, secs: u64) -> (f64, Sim) {
+    let link = 800.0 * MBIT;
+    let kind = CongestionKind::Ferry { initial_rate: Some(link), max_rate: None };
+    let c = path_config(kind, link, 1);
+    let up = LinkConfig::new(0).rate_mbit(800.0);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(0).tick(late), u64::MAX / 2, 5, 17);
+    s.sample_every = Duration::from_millis(100);
+    s.client_late = late;
+    let start = s.now;
+    s.run_until(Duration::from_secs(secs), |_| false);
+    assert!(!s.server.corrupt);
+    let end = start + Duration::from_secs(secs);
+    (s.goodput_between(end - Duration::from_secs(2), end), s)
+}
+
+#[test]
+fn a_sender_that_wakes_late_does_not_read_its_lateness_as_the_path() {
+    // The sender runs once every 3 ms: the pacing credit (250 µs of the
+    // rate) lets each run send a little more than 250 µs of packets, so
+    // the rate actually sent is a fraction of the estimate. Before the fix
+    // the delivery samples read that fraction, the estimate followed it
+    // every bandwidth window and the shortfall compounded down to one
+    // packet per run (here 500 kB/s, goodput 0.47 MB/s; a loaded loopback
+    // copy crawled at 35 kB/s). Now sends after a late wake-up are an
+    // application-limited bubble (here: estimate 65 MB/s, goodput 20 MB/s).
+    let (g, s) = late_sender_row(Duration::from_millis(3), 6);
+    let c = s.client();
+    assert!(
+        c.stats().pacing_rate >= 0.5 * 800.0 * MBIT,
+        "pacing {:.0} B/s, goodput {g:.0} B/s: {}",
+        c.stats().pacing_rate,
+        c.congestion().describe()
+    );
+    assert!(c.stats().late_sends > 0);
+    assert!(g >= 10e6, "goodput {g:.0} B/s: {}", c.congestion().describe());
+}

@@ -63,6 +63,7 @@ fn run(mut file: std::fs::File) {
                 "acks_received": s.acks_received,
                 "dropped": s.dropped,
                 "exp_timeouts": s.exp_timeouts,
+                "late_sends": s.late_sends,
                 "rtt_us": s.rtt.as_micros() as u64,
                 "rtt_var_us": s.rtt_var.as_micros() as u64,
                 "pacing_rate": s.pacing_rate.round(),

@@ -132,6 +132,17 @@ const LOSS_HISTORY_PACKETS: u64 = 200_000;
 const PEER_RATE_SETTLE_REPORTS: u32 = 16;
 /// How old the minimum RTT may grow while a standing queue persists.
 const QUEUED_MIN_RTT_WINDOW: Duration = Duration::from_millis(2500);
+/// The shortest minimum RTT at which the receiver's arrival speed caps our
+/// delivery samples (see `peer_cap_applies`).
+const PEER_CAP_MIN_RTT: Duration = Duration::from_millis(10);
+/// Arrivals the receiver's speed spans at the least (`window.rs`).
+const PEER_SPEED_ARRIVALS: f64 = 64.0;
+/// A probe cycle "grew" when the estimate at the next probe is at least
+/// this many times the estimate at the last one (a 1.25 probe delivered in
+/// full, less what a loaded sender's late wake-ups lose).
+const PROBE_GROWTH: f64 = 1.15;
+/// Probe cycles in a row that grew before start-up is entered again.
+const PROBE_GROWTH_RESTART: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -198,6 +209,12 @@ pub struct FerryRate {
     peer_rounds: VecDeque<(u64, f64)>,
     /// Arrival-speed reports seen so far.
     peer_reports: u32,
+    /// The estimate when the last 1.25 probe began, and how many probe
+    /// cycles in a row ended with the estimate `PROBE_GROWTH` above it.
+    probe_start_bw: f64,
+    probe_growth: u32,
+    /// Times start-up was entered again after probes kept growing.
+    restarts: u64,
 }
 
 impl FerryRate {
@@ -237,6 +254,59 @@ impl FerryRate {
             lag_rounds: VecDeque::new(),
             peer_rounds: VecDeque::new(),
             peer_reports: 0,
+            probe_start_bw: 0.0,
+            probe_growth: 0,
+            restarts: 0,
+        }
+    }
+
+    /// Times start-up was entered again because probe after probe was
+    /// delivered in full (see `on_probe_start`).
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Whether the receiver's arrival speed may cap our delivery samples.
+    /// That speed spans at least 20 ms and 64 arrivals (`window.rs`), and
+    /// the sender averages it 7/8 old; a probe one minimum RTT long shows
+    /// in it as a fraction of its gain, so where the speed's span is many
+    /// round trips the cap holds the estimate where it is and lets every
+    /// dip through: a ratchet. On loopback under CPU load (session 9) the
+    /// estimate of an idle path fell from 40 MB/s to 35 kB/s in 35 s that
+    /// way, the receiver reporting what we sent and we sending what it
+    /// reported, less each sender's late wake-ups. So the cap applies only
+    /// where a round trip is about the speed's span (`PEER_CAP_MIN_RTT`
+    /// or more: the Table 3 short paths it was made for) and 64 arrivals
+    /// at the reported speed fit in the bandwidth window (not at a trickle).
+    fn peer_cap_applies(&self, peer_max: f64) -> bool {
+        let Some(rtt) = self.min_rtt else { return false };
+        if rtt < PEER_CAP_MIN_RTT {
+            return false;
+        }
+        peer_max * rtt.as_secs_f64() * BW_WINDOW_ROUNDS as f64 >= PEER_SPEED_ARRIVALS * self.mss
+    }
+
+    /// A new 1.25 probe begins. BBR's cycle raises the estimate by at most
+    /// a quarter per cycle of eight phases: from an estimate that a stall
+    /// drove to a few kB/s (session 9: 35 kB/s on a loopback that carries
+    /// 500 MB/s) that is minutes. When two cycles in a row each grew the
+    /// estimate by nearly the probe's gain — every probe was delivered in
+    /// full, so the path had room — and no queue persists, search
+    /// exponentially again: start-up, which leaves as it does from cold
+    /// (three rounds without 25 % growth, a queue with loss, or a fifth
+    /// of a round lost). On a full path a probe cannot be delivered at
+    /// 1.15 times the estimate, so this never fires there.
+    fn on_probe_start(&mut self) {
+        let grew = self.probe_start_bw > 0.0 && self.btl_bw >= self.probe_start_bw * PROBE_GROWTH;
+        self.probe_growth = if grew { self.probe_growth + 1 } else { 0 };
+        self.probe_start_bw = self.btl_bw;
+        if self.probe_growth >= PROBE_GROWTH_RESTART && !self.standing_queue() {
+            self.probe_growth = 0;
+            self.probe_start_bw = 0.0;
+            self.restarts += 1;
+            self.phase = Phase::Startup;
+            self.full_bw = self.btl_bw;
+            self.full_bw_rounds = 0;
         }
     }
 
@@ -542,7 +612,11 @@ impl CongestionControl for FerryRate {
                 }
             }
             let peer_max = self.peer_rounds.iter().map(|&(_, v)| v).fold(0.0, f64::max);
-            let sample = if self.phase != Phase::Startup && peer_max > 0.0 { rs.rate.min(peer_max) } else { rs.rate };
+            let sample = if self.phase != Phase::Startup && peer_max > 0.0 && self.peer_cap_applies(peer_max) {
+                rs.rate.min(peer_max)
+            } else {
+                rs.rate
+            };
             if !rs.app_limited || sample >= self.btl_bw {
                 self.update_bw(sample);
             }
@@ -619,6 +693,7 @@ impl CongestionControl for FerryRate {
                     if CYCLE[self.cycle_index] > 1.0 {
                         // probe again from the full estimate
                         self.bw_cap = None;
+                        self.on_probe_start();
                     }
                 }
             }
@@ -666,7 +741,7 @@ impl CongestionControl for FerryRate {
 
     fn describe(&self) -> String {
         format!(
-            "ferry {:?} btl_bw {:.0} B/s cap {:?} min_rtt {:?} gain {} rate {:.0} window {} round {} loss {:.4} events {} queued {} probe_rtt {} lag {:?}",
+            "ferry {:?} btl_bw {:.0} B/s cap {:?} min_rtt {:?} gain {} rate {:.0} window {} round {} loss {:.4} events {} queued {} probe_rtt {} restarts {} lag {:?}",
             self.phase,
             self.btl_bw,
             self.bw_cap.map(|c| c as u64),
@@ -679,6 +754,7 @@ impl CongestionControl for FerryRate {
             self.congestion_events,
             self.queued_rounds,
             self.probe_rtt_count,
+            self.restarts,
             self.ack_lag()
         )
     }
@@ -1018,5 +1094,79 @@ mod tests {
             f.on_ack(&ack(round * 50, delivered, prior, 20e6, 50));
         }
         assert!((f.bottleneck_rate() - 20e6).abs() < 1.0, "{}", f.bottleneck_rate());
+    }
+
+    /// A loaded loopback, as traced in session 9 (docs/udt.md): an idle
+    /// path of `link` bytes/s and 0.1 ms, one ACK per 10 ms or per packet
+    /// when slower, a sender whose late wake-ups cost it 5 % of its pacing
+    /// rate, and a receiver whose arrival speed spans 64 arrivals (at
+    /// least 20 ms), averaged 7/8 old by the sender. Starts at `rate` with
+    /// the reports settled there and runs `secs`; returns the controller.
+    fn loaded_loopback(rate: f64, link: f64, secs: f64) -> FerryRate {
+        let mss = 1500.0;
+        let mut f = FerryRate::new(Some(rate), None);
+        f.init(Time(0), 1500, u64::MAX, 0, Some(Duration::from_micros(100)));
+        let (mut t, mut delivered, mut peer) = (0.0f64, 0u64, rate);
+        // (time, bytes) of recent arrivals, for the receiver's speed
+        let mut arrivals: VecDeque<(f64, f64)> = VecDeque::new();
+        while t < secs {
+            let sent_rate = (0.95 * f.pacing_rate()).min(link);
+            let dt = (mss / sent_rate).max(0.010);
+            t += dt;
+            let bytes = sent_rate * dt;
+            arrivals.push_back((t, bytes));
+            let span_bytes = 64.0 * mss;
+            while arrivals.len() > 1 {
+                let held: f64 = arrivals.iter().skip(1).map(|a| a.1).sum();
+                let span = t - arrivals[1].0;
+                if held >= span_bytes && span >= 0.020 {
+                    arrivals.pop_front();
+                } else {
+                    break;
+                }
+            }
+            let span = t - arrivals.front().unwrap().0 + dt;
+            let speed = arrivals.iter().map(|a| a.1).sum::<f64>() / span;
+            peer = (peer * 7.0 + speed) / 8.0;
+            let prior = delivered;
+            delivered += bytes as u64;
+            let mut a = ack(0, delivered, prior, sent_rate, 0);
+            a.now = Time((t * 1e9) as u64);
+            a.rtt_sample = Some(Duration::from_micros(100));
+            a.smoothed_rtt = a.rtt_sample.unwrap();
+            a.rate = Some(RateSample {
+                rate: sent_rate,
+                interval: Duration::from_secs_f64(dt),
+                app_limited: false,
+                prior_delivered: prior,
+            });
+            a.peer_receive_rate = Some(peer);
+            f.on_ack(&a);
+        }
+        f
+    }
+
+    #[test]
+    fn an_estimate_a_stall_drove_to_a_trickle_recovers_on_an_idle_path() {
+        // Session 9's stalled loopback copy: 35 kB/s on a path that carries
+        // 500 MB/s, no loss, no queue. Before the fix the estimate stayed
+        // within a few times that for the whole run (the receiver's speed
+        // capped every sample, and a probe adds a quarter per cycle).
+        let link = 500e6;
+        let f = loaded_loopback(35e3, link, 3.0);
+        assert!(f.bottleneck_rate() >= 0.5 * link, "{}", f.describe());
+        assert!(f.restarts() >= 1, "{}", f.describe());
+        // ...and from 40 MB/s, the estimate after the load spike
+        let f = loaded_loopback(40e6, link, 3.0);
+        assert!(f.bottleneck_rate() >= 0.5 * link, "{}", f.describe());
+    }
+
+    #[test]
+    fn probes_on_a_full_path_never_restart_start_up() {
+        // At the link, a probe cannot be delivered above it: no cycle grows.
+        let link = 100e6;
+        let f = loaded_loopback(link, link, 20.0);
+        assert_eq!(f.restarts(), 0, "{}", f.describe());
+        assert!(f.bottleneck_rate() >= 0.9 * link, "{}", f.describe());
     }
 }

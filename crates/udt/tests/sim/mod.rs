@@ -247,6 +247,11 @@ pub struct Sim {
     /// (time, bytes read) samples every `sample_every`.
     pub samples: Vec<(Time, u64)>,
     pub sample_every: Duration,
+    /// The client runs only at multiples of this (a sender thread that a
+    /// loaded host schedules once per period): its timers fire at the next
+    /// multiple after they are due (give the down link the same `tick` so
+    /// arrivals wait for it too). Zero: at once.
+    pub client_late: Duration,
     next_sample: Time,
 }
 
@@ -267,6 +272,7 @@ impl Sim {
             first_byte_at: None,
             samples: Vec::new(),
             sample_every: Duration::from_secs(1),
+            client_late: Duration::ZERO,
             next_sample: Time::ZERO,
         };
         s.server.listener = Some(Listener::new([seed as u8; 32], s.now));
@@ -439,7 +445,9 @@ impl Sim {
         };
         consider(self.up.next_time());
         consider(self.down.next_time());
-        consider(self.client.conn.as_ref().and_then(|c| c.poll_timeout()));
+        let period = self.client_late.as_nanos() as u64;
+        let wake = |t: Time| if period == 0 { t } else { Time(t.as_nanos().div_ceil(period) * period) };
+        consider(self.client.conn.as_ref().and_then(|c| c.poll_timeout()).map(wake));
         consider(self.server.conn.as_ref().and_then(|c| c.poll_timeout()));
         let Some(t) = next else { return false };
         // never stand still: at least 1 µs per step when a timer is in the past
