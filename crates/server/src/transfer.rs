@@ -740,6 +740,7 @@ impl Task {
                 Ok(self.ctl.progress.load(Ordering::Relaxed))
             }
             Step::Rest(finished) => {
+                tracing::info!(path = %self.request.path, "the sender counts more data connections than the cached one; the rest of the file comes on them");
                 let Some((upload, plan)) = self.upload.clone() else {
                     return Err(TransferError::Local("internal error: no upload to go on with".into()));
                 };
