@@ -103,6 +103,15 @@ pub enum Tool {
     /// issue's target where the link caps: a tree at ≥ 0.9× of it). Its
     /// files/s is the tree's file count over its time.
     OneFile,
+    /// The `ferry` row's command with the old build (`--ferry-old`) as both
+    /// client and server, run right after the `ferry` row of each case, so
+    /// that new ÷ old comes from one invocation.
+    FerryOld,
+}
+
+/// The twin of the `ferry` row for `--ferry-old`.
+pub fn ferry_old_row() -> Row {
+    row("ferry-old", "ferry cp -r (automatic), old build", Tool::FerryOld, "-r")
 }
 
 /// One row: a tool with its flags.
@@ -139,6 +148,9 @@ pub fn issue_rows(ferry_fixed: &str) -> Vec<Row> {
 #[derive(Debug, Clone)]
 pub struct Setup {
     pub ferry: PathBuf,
+    /// An older `ferry` build: when set, a `ferry-old` row (this binary as
+    /// server and client, the `ferry` row's flags) follows every `ferry` row.
+    pub ferry_old: Option<PathBuf>,
     /// Sources, destinations and logs (on disk).
     pub work: PathBuf,
     /// Where runs.jsonl, README.md and the plots go.
@@ -243,6 +255,8 @@ pub fn count_done(dir: &Path, tree: &TreeSpec) -> (u64, u64) {
 
 struct Servers {
     ferry: Server,
+    /// The old build's server, for the `ferry-old` row.
+    ferry_old: Option<Server>,
     /// `--no-batch`, for the pipelined row.
     ferry_pipelined: Option<Server>,
     globus: Option<Server>,
@@ -261,16 +275,24 @@ fn command(
 ) -> Result<Command> {
     let local_s = local.display().to_string();
     let cmd = match row.tool {
-        Tool::Ferry | Tool::FerryPipelined | Tool::OneFile => {
+        Tool::Ferry | Tool::FerryPipelined | Tool::OneFile | Tool::FerryOld => {
             let server = match row.tool {
                 Tool::FerryPipelined => servers
                     .ferry_pipelined
                     .as_ref()
                     .ok_or_else(|| BenchError::Precondition("the --no-batch server is not running".into()))?,
+                Tool::FerryOld => servers
+                    .ferry_old
+                    .as_ref()
+                    .ok_or_else(|| BenchError::Precondition("the --ferry-old server is not running".into()))?,
                 _ => &servers.ferry,
             };
             let url = server.url(&slash(remote))?;
-            let mut c = net.command(Side::Client, &setup.ferry.to_string_lossy());
+            let client = match (row.tool, &setup.ferry_old) {
+                (Tool::FerryOld, Some(old)) => old,
+                _ => &setup.ferry,
+            };
+            let mut c = net.command(Side::Client, &client.to_string_lossy());
             c.args(["cp", "--json", "--no-resume", "-q"]).args(&row.flags);
             match dir {
                 Direction::Download => c.arg(url).arg(slash(local)),
@@ -521,11 +543,30 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
         } else {
             None
         };
-        let servers = Servers { ferry, ferry_pipelined, globus };
+        let ferry_old = match &setup.ferry_old {
+            Some(old) => Some(Server::start_ferry_with(
+                &net,
+                old,
+                &setup.work,
+                &logs,
+                &["--anonymous".into(), "write".into()],
+                &[],
+            )?),
+            None => None,
+        };
+        let servers = Servers { ferry, ferry_old, ferry_pipelined, globus };
+        // Every `ferry` row is followed by its old-build twin.
+        let mut rows: Vec<Row> = Vec::new();
+        for r in &setup.rows {
+            rows.push(r.clone());
+            if r.id == "ferry" && setup.ferry_old.is_some() {
+                rows.push(ferry_old_row());
+            }
+        }
         for (tree, src_dir) in &trees {
             for &dir in &setup.directions {
                 let mut case: Vec<Sample> = Vec::new();
-                for r in &setup.rows {
+                for r in &rows {
                     interrupt::check()?;
                     if r.tool == Tool::FerryPipelined && servers.ferry_pipelined.is_none() {
                         continue;
@@ -698,6 +739,22 @@ fn dir_bytes(dir: &Path) -> u64 {
     bytes
 }
 
+/// The `ferry` row at `i` of a case divided by the `ferry-old` row that
+/// follows it in the same invocation (files per second); empty otherwise.
+fn new_over_old(case: &[&Sample], i: usize) -> String {
+    let s = case[i];
+    if s.row == "ferry-old" && s.error.is_none() {
+        return "old".into();
+    }
+    if s.row != "ferry" || s.error.is_some() {
+        return String::new();
+    }
+    match case[i + 1..].iter().take_while(|o| o.row != "ferry").find(|o| o.row == "ferry-old") {
+        Some(o) if o.error.is_none() && o.files_per_s() > 0.0 => format!("{:.2}×", s.files_per_s() / o.files_per_s()),
+        _ => String::new(),
+    }
+}
+
 fn best_globus<'a>(case: &[&'a Sample]) -> Option<&'a Sample> {
     case.iter()
         .filter(|s| s.row.starts_with("guc") && s.error.is_none())
@@ -719,7 +776,8 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run; \
            *vs one file* divides a Ferry row by the \"same bytes as one file\" row of the same case (`ferry cp` \
            of one file of the tree's bytes, counted as the tree's files: the issue's target where the link caps \
-           is ≥ 0.9× of it). Destinations are emptied (files truncated) after each row and deleted only at the \
+           is ≥ 0.9× of it). *new ÷ old* divides the `ferry` row by the `ferry-old` row right after it (`--ferry-old`: \
+           the older build as client and server, same flags, same invocation). Destinations are emptied (files truncated) after each row and deleted only at the \
            end of the run: on this machine's ext4 a create scans the inodes freed in the last 30 s, so a deleted \
            destination slowed whichever row came next (docs/trees.md, session 7). \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
@@ -738,8 +796,8 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
     for (tree, dir) in &keys {
         md += &format!("## {tree}, {}\n\n", dir.name());
         md += &format!("![{tree} {}](files-per-s-{tree}-{}.svg)\n\n", dir.name(), dir.name());
-        md += "| path | row | files | s | set-up s | data s | ms/file | files/s | MB/s | vs best Globus | vs one file | load |\n";
-        md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        md += "| path | row | files | s | set-up s | data s | ms/file | files/s | MB/s | vs best Globus | vs one file | new ÷ old | load |\n";
+        md += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         let mut paths: Vec<String> = Vec::new();
         for s in samples.iter().filter(|s| &s.tree == tree && s.direction == *dir) {
             if !paths.contains(&s.path) {
@@ -751,7 +809,8 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
                 samples.iter().filter(|s| &s.tree == tree && s.direction == *dir && &s.path == p).collect();
             let best = best_globus(&case);
             let one = case.iter().find(|s| s.row == "one-file" && s.error.is_none()).copied();
-            for s in &case {
+            for (i, s) in case.iter().enumerate() {
+                let vs_old = new_over_old(&case, i);
                 let data_s = s.setup_s.map(|u| (s.wall_s - u).max(0.0));
                 let ms_file = data_s.map(|d| if s.files_done > 0 { d * 1e3 / s.files_done as f64 } else { f64::NAN });
                 let vs_one = match one {
@@ -777,7 +836,7 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
                 };
                 let rtt = s.rtt_ms.map(|r| format!(" (RTT {r:.1} ms)")).unwrap_or_default();
                 md += &format!(
-                    "| {}{rtt} | {}{note} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {ratio} | {vs_one} | {:.2} |\n",
+                    "| {}{rtt} | {}{note} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {ratio} | {vs_one} | {vs_old} | {:.2} |\n",
                     s.path,
                     s.label,
                     s.files_done,
@@ -837,7 +896,9 @@ pub fn plots(out: &Path, samples: &[Sample]) -> Result<()> {
             .iter()
             .map(|(id, label)| Series {
                 name: label.clone(),
-                role: if id.starts_with("ferry") {
+                role: if id == "ferry-old" {
+                    Role::FerryOld
+                } else if id.starts_with("ferry") {
                     Role::Ferry
                 } else if id.starts_with("guc") {
                     Role::Globus
@@ -903,6 +964,37 @@ mod tests {
         fs::write(d.path().join("sub").join(".f00001.dat.ferry-part"), b"abcde").unwrap();
         fs::write(d.path().join("x"), b"ab").unwrap();
         assert_eq!(dir_bytes(d.path()), 7);
+    }
+
+    #[test]
+    fn new_over_old_divides_each_ferry_row_by_the_old_twin_after_it() {
+        let mk = |row: &str, files_done: u64| Sample {
+            path: "loopback".into(),
+            delay_ms: None,
+            rtt_ms: None,
+            tree: "t".into(),
+            direction: Direction::Download,
+            row: row.into(),
+            label: row.into(),
+            files: 100,
+            files_done,
+            bytes_done: 0,
+            wall_s: 1.0,
+            setup_s: None,
+            timed_out: false,
+            error: None,
+            load_before: 0.0,
+            load_after: 0.0,
+            command: String::new(),
+        };
+        let (new, old, one) = (mk("ferry", 100), mk("ferry-old", 50), mk("one-file", 100));
+        let case = vec![&new, &old, &one];
+        assert_eq!(new_over_old(&case, 0), "2.00×");
+        assert_eq!(new_over_old(&case, 1), "old");
+        assert_eq!(new_over_old(&case, 2), "");
+        // No twin: nothing to divide by.
+        assert_eq!(new_over_old(&[&new, &one], 0), "");
+        assert_eq!(ferry_old_row().tool, Tool::FerryOld);
     }
 
     #[test]

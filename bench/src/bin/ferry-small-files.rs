@@ -17,6 +17,11 @@ struct Args {
     /// The `ferry` binary (default: the one next to this program).
     #[arg(long)]
     ferry: Option<PathBuf>,
+    /// An older `ferry` build: a "ferry-old" row (it as server and client,
+    /// the `ferry` row's flags) follows each `ferry` row, and the page shows
+    /// new ÷ old from the same invocation.
+    #[arg(long)]
+    ferry_old: Option<PathBuf>,
     /// Where runs.jsonl, README.md and the plots go.
     #[arg(long, default_value = "bench/results/small-files")]
     out: PathBuf,
@@ -100,8 +105,13 @@ fn main() -> Result<()> {
     // Every invocation that adds runs to this directory.
     let mut f = std::fs::OpenOptions::new().create(true).append(true).open(a.out.join("command.txt"))?;
     std::io::Write::write_all(&mut f, format!("{command}\n").as_bytes())?;
+    let ferry_old = match a.ferry_old {
+        Some(p) => Some(p.canonicalize().with_context(|| format!("the old ferry binary {}", p.display()))?),
+        None => None,
+    };
     let setup = Setup {
         ferry,
+        ferry_old,
         work: a.work,
         out: a.out,
         delays: a.delays.iter().map(|&d| (d > 0).then(|| Duration::from_millis(d))).collect(),

@@ -344,3 +344,62 @@ fn batch_entries_carry_mtime_and_mode_and_old_servers_still_get_mfmt_and_chmod()
         "the old way: {sent:?}"
     );
 }
+
+/// Session 9: a small file of a `BSTO SYNC` batch on the session's one
+/// cached MODE E connection is received and committed on one server
+/// thread (`Task::one_thread`). A sender that counts a second connection
+/// (EODC 2) gets the rest of the file received the usual way, from a
+/// connection opened after the first one's EOD: the file arrives whole,
+/// under its name at its 226, and the batch ends durable.
+#[test]
+fn a_sync_batch_file_sent_on_a_cached_and_a_new_connection_arrives_whole() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let server = FerryServer::start();
+    let mut c = RawControl::connect(server.addr);
+    // The next reply that is not a 111/112 marker.
+    let reply = |c: &mut RawControl| loop {
+        let r = c.reply();
+        if !(r.starts_with("111") || r.starts_with("112")) {
+            break r;
+        }
+    };
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut a = std::net::TcpStream::connect(data).unwrap();
+    // The first file on A alone; the first half of the second on A too,
+    // whose EOF counts two connections.
+    for (offset, payload, eodc) in [(0, b"abc", 1), (0, b"xyz", 2)] {
+        a.write_all(&BlockHeader::data(offset, 3).encode()).unwrap();
+        a.write_all(payload).unwrap();
+        a.write_all(&BlockHeader::eof(eodc).encode()).unwrap();
+    }
+    c.send(b"BSTO SYNC 2 3:/one.dat 6:/two.dat");
+    assert!(reply(&mut c).starts_with("200"), "ALLO");
+    let r = reply(&mut c);
+    assert!(r.starts_with("125") || r.starts_with("150"), "{r}");
+    let r = reply(&mut c);
+    assert!(r.starts_with("226"), "{r}");
+    assert_eq!(std::fs::read(server.path("one.dat")).unwrap(), b"abc");
+    assert!(reply(&mut c).starts_with("200"), "ALLO");
+    // The second connection, after A has carried its part of two.dat.
+    let mut b = std::net::TcpStream::connect(data).unwrap();
+    b.write_all(&BlockHeader::data(3, 3).encode()).unwrap();
+    b.write_all(b"def").unwrap();
+    b.write_all(&BlockHeader::eod().encode()).unwrap();
+    let r = reply(&mut c);
+    assert!(r.starts_with("125") || r.starts_with("150"), "{r}");
+    let r = reply(&mut c);
+    assert!(r.starts_with("226"), "{r}");
+    assert_eq!(std::fs::read(server.path("two.dat")).unwrap(), b"xyzdef", "whole, under its name at its 226");
+    let r = reply(&mut c);
+    assert!(r.starts_with("250") && r.contains("2 stored"), "the batch's final reply: {r}");
+    assert!(c.cmd("NOOP").starts_with("200"), "no other reply is pending");
+    drop((a, b));
+    assert!(
+        server.log_text().contains("the rest of the file comes on them"),
+        "two.dat began on one thread and went on the usual way"
+    );
+}

@@ -12,6 +12,8 @@ fn small_files_benchmark_runs_end_to_end() {
     let out = tempfile::tempdir().unwrap();
     let setup = Setup {
         ferry: env!("CARGO_BIN_EXE_ferry").into(),
+        // The same build as the old twin: the row and its ratio are there.
+        ferry_old: Some(env!("CARGO_BIN_EXE_ferry").into()),
         work: work.path().to_path_buf(),
         out: out.path().to_path_buf(),
         delays: vec![None],
@@ -27,8 +29,10 @@ fn small_files_benchmark_runs_end_to_end() {
     };
     let samples = small_files::run(&setup).expect("the benchmark runs");
     // ferry, ferry-fixed, ferry-pipelined (against serve --no-batch) and
-    // one-file (the same bytes as one file, counted as the tree's files).
-    assert_eq!(samples.len(), 3 * 2 * 4);
+    // one-file (the same bytes as one file, counted as the tree's files),
+    // and ferry-old after ferry.
+    assert_eq!(samples.len(), 3 * 2 * 5);
+    assert!(samples.windows(2).all(|w| w[0].row != "ferry" || w[1].row == "ferry-old"));
     for s in &samples {
         assert!(s.error.is_none() && !s.timed_out, "{s:?}");
         assert_eq!(s.files_done, s.files, "{s:?}");
@@ -37,5 +41,6 @@ fn small_files_benchmark_runs_end_to_end() {
     let page = std::fs::read_to_string(out.path().join("README.md")).unwrap();
     assert!(page.contains("20x4KiB, upload"), "{page}");
     assert!(page.contains("same bytes as one file") && page.contains("vs one file"), "{page}");
+    assert!(page.contains("new ÷ old") && page.contains("old build"), "{page}");
     assert!(out.path().join("files-per-s-20x4KiB-upload.svg").exists());
 }

@@ -76,6 +76,12 @@ fn key(source: &str, destination: &str) -> String {
     format!("{h:032x}.json")
 }
 
+/// The name of this copy's record file in [`state_dir`] (a tree walk lists
+/// the directory once and opens only the records that are there).
+pub(crate) fn record_name(source: &str, destination: &str) -> String {
+    key(source, destination)
+}
+
 impl ResumeState {
     /// Whether a record for this copy exists (whatever it says).
     pub fn exists(source: &str, destination: &str) -> bool {

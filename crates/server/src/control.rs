@@ -132,6 +132,10 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         peer,
         local,
         writer: ControlWriter::Plain(wr),
+        pending: Vec::new(),
+        holding: false,
+        hold_until: None,
+        from_line: false,
         probe,
         gate: Some(gate_tx),
         reader,
@@ -244,6 +248,18 @@ struct Control {
     peer: SocketAddr,
     local: SocketAddr,
     writer: ControlWriter,
+    /// Replies produced together (a file's 226 and the next file's 200 and
+    /// 125, say), written in one `send` when the loop is about to wait or
+    /// before the next reply that is written at once ([`Control::send_later`]).
+    pending: Vec<u8>,
+    /// The held replies end with the 125 of a `BSTO SYNC` file, whose
+    /// client does not wait for it (docs/batch.md): it goes out with the
+    /// file's 226 instead of in a write of its own.
+    holding: bool,
+    /// When a held `BRET` 125 goes out even without its 226.
+    hold_until: Option<Instant>,
+    /// The running command came from a batch line.
+    from_line: bool,
     /// The control socket (a duplicate descriptor), for TCP_INFO.
     probe: Arc<OwnedFd>,
     /// Releases the clear-text reader after an AUTH line; `None` once TLS.
@@ -283,7 +299,17 @@ struct Control {
 
 /// A queued command and the durability-per-batch handle of the
 /// `BSTO SYNC` it came from, if any.
-type Queued = (Parsed, Option<Arc<BatchDurability>>, Option<ferry_proto::batch::EntryFacts>);
+/// A queued command, its `BSTO SYNC` batch, its entry's facts, and
+/// whether it came from a batch line (`BRET`/`BSTO`).
+type Queued = (Parsed, Option<Arc<BatchDurability>>, Option<ferry_proto::batch::EntryFacts>, bool);
+
+/// A `BRET` file's 125 is held for its 226 when the file is at most this
+/// big (it fits the sockets' buffers, so its 226 follows at once whether
+/// or not the client reads before the 125); a `BSTO SYNC` file's 125 too
+/// (its client sends without waiting for it). Either for at most
+/// [`HOLD_125_FOR`], for a client that waits all the same.
+const HOLD_125_MAX_SIZE: u64 = 64 << 10;
+const HOLD_125_FOR: Duration = Duration::from_millis(1);
 
 /// A file operation running in the background.
 struct RunningOp {
@@ -321,18 +347,43 @@ fn perf_marker(bytes: u64) -> Reply {
 }
 
 impl Control {
+    /// Writes `reply` now, after any replies held by [`Control::send_later`]
+    /// (in one write with them).
     async fn send(&mut self, reply: &Reply) -> std::io::Result<()> {
+        self.send_later(reply);
+        self.flush().await
+    }
+
+    /// Holds `reply` until the loop is about to wait (the top of its
+    /// `select!`) or the next [`Control::send`]: the replies a batch
+    /// produces back to back go out in one write instead of one each
+    /// (docs/batch.md). Only for replies after which the loop goes on
+    /// without waiting for the client.
+    fn send_later(&mut self, reply: &Reply) {
+        let bytes = reply.to_bytes();
         if tracing::enabled!(target: "ferry::dialogue", tracing::Level::DEBUG) {
-            for line in String::from_utf8_lossy(&reply.to_bytes()).lines() {
+            for line in String::from_utf8_lossy(&bytes).lines() {
                 tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "< {line}");
             }
+        }
+        self.pending.extend_from_slice(&bytes);
+    }
+
+    /// Writes the held replies.
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
         }
         // A client that stops reading its replies blocks this write, and
         // with it the idle timeout: bound the write by that timeout.
         let limit = self.ctx.config.idle_timeout();
-        tokio::time::timeout(limit, self.writer.write_all(&reply.to_bytes()))
+        let result = tokio::time::timeout(limit, self.writer.write_all(&self.pending))
             .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading replies"))?
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading replies"))?;
+        self.pending.clear();
+        self.holding = false;
+        self.hold_until = None;
+        result
     }
 
     fn deadline(&self) -> Instant {
@@ -396,11 +447,12 @@ impl Control {
                 return Ok(());
             }
             if active.is_none() && self.running.is_none() {
-                if let Some((cmd, batch, facts)) = queue.pop_front() {
+                if let Some((cmd, batch, facts, from_line)) = queue.pop_front() {
                     // Kept while the command's transfer runs: its failure
                     // fails the batch (`Finished` below).
                     self.batch = batch;
                     self.facts = facts;
+                    self.from_line = from_line;
                     let is_store = matches!(cmd, Ok(Command::Stor(_)));
                     let flow = match cmd {
                         Ok(Command::BatchEnd { files }) => {
@@ -416,7 +468,7 @@ impl Control {
                                     let Ok(next) = commands.try_recv() else { break };
                                     self.enqueue(next, &mut queue);
                                 }
-                                for (_, b, _) in &queue {
+                                for (_, b, _, _) in &queue {
                                     if let Some(b) = b {
                                         b.fail();
                                     }
@@ -444,6 +496,11 @@ impl Control {
                     deadline = self.deadline();
                     continue;
                 }
+            }
+            // Everything answered so far goes out before the loop waits
+            // (a held 125 with its 226).
+            if !(self.holding && active.is_some()) {
+                self.flush().await?;
             }
             let next_marker = clock.next();
             tokio::select! {
@@ -477,7 +534,7 @@ impl Control {
                         // `BSTO SYNC`: one durability pass for the batch,
                         // before its final reply (the expansion's last).
                         (_, Ok(Command::Batch(_))) => self.enqueue(cmd, &mut queue),
-                        _ => queue.push_back((cmd, None, None)),
+                        _ => queue.push_back((cmd, None, None, false)),
                     }
                 }
                 done = running_done(&mut self.running) => {
@@ -510,14 +567,28 @@ impl Control {
                         let first_perf = t.request.markers.perf_secs.is_some();
                         clock = MarkerClock::start(t);
                         let reply = self.session.transfer_started(&what, size, reused);
-                        self.send(&reply).await?;
+                        self.send_later(&reply);
                         if first_perf {
                             // Globus sends a zero-byte marker right away.
-                            self.send(&perf_marker(0)).await?;
+                            self.send_later(&perf_marker(0));
                         }
+                        // A `BSTO SYNC` file's client does not wait for the
+                        // 125; a small `BRET` file's 226 comes right after
+                        // it: either goes out with the 226 (docs/batch.md).
+                        let small_retr = self.from_line
+                            && matches!(t.request.kind, ferry_proto::session::TransferKind::Retrieve)
+                            && size.is_some_and(|s| s <= HOLD_125_MAX_SIZE);
+                        // MODE E only, and never for longer than HOLD_125_FOR:
+                        // a client that waits for the 125 all the same (a
+                        // stream-mode upload does) loses at most that.
+                        let block = t.request.mode == ferry_proto::command::TransferMode::ExtendedBlock;
+                        self.holding = block && (self.batch.is_some() || small_retr) && !first_perf;
+                        self.hold_until = self.holding.then(|| Instant::now() + HOLD_125_FOR);
                     }
                     Some(TransferEvent::Finished { outcome, channels }) => {
                         clock = MarkerClock::default();
+                        self.holding = false;
+                        self.hold_until = None;
                         self.channels = channels;
                         self.sync_channels();
                         if !matches!(outcome, TransferOutcome::Complete { .. }) {
@@ -537,6 +608,9 @@ impl Control {
                         }
                     }
                 },
+                _ = sleep_until_opt(self.hold_until), if self.hold_until.is_some() => {
+                    self.flush().await?;
+                }
                 _ = sleep_until_opt(next_marker), if next_marker.is_some() && active.is_some() => {
                     let now = Instant::now();
                     if let (Some(t), Some((every, at))) = (active.as_mut(), clock.perf.as_mut()) {
@@ -575,7 +649,7 @@ impl Control {
     /// pass for the batch, before its final reply (the expansion's last).
     fn enqueue(&self, cmd: Parsed, queue: &mut VecDeque<Queued>) {
         let Ok(Command::Batch(b)) = cmd else {
-            queue.push_back((cmd, None, None));
+            queue.push_back((cmd, None, None, false));
             return;
         };
         tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
@@ -587,7 +661,7 @@ impl Control {
         let mut facts = b.files.iter().map(|f| f.facts.clone());
         queue.extend(b.expand().into_iter().map(|c| {
             let f = if matches!(c, Command::Stor(_)) { facts.next().flatten() } else { None };
-            (Ok(c), batch.clone(), f)
+            (Ok(c), batch.clone(), f, true)
         }));
     }
 
@@ -607,6 +681,8 @@ impl Control {
     /// it committed (each already renamed under its name), then the final
     /// reply — 250 only when every one of them is durable.
     async fn end_batch(&mut self, files: usize) -> std::io::Result<Flow> {
+        // The batch's last replies go out before its durability pass.
+        self.flush().await?;
         let reply = match self.batch.take() {
             Some(batch) => {
                 let started = Instant::now();
@@ -683,7 +759,9 @@ impl Control {
             Some(o) => o,
         };
         if reply {
-            let _ = self.finish(t, outcome, 0).await;
+            if self.finish(t, outcome, 0).await.is_ok() {
+                let _ = self.flush().await;
+            }
         } else {
             self.log_finished(&t, &outcome, 0);
         }
@@ -743,18 +821,18 @@ impl Control {
         if matches!(outcome, TransferOutcome::Complete { .. }) {
             // The final markers come just before the 226, as Globus sends them.
             if t.request.markers.perf_secs.is_some() {
-                self.send(&perf_marker(bytes)).await?;
+                self.send_later(&perf_marker(bytes));
             }
             if t.request.markers.restart_secs.is_some() {
                 // Committed: every byte is on disk and marked durable.
                 let new = t.new_ranges();
                 if !new.is_empty() {
-                    self.send(&range_marker(&new)).await?;
+                    self.send_later(&range_marker(&new));
                 }
             }
         }
         for reply in self.session.transfer_finished(&t.request.path, outcome) {
-            self.send(&reply).await?;
+            self.send_later(&reply);
         }
         Ok(())
     }
@@ -786,7 +864,9 @@ impl Control {
 
     async fn act(&mut self, action: Action, active: &mut Option<ActiveTransfer>) -> std::io::Result<Flow> {
         match action {
-            Action::Reply(r) => self.send(&r).await?,
+            // Written with the replies that follow it, or before the loop
+            // waits.
+            Action::Reply(r) => self.send_later(&r),
             Action::Close(r) => {
                 self.send(&r).await?;
                 let _ = self.writer.shutdown().await;

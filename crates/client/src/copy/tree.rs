@@ -31,7 +31,7 @@ use crate::location::Location;
 use crate::resume::ResumeState;
 use crate::Client;
 use ferry_proto::facts::{FileFacts, FileKind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Deeper than this is taken for a loop the identities did not reveal.
@@ -83,6 +83,41 @@ fn line_safe(src: &Location, dst: &Location, name: &str) -> Result<(), ClientErr
 /// Whether `dst` already holds `src`'s file by the facts alone, under
 /// `rule` (times unknown on either side count as matching); the checksum
 /// rule also needs the checksums compared.
+/// A directory with at least this many files looks its files' restart
+/// records up in one listing of the state directory ([`RecordIndex`]).
+const LIST_RECORDS_FROM: usize = 16;
+
+/// The restart records on disk, listed once for a directory of many files:
+/// a file without one then costs no failing `open` of its record (one per
+/// downloaded file in session 8's `strace` of a 5,000-file tree; docs/trees.md).
+/// `None`: not listed (few files, or the listing failed): each record is
+/// opened, as before.
+struct RecordIndex(Option<HashSet<String>>);
+
+impl RecordIndex {
+    fn list(files: usize) -> Self {
+        if files < LIST_RECORDS_FROM {
+            return Self(None);
+        }
+        let Some(dir) = crate::resume::state_dir() else { return Self(None) };
+        match std::fs::read_dir(&dir) {
+            Ok(rd) => Self(Some(rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self(Some(HashSet::new())),
+            Err(_) => Self(None),
+        }
+    }
+
+    /// The copy's restart state: loaded when its record may be there.
+    fn load(&self, source: &str, destination: &str, size: u64, modified: i64) -> ResumeState {
+        match &self.0 {
+            Some(names) if !names.contains(&crate::resume::record_name(source, destination)) => {
+                ResumeState::absent(source, destination, size, modified)
+            }
+            _ => ResumeState::load(source, destination, size, modified),
+        }
+    }
+}
+
 fn up_to_date(rule: SyncRule, src: &FileFacts, dst: Option<&FileFacts>) -> bool {
     let Some(d) = dst else { return false };
     let unknown = src.modified <= 0 || d.modified <= 0;
@@ -268,6 +303,7 @@ impl Client {
         };
 
         let mut fresh: Vec<(Location, Location, FileFacts)> = Vec::new();
+        let records = RecordIndex::list(entries.iter().filter(|e| e.facts.kind == FileKind::File).count());
         let mut resume: Vec<(Location, Location, FileFacts)> = Vec::new();
         let mut dirs = Vec::new();
         for e in entries {
@@ -312,7 +348,7 @@ impl Client {
                         // A record left by a copy that finished but was
                         // stopped before it could forget it.
                         if !self.opts.dry_run {
-                            ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified).clear();
+                            records.load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified).clear();
                         }
                         summary.skipped += 1;
                         summary.skipped_bytes += e.facts.size;
@@ -321,7 +357,7 @@ impl Client {
                         }
                         continue;
                     }
-                    let mut record = ResumeState::load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified);
+                    let mut record = records.load(&s.to_string(), &d.to_string(), e.facts.size, e.facts.modified);
                     // An interrupted upload may have left no ranges yet,
                     // but a partial on the server: it resumes one by one.
                     if self.opts.resume && (!record.is_empty() || record.interrupted()) {
