@@ -297,7 +297,7 @@ impl ServerSession {
         if !pipelines || here.name() != name {
             return None;
         }
-        self.rtt = self.ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
+        self.rtt = self.ctrl.tcp_info().map(|i| i.path_rtt()).unwrap_or_default();
         let rate = self.path_rate();
         Some(PipelinedTprt { name, rate })
     }
@@ -466,7 +466,7 @@ impl ServerSession {
     /// Chooses the stream count from the control connection's RTT (and
     /// the file's size, when known), unless the user gave one.
     pub(super) fn size_streams(&mut self, file_size: Option<u64>) {
-        self.rtt = self.ctrl.tcp_info().map(|i| i.rtt()).unwrap_or_default();
+        self.rtt = self.ctrl.tcp_info().map(|i| i.path_rtt()).unwrap_or_default();
         (self.parallelism, self.sizing) = match self.opts.parallelism {
             Some(p) => (p.max(1), format!("{p} stream(s) as asked")),
             None => {
