@@ -80,9 +80,6 @@ fn line_safe(src: &Location, dst: &Location, name: &str) -> Result<(), ClientErr
     Ok(())
 }
 
-/// Whether `dst` already holds `src`'s file by the facts alone, under
-/// `rule` (times unknown on either side count as matching); the checksum
-/// rule also needs the checksums compared.
 /// A directory with at least this many files looks its files' restart
 /// records up in one listing of the state directory ([`RecordIndex`]).
 const LIST_RECORDS_FROM: usize = 16;
@@ -118,6 +115,9 @@ impl RecordIndex {
     }
 }
 
+/// Whether `dst` already holds `src`'s file by the facts alone, under
+/// `rule` (times unknown on either side count as matching); the checksum
+/// rule also needs the checksums compared.
 fn up_to_date(rule: SyncRule, src: &FileFacts, dst: Option<&FileFacts>) -> bool {
     let Some(d) = dst else { return false };
     let unknown = src.modified <= 0 || d.modified <= 0;
