@@ -676,8 +676,7 @@ impl Task {
             (self.ctl.clone(), self.tx.clone(), self.received.clone(), self.verdict.clone());
         let (batch, control, control_closed) =
             (self.ctx.batch.clone(), self.ctx.control.clone(), self.ctx.control_closed.clone());
-        let facts =
-            self.ctx.facts.as_ref().map(|f| (ferry_proto::facts::parse_time_val(&f.mtime).unwrap_or(0), f.mode));
+        let facts = self.entry_facts();
         let timeout = self.timeout();
         let max = server.config.max_file_size;
         let max_connections = server.config.max_data_connections_per_session.clamp(1, mode_e::MAX_CONNECTIONS);
@@ -1229,10 +1228,16 @@ fn commit_small(
     if !verdict.commit() {
         return Err(TransferError::Aborted);
     }
+    commit_to_batch(upload, facts, batch).map_err(fs_to_transfer)
+}
+
+/// A batch entry's commit: its time and mode set on the open partial,
+/// then renamed under its name, durable with the batch's final reply.
+fn commit_to_batch(upload: &Upload, facts: Option<(i64, u32)>, batch: &BatchDurability) -> Result<(), FsError> {
     if let Some((secs, mode)) = facts {
-        upload.set_facts(secs, mode).map_err(fs_to_transfer)?;
+        upload.set_facts(secs, mode)?;
     }
-    upload.commit_deferred(batch).map_err(fs_to_transfer)
+    upload.commit_deferred(batch)
 }
 
 /// The largest block end (header coordinates) a receiver accepts (see
@@ -1309,6 +1314,11 @@ impl Task {
         Ok(())
     }
 
+    /// A batch entry's modification time (seconds) and mode, if it named them.
+    fn entry_facts(&self) -> Option<(i64, u32)> {
+        self.ctx.facts.as_ref().map(|f| (ferry_proto::facts::parse_time_val(&f.mtime).unwrap_or(0), f.mode))
+    }
+
     /// Commits the upload, unless ABOR or the client's departure came
     /// first ([`Verdict`]). From here on the transfer is complete whatever
     /// arrives on the control connection.
@@ -1318,8 +1328,7 @@ impl Task {
         }
         // A batch entry's time and mode, set before the rename: the file
         // appears under its name with them (no MFMT and SITE CHMOD after).
-        let facts =
-            self.ctx.facts.as_ref().map(|f| (ferry_proto::facts::parse_time_val(&f.mtime).unwrap_or(0), f.mode));
+        let facts = self.entry_facts();
         let set_facts = move |upload: &Upload| match facts {
             Some((secs, mode)) => upload.set_facts(secs, mode),
             None => Ok(()),
@@ -1328,13 +1337,10 @@ impl Task {
             // Durability per batch: complete and renamed now, durable at
             // the batch's final reply. The 111 markers keep reporting only
             // what is synced.
-            return tokio::task::spawn_blocking(move || {
-                set_facts(&upload)?;
-                upload.commit_deferred(&batch)
-            })
-            .await
-            .map_err(|e| TransferError::Local(e.to_string()))?
-            .map_err(fs_to_transfer);
+            return tokio::task::spawn_blocking(move || commit_to_batch(&upload, facts, &batch))
+                .await
+                .map_err(|e| TransferError::Local(e.to_string()))?
+                .map_err(fs_to_transfer);
         }
         tokio::task::spawn_blocking(move || {
             set_facts(&upload)?;
