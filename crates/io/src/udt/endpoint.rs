@@ -13,7 +13,12 @@
 //!    datagram by destination socket id — id 0 to the listener — checking
 //!    the source address as libudt does (`CRcvQueue::worker`).
 //!
-//! Time for the sans-IO core is nanoseconds since the endpoint started.
+//! Time for the sans-IO core is nanoseconds since the endpoint started. A
+//! received datagram is handed over at the time the kernel received it
+//! (`SO_TIMESTAMPNS`, see [`arrival`]), not the time this thread got round
+//! to reading it: under load the thread runs milliseconds late, and an ACK
+//! read late stretched the sender's delivery samples (docs/udt.md, "The
+//! driver").
 
 use super::socket::{Received, UdpEndpointSocket};
 use super::UdtConfig;
@@ -62,6 +67,11 @@ pub struct Shared {
     pub config: UdtConfig,
     pub local: SocketAddr,
     pub socket_info: super::socket::SocketInfo,
+    /// Datagrams handed over at their kernel arrival time, and the sum of
+    /// how long they waited in the socket before this thread read them
+    /// (nanoseconds): the trace's `rx_stamped` and `rx_wait_us`.
+    pub rx_stamped: AtomicU64,
+    pub rx_wait_ns: AtomicU64,
 }
 
 impl Shared {
@@ -125,6 +135,8 @@ pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Ar
         stop: AtomicBool::new(false),
         send_epoch: AtomicU64::new(0),
         socket_info: socket.info(),
+        rx_stamped: AtomicU64::new(0),
+        rx_wait_ns: AtomicU64::new(0),
         config,
         local,
     });
@@ -176,6 +188,8 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
     // socket (a listener's accepted `-p 4` streams).
     let mut order: Vec<u32> = Vec::new();
     let mut turn: usize = 0;
+    // The latest arrival time handed over: arrivals never go back in time.
+    let mut last_arrival = Time::ZERO;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             let st = shared.lock();
@@ -285,14 +299,33 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             if n == 0 {
                 break;
             }
+            // Both clocks once per batch: the kernel stamps with the wall
+            // clock, the connections run on `shared.now()`.
+            let (mono, wall) = (shared.now(), wall_clock());
+            let (mut stamped, mut waited) = (0u64, 0u64);
             let mut st = shared.lock();
             for r in &received {
                 let d = &socket.recv_buf(r.buf)[r.offset..r.offset + r.len];
-                // the clock per datagram: arrival spacing feeds the
-                // receiver's speed and packet-pair estimates
-                dispatch(shared, &mut st, shared.now(), r.from, d, &mut out);
+                // The time per datagram: arrival spacing feeds the
+                // receiver's speed and packet-pair estimates, an ACK's
+                // arrival the sender's delivery samples.
+                let now = match r.at {
+                    Some(at) => {
+                        let t = arrival(mono, wall, at, last_arrival);
+                        stamped += 1;
+                        waited += mono.saturating_since(t).as_nanos() as u64;
+                        t
+                    }
+                    None => shared.now().max(last_arrival),
+                };
+                last_arrival = now;
+                dispatch(shared, &mut st, now, r.from, d, &mut out);
             }
             drop(st);
+            if stamped > 0 {
+                shared.rx_stamped.fetch_add(stamped, Ordering::Relaxed);
+                shared.rx_wait_ns.fetch_add(waited, Ordering::Relaxed);
+            }
             shared.changed.notify_all();
             // replies from the listener (cookies, refusals)
             if !out.items.is_empty() {
@@ -306,6 +339,22 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             }
         }
     }
+}
+
+fn wall_clock() -> Duration {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
+}
+
+/// The endpoint time at which the kernel received a datagram stamped `at`
+/// (wall clock), read when the endpoint clock said `mono` and the wall
+/// clock `wall`: `mono` less the datagram's wait in the socket, never
+/// before `last` (the previous arrival handed over: time never goes back
+/// for the connections) nor after `mono`. A wait over a second is a wall
+/// clock step, not a wait: then `mono`.
+pub fn arrival(mono: Time, wall: Duration, at: Duration, last: Time) -> Time {
+    let waited = wall.saturating_sub(at);
+    let t = if waited > Duration::from_secs(1) { mono } else { mono - waited };
+    t.max(last).min(mono.max(last))
 }
 
 fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u8], out: &mut OutBatch) {
@@ -343,5 +392,25 @@ fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u
             st.conns.insert(id, Entry { conn, orphaned: false });
             st.accept_queue.push_back(id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_datagram_is_timed_at_its_kernel_arrival_never_backwards() {
+        let ms = Duration::from_millis;
+        let mono = Time::from_nanos(50_000_000);
+        let wall = Duration::from_secs(1_000_000);
+        // read 4 ms after the kernel received it: handed over 4 ms earlier
+        assert_eq!(arrival(mono, wall, wall - ms(4), Time::ZERO), mono - ms(4));
+        // never before the previous arrival handed over
+        assert_eq!(arrival(mono, wall, wall - ms(4), mono - ms(1)), mono - ms(1));
+        // a stamp after the wall clock's reading (a clock step back): now
+        assert_eq!(arrival(mono, wall, wall + ms(3), Time::ZERO), mono);
+        // a wait of more than a second is a clock step forward: now
+        assert_eq!(arrival(mono, wall, wall - ms(1500), Time::ZERO), mono);
     }
 }

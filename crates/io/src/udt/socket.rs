@@ -9,6 +9,9 @@
 //! * **Receive**: `recvmmsg` fills up to [`RECV_BATCH`] buffers per call;
 //!   with `UDP_GRO` (Linux ≥ 5.0) each buffer may hold several datagrams of
 //!   the size the `UDP_GRO` control message names.
+//! * **Arrival times**: `SO_TIMESTAMPNS` makes every `recvmmsg` buffer
+//!   carry the kernel's receive time (`SCM_TIMESTAMPNS`, the wall clock):
+//!   [`Received::at`]. A GRO aggregate has one, its first datagram's.
 //! * **Buffers**: `SO_SNDBUF`/`SO_RCVBUF` are sized from the path's
 //!   bandwidth-delay product; as root the `…FORCE` variants pass
 //!   `net.core.[rw]mem_max`, otherwise the kernel's cap applies (reported in
@@ -41,6 +44,8 @@ pub struct SocketInfo {
     pub recv_buffer: usize,
     pub gso: bool,
     pub gro: bool,
+    /// The kernel stamps each received datagram (`SO_TIMESTAMPNS`).
+    pub timestamps: bool,
 }
 
 #[derive(Debug)]
@@ -57,6 +62,9 @@ pub struct Received {
     pub offset: usize,
     pub len: usize,
     pub from: SocketAddr,
+    /// When the kernel received it (wall clock, since the Unix epoch), if
+    /// the socket stamps arrivals.
+    pub at: Option<std::time::Duration>,
 }
 
 fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
@@ -87,12 +95,14 @@ impl UdpEndpointSocket {
         let s2 = socket2::SockRef::from(&socket);
         let gso = want_gso && nix::sys::socket::getsockopt(&socket, sockopt::UdpGsoSegment).is_ok();
         let gro = want_gro && setsockopt(&socket, sockopt::UdpGroSegment, &true).is_ok();
+        let timestamps = setsockopt(&socket, sockopt::ReceiveTimestampns, &true).is_ok();
         let info = SocketInfo {
             // the kernel reports twice what it was asked for (bookkeeping overhead)
             send_buffer: s2.send_buffer_size().unwrap_or(0) / 2,
             recv_buffer: s2.recv_buffer_size().unwrap_or(0) / 2,
             gso,
             gro,
+            timestamps,
         };
         let per = if gro { RECV_BUF } else { RECV_BUF.min(65_536) };
         Ok(UdpEndpointSocket { socket, info, recv_bufs: (0..RECV_BATCH).map(|_| vec![0u8; per]).collect() })
@@ -119,11 +129,12 @@ impl UdpEndpointSocket {
     /// many datagrams. `WouldBlock` becomes `Ok(0)`.
     pub fn recv_batch(&mut self, out: &mut Vec<Received>) -> io::Result<usize> {
         out.clear();
-        let gro = self.info.gro;
+        let (gro, stamped) = (self.info.gro, self.info.timestamps);
         let fd = self.socket.as_raw_fd();
-        let cmsg = if gro { Some(nix::cmsg_space!(i32)) } else { None };
+        let cmsg = (gro || stamped).then(|| nix::cmsg_space!(i32, nix::sys::time::TimeSpec));
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECV_BATCH, cmsg);
-        let mut meta: Vec<(usize, Option<SocketAddr>, usize)> = Vec::with_capacity(RECV_BATCH);
+        let mut meta: Vec<(usize, Option<SocketAddr>, usize, Option<std::time::Duration>)> =
+            Vec::with_capacity(RECV_BATCH);
         {
             let mut slices: Vec<[IoSliceMut<'_>; 1]> =
                 self.recv_bufs.iter_mut().map(|b| [IoSliceMut::new(&mut b[..])]).collect();
@@ -133,26 +144,30 @@ impl UdpEndpointSocket {
                 Err(e) => return Err(e.into()),
             };
             for msg in res {
-                let mut seg = 0usize;
-                if gro {
+                let (mut seg, mut at) = (0usize, None);
+                if gro || stamped {
                     if let Ok(cmsgs) = msg.cmsgs() {
                         for c in cmsgs {
-                            if let ControlMessageOwned::UdpGroSegments(s) = c {
-                                seg = s.max(0) as usize;
+                            match c {
+                                ControlMessageOwned::UdpGroSegments(s) => seg = s.max(0) as usize,
+                                ControlMessageOwned::ScmTimestampns(t) => {
+                                    at = Some(std::time::Duration::new(t.tv_sec().max(0) as u64, t.tv_nsec() as u32))
+                                }
+                                _ => {}
                             }
                         }
                     }
                 }
-                meta.push((msg.bytes, msg.address.as_ref().and_then(to_std), seg));
+                meta.push((msg.bytes, msg.address.as_ref().and_then(to_std), seg, at));
             }
         }
-        for (i, (len, from, seg)) in meta.into_iter().enumerate() {
+        for (i, (len, from, seg, at)) in meta.into_iter().enumerate() {
             let Some(from) = from else { continue };
             let seg = if seg == 0 || seg >= len { len } else { seg };
             let mut offset = 0;
             while offset < len {
                 let l = seg.min(len - offset);
-                out.push(Received { buf: i, offset, len: l, from });
+                out.push(Received { buf: i, offset, len: l, from, at });
                 offset += l;
             }
         }

@@ -78,6 +78,9 @@ fn run(mut file: std::fs::File) {
                 "socket_recv_buffer": info.recv_buffer,
                 "gso": info.gso,
                 "gro": info.gro,
+                "rx_timestamps": info.timestamps,
+                "rx_stamped": shared.rx_stamped.load(std::sync::atomic::Ordering::Relaxed),
+                "rx_wait_us": shared.rx_wait_ns.load(std::sync::atomic::Ordering::Relaxed) / 1000,
                 "cc": c.congestion().describe(),
             });
             out.push_str(&line.to_string());
