@@ -112,14 +112,6 @@ impl LocalSink {
             let len = size.or_else(|| self.file.metadata().ok().map(|m| m.len()));
             if len.is_some_and(|l| l >= ferry_io::disk::WRITE_BEHIND_MIN_FILE) {
                 self.file.sync_data().map_err(local_err(partial))?;
-            } else if len.is_some_and(|l| l >= KICK_MIN_FILE) {
-                // The device starts on this file's data now, while the
-                // copy goes on, instead of all of it in the tree's last
-                // `syncfs`. Asynchronous, no journal commit; durability is
-                // still the last sync's, which reports a failed write.
-                if let Err(e) = ferry_io::disk::start_writeback(&self.file) {
-                    tracing::debug!(error = %e, "starting a file's writeback failed");
-                }
             }
             self.meta.apply(&self.file).map_err(local_err(partial))?;
             std::fs::rename(partial, &self.target).map_err(local_err(&self.target))?;
@@ -127,16 +119,6 @@ impl LocalSink {
         Ok(())
     }
 }
-
-/// A downloaded file of at least this size (and below
-/// [`ferry_io::disk::WRITE_BEHIND_MIN_FILE`], which is synced itself) has
-/// its writeback started when it is complete. The kick costs the client
-/// about 20 µs a file; the device writes that long's worth of data in
-/// about 30 KB. Measured on loopback (docs/trees.md, session 10): every
-/// file kicked made 2,000 × 256 KiB downloads 0.79 → 0.62 s (the last
-/// `syncfs` had 0.2-0.4 s of 0.8 s to write) but 20,000 × 4 KiB 2.64 →
-/// 3.04 s.
-const KICK_MIN_FILE: u64 = 64 << 10;
 
 /// The local partial name for a download of `name`: `.<name>.ferry-part`,
 /// or `.<hash>.ferry-part` when that would pass the 255 bytes a name may
