@@ -446,6 +446,21 @@ fn slash(p: &Path) -> PathBuf {
     PathBuf::from(format!("{}/", p.display().to_string().trim_end_matches('/')))
 }
 
+/// Writes the work directory's file system back (`syncfs`), untimed,
+/// before a timed command. Ferry's client ends a download with one
+/// `syncfs` of the destination's file system and Ferry's server ends a
+/// `BSTO SYNC` batch with one: each flushes whatever is dirty there, not
+/// only its own files. Without this, the one-file set-up run paid for the
+/// row before it (its 20,000 files written, then truncated by [`clear`])
+/// and for other processes' writes to the same file system: 0.01–0.76 s of
+/// "set-up" for a download that takes 5–26 ms by hand (docs/trees.md,
+/// session 10).
+fn flush_work(work: &Path) {
+    if let Err(e) = fs::File::open(work).and_then(|d| crate::sys::syncfs(&d)) {
+        eprintln!("small-files: syncfs of {}: {e}", work.display());
+    }
+}
+
 /// Runs one command within `limit`; returns (wall, timed out, error).
 fn run_limited(cmd: Command, what: &str, logs: &Path, limit: Duration) -> (f64, bool, Option<String>) {
     let t = Instant::now();
@@ -666,6 +681,7 @@ fn one_row(
         open_dir(&landed)?;
     }
     let cmd = command(setup, net, servers, r, dir, &remote, &local)?;
+    flush_work(&setup.work);
     let (setup_wall, setup_to, setup_err) =
         run_limited(cmd, &format!("{} set-up", r.label), logs, Duration::from_secs(60));
     let setup_ok = !setup_to && setup_err.is_none() && count_done(&landed, one.0).0 == 1;
@@ -682,6 +698,7 @@ fn one_row(
     }
     let cmd = command(setup, net, servers, r, dir, &remote, &local)?;
     let line = command_line(&cmd);
+    flush_work(&setup.work);
     let load_before = load1();
     let (wall, timed_out, error) = run_limited(cmd, &r.label, logs, setup.time_limit);
     let load_after = load1();

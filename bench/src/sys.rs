@@ -3,7 +3,8 @@
 //! with a timeout (`poll`), reaping with the child's resource usage
 //! (`wait4`), signalling a whole process group (`kill`), and the clock-tick
 //! rate `/proc/PID/stat` counts in (`sysconf`), and a parent-death signal
-//! for every child (`prctl`).
+//! for every child (`prctl`); and `syncfs`, which the small-files harness
+//! runs before each timed command.
 //!
 //! Why not `Child::wait`: it neither takes a timeout nor returns the child's
 //! `rusage`, and the harness needs both — every run is bounded in time, and
@@ -139,4 +140,14 @@ pub fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// Writes back the file system holding `f` (`syncfs(2)`).
+pub fn syncfs(f: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: syncfs takes a descriptor by value, which `f` keeps open for
+    // the call's duration; no memory is shared with the kernel.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
