@@ -450,8 +450,10 @@ fn trace_far_policed_path() {
         CongestionKind::Ferry { initial_rate: Some(0.5 * 10.0 * MBIT), max_rate: None },
     ] {
         let c = Config { congestion: kind, ..Config::default() };
-        let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500);
-        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130), u64::MAX / 2, 1, 5);
+        // the bench's far path: random loss each way (TABLE3_LOSS), `LOSS=PCT` overrides
+        let loss = std::env::var("LOSS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(1.5) / 100.0;
+        let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500).loss(loss);
+        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, 5);
         s.sample_every = Duration::from_millis(1000);
         let t0 = s.now;
         for i in 1..=25u64 {
@@ -502,6 +504,37 @@ fn ferry_cold_start_leaves_start_up_at_a_shallow_policer_without_a_loss_storm() 
     let mbit = s.goodput_between(t0, s.now) * 8.0 / 1e6;
     assert!(mbit >= 7.0, "{mbit:.2} Mbit/s in 25 s");
     assert!(s.up.dropped_queue < 1500, "{} queue drops", s.up.dropped_queue);
+}
+
+/// The far path with random loss as the bench runs it (10 Mbit/s, 260 ms,
+/// a 4-packet policer, loss each way): 25 s cold, goodput Mbit/s.
+fn far_policed_cold(loss: f64, seed: u64) -> f64 {
+    let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
+    let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500).loss(loss);
+    let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, seed);
+    let t0 = s.now;
+    s.run_until(Duration::from_secs(25), |_| false);
+    s.goodput_between(t0, s.now) * 8.0 / 1e6
+}
+
+#[test]
+fn a_start_up_that_a_shallow_policer_ends_keeps_what_the_policer_passed() {
+    // Session 10: on ferry-wan's far path (1.5 % loss) start-up left on the
+    // policer's losses at 0.59 MB/s of 1.21, its estimate a round behind,
+    // and the 1.25 probes took 30 s to climb to the link. Simulated, seeds
+    // 5, 7, 31 at 1.5 % then 3 %: before 6.04 5.33 4.90 5.39 5.52 4.21
+    // (mean 5.23); taking what the policer passed, capped by the packet
+    // pairs, 6.61 7.62 7.40 7.34 7.21 6.52 (mean 7.12).
+    let mut all = Vec::new();
+    for loss in [0.015, 0.03] {
+        for seed in [5, 7, 31] {
+            let g = far_policed_cold(loss, seed);
+            println!("loss {loss} seed {seed}: {g:.2} Mbit/s");
+            all.push(g);
+        }
+    }
+    let mean = all.iter().sum::<f64>() / all.len() as f64;
+    assert!(mean >= 6.5, "{all:?}: mean {mean:.2} Mbit/s in 25 s");
 }
 
 /// Benchmark 2's lossy rows as `ferry cp` runs them: 150 Mbit/s, 80 ms one

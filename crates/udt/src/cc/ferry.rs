@@ -100,6 +100,9 @@ const EXCESS_LOSS: (f64, f64) = (1.5, 0.02);
 const FAR_EXCESS_LOSS: (f64, f64) = (3.0, 0.10);
 /// Start-up ends mid-round once this share of the round's packets was lost.
 const STARTUP_LOSS_EXIT: f64 = 0.2;
+/// At a start-up exit on a shallow policer's losses, the estimate may be
+/// raised to what the policer passed, at most this many times (`on_loss`).
+const STARTUP_POLICER_MAX_GROWTH: f64 = 2.0;
 /// Multiplicative cap on a congestion round's delivery rate.
 const CONGESTION_BETA: f64 = 0.85;
 /// In-flight cap in BDPs once a standing queue has persisted for
@@ -180,6 +183,16 @@ pub struct FerryRate {
     /// current round.
     round_rtt_min: Option<Duration>,
     round_max_rate: f64,
+    /// Start-up only: the highest pacing rate used in the current round
+    /// and in the one before (whose packets this round's ACKs and NAKs
+    /// report on); see the shallow-policer exit in `on_loss`.
+    round_paced_max: f64,
+    prev_round_paced_max: f64,
+    /// The receiver's packet-pair estimate of the link (UDT's full ACK),
+    /// bytes per second, 0 until reported: only ever a cap (see `on_loss`).
+    pair_bw: f64,
+    /// The transport's latest smoothed RTT.
+    last_srtt: Option<Duration>,
     /// The path's own loss rate per packet (running average over rounds
     /// without a queue).
     loss_base: f64,
@@ -241,6 +254,10 @@ impl FerryRate {
             round_lost: 0,
             round_rtt_min: None,
             round_max_rate: 0.0,
+            round_paced_max: 0.0,
+            prev_round_paced_max: 0.0,
+            pair_bw: 0.0,
+            last_srtt: None,
             loss_base: 0.0,
             bw_cap: None,
             congestion_events: 0,
@@ -346,6 +363,8 @@ impl FerryRate {
         self.round_lost = 0;
         self.round_rtt_min = None;
         self.round_max_rate = 0.0;
+        self.prev_round_paced_max = self.round_paced_max;
+        self.round_paced_max = 0.0;
         if sent < MIN_ROUND_PACKETS {
             return;
         }
@@ -512,6 +531,9 @@ impl CongestionControl for FerryRate {
     fn on_sent(&mut self, now: Time, pn: u64, _bytes: u64, bytes_in_flight: u64) {
         self.in_flight = bytes_in_flight;
         self.round_sent += 1;
+        if self.phase == Phase::Startup {
+            self.round_paced_max = self.round_paced_max.max(self.pacing_rate());
+        }
         // first sends only (a retransmission's number is already here)
         if self.send_times.back().is_none_or(|&(p, _)| pn > p) {
             if self.send_times.len() >= MAX_SEND_TIMES {
@@ -528,12 +550,18 @@ impl CongestionControl for FerryRate {
     fn on_ack(&mut self, ack: &AckSample) {
         self.in_flight = ack.bytes_in_flight;
         let now = ack.now;
+        if let Some(b) = ack.link_capacity.filter(|b| b.is_finite() && *b > 0.0) {
+            self.pair_bw = b;
+        }
         // Two RTT figures: the newest acknowledged packet's (per packet,
         // but with loss it includes the wait for the repair of the hole
         // that held the cumulative ACK back), and the transport's smoothed
         // RTT (UDT: from the ACK/ACK2 exchange, which no hole delays). The
         // queue test uses the latter; the minimum takes either.
         let smoothed = Some(ack.smoothed_rtt).filter(|r| !r.is_zero());
+        if smoothed.is_some() {
+            self.last_srtt = smoothed;
+        }
         if let Some(r) = smoothed {
             self.round_rtt_min = Some(self.round_rtt_min.map_or(r, |m| m.min(r)));
         }
@@ -724,6 +752,45 @@ impl CongestionControl for FerryRate {
             if rate > STARTUP_LOSS_EXIT.max(self.loss_base * FAR_EXCESS_LOSS.0 + FAR_EXCESS_LOSS.1) {
                 self.congestion_events += 1;
                 self.phase = Phase::Drain;
+                // The estimate here is a round behind: its samples measure
+                // what the previous round sent, and this exit comes in the
+                // first round that sent above the policer (session 10's
+                // trace of the far path, 10 Mbit/s, 260 ms, 1.5 %, a
+                // 4-packet queue: start-up left at 0.59 MB/s of 1.21, and
+                // BBR's 1.25 probe per eight round trips took 30 s to
+                // climb to the link). The policer passed what it was
+                // offered less what it dropped: the previous round's
+                // pacing (the packets this round's NAKs report on) times
+                // the share not lost is a delivery sample, aged out of
+                // the window like any other. It can read high (the losses
+                // reported so far lag the rate that made them: simulated
+                // without random loss it read 1.6x the link, and with the
+                // cumulative ACK behind the holes no round ended to age it
+                // out), so it is capped by the receiver's packet-pair
+                // estimate of the link and by twice the estimate — the pair
+                // alone can read the host's speed behind a token bucket
+                // (session 6) — or, with no pair reported, by one probe.
+                // Only where nothing queued (a policer's signature): into a
+                // deep queue start-up's overshoot also ends here, once the
+                // queue overflows, and there the estimate has caught up
+                // with the link while the queue filled (ferry-wan, 80 ms,
+                // 1 %: raised to 37 MB/s on an 18.75 MB/s link, then loss
+                // storms, 86 Mbit/s against the old build's 122).
+                let queued = match (self.last_srtt, self.min_rtt) {
+                    (Some(r), Some(m)) => r > m + (m / 4).max(Duration::from_millis(15)),
+                    _ => true,
+                };
+                let offered =
+                    if self.prev_round_paced_max > 0.0 { self.prev_round_paced_max } else { self.round_paced_max };
+                let cap = if self.pair_bw > 0.0 {
+                    self.pair_bw.min(STARTUP_POLICER_MAX_GROWTH * self.btl_bw)
+                } else {
+                    CYCLE[0] * self.btl_bw
+                };
+                let passed = (offered * (1.0 - rate.min(1.0))).min(cap);
+                if !queued && passed > self.btl_bw {
+                    self.update_bw(passed);
+                }
             }
         }
     }
