@@ -349,12 +349,13 @@ fn wall_clock() -> Duration {
 /// (wall clock), read when the endpoint clock said `mono` and the wall
 /// clock `wall`: `mono` less the datagram's wait in the socket, never
 /// before `last` (the previous arrival handed over: time never goes back
-/// for the connections) nor after `mono`. A wait over a second is a wall
+/// for the connections; never after `mono` either, as `last` came from
+/// an earlier reading of the same clock). A wait over a second is a wall
 /// clock step, not a wait: then `mono`.
 pub fn arrival(mono: Time, wall: Duration, at: Duration, last: Time) -> Time {
     let waited = wall.saturating_sub(at);
     let t = if waited > Duration::from_secs(1) { mono } else { mono - waited };
-    t.max(last).min(mono.max(last))
+    t.max(last)
 }
 
 fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u8], out: &mut OutBatch) {
