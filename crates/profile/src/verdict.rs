@@ -660,7 +660,18 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         if cause > 0.3 {
             against.push("the receiver was busy (disk or CPU), which explains a full receive buffer".into());
         }
-        add(LimitKind::ReceiverWindow, Some(writer), rw * (1.0 - cause), ev, against);
+        // A sender that its cgroup throttled in most periods used all the
+        // CPU it was allowed, so it was not waiting for the window: the
+        // bursts it wrote between throttled periods filled the window, and
+        // the kernel's clock counts those bursts as window-limited.
+        let throttled = rcpu.as_ref().map(|e| e.quota).unwrap_or(0.0);
+        if throttled > 0.3 {
+            against.push(format!(
+                "the {}'s CPU quota throttled it, so it had used its CPU, not waited for the window",
+                reader.label()
+            ));
+        }
+        add(LimitKind::ReceiverWindow, Some(writer), rw * (1.0 - cause) * (1.0 - throttled), ev, against);
 
         let sb = ramp(s.sndbuf, 0.25, 0.55);
         let mut ev = vec![sender_line.clone().unwrap_or_default()];
@@ -1125,6 +1136,39 @@ mod tests {
         let client_cpu =
             v.candidates.iter().find(|c| c.limit == LimitKind::Cpu && c.side == Some(Side::Client)).expect("scored");
         assert!(client_cpu.against.iter().any(|a| a.contains("the machine was busy")), "{client_cpu:#?}");
+    }
+
+    #[test]
+    fn a_quota_throttled_sender_is_not_held_back_by_the_window_its_bursts_fill() {
+        // CI's case 4 once read "inconclusive", CPU on the server and the
+        // client's receive window both at 1.00: the server, allowed 0.1 of a
+        // core and throttled in most periods, wrote its TLS records in
+        // bursts that filled the client's window on a busy machine. A
+        // sender that used its whole quota was not waiting for the window.
+        let mut server = end(
+            "vm",
+            20,
+            ProcessSample { cgroup_throttled_percent: Some(80.0), cgroup_throttled_ms_per_s: Some(600.0), ..quiet() },
+        );
+        server.process = Some(crate::sampler::ProcessInfo {
+            cgroup: Some(crate::process::CgroupLimits { cpu_quota_cores: Some(0.1), ..Default::default() }),
+            ..Default::default()
+        });
+        // The client decrypts in user space.
+        let client = ProcessSample { user_percent: 12.0, system_percent: 3.0, ..quiet() };
+        let p = profile(
+            end("vm", 20, client),
+            server,
+            sender(20, 12.0 * MIB, 0.7, 0.6, 0.0, |i| i.rtt_us = 50),
+            48.0 * MIB,
+            4.0,
+        );
+        let v = verdict(&p);
+        assert!(v.conclusive, "{v:#?}");
+        assert_eq!((v.limit, v.side), (Some(LimitKind::Cpu), Some(Side::Server)), "{v:#?}");
+        let window = v.candidates.iter().find(|c| c.limit == LimitKind::ReceiverWindow).expect("the window is scored");
+        assert!(window.score < 0.5, "{window:#?}");
+        assert!(window.against.iter().any(|a| a.contains("quota")), "{window:#?}");
     }
 
     #[test]
