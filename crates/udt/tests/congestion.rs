@@ -573,6 +573,23 @@ fn trace_bench2_cold_row() {
     println!("mean from 0 s {:.3}", all.iter().sum::<f64>() / all.len() as f64);
 }
 
+/// Benchmark 2's cold row (150 Mbit/s, 80 ms one way, 1 % each way,
+/// ferry-wan's 200 ms + 256 KiB queue, MSS 1500), the seed whose start-up
+/// overflowed the queue in session 10's build: start-up paced at 2.9 times
+/// an estimate a round behind until the losses ended it, 5 878 queue drops,
+/// an EXP timeout, then 4.5 s of drain at a third of the rate (the ACK point
+/// stood behind the holes, so "in flight" never fell to a BDP): 0.769 of
+/// the link over 30 s. Start-up now leaves on the smoothed RTT's rise
+/// before the queue is full, and drain ends when that RTT is back.
+#[test]
+fn a_cold_start_leaves_start_up_before_the_deep_queue_overflows() {
+    let (u, s) = bench2_row_from(None, 0.01, 7, false, 1000);
+    let from0 = s.goodput_between(Time::ZERO, s.now) / (150.0 * MBIT * 1456.0 / 1500.0);
+    let d = s.client().congestion().describe();
+    assert!(s.up.dropped_queue < 500, "{} queue drops; {d}", s.up.dropped_queue);
+    assert!(from0 >= 0.85, "{from0:.3} of the link over 30 s ({u:.3} from 2 s); {d}");
+}
+
 /// `ferry_io::udt::DEFAULT_BUFFER_PACKETS` (this crate cannot see it).
 const DRIVER_BUFFER_PACKETS: u32 = 16_384;
 
