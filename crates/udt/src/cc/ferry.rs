@@ -111,7 +111,7 @@ const STARTUP_POLICER_MAX_GROWTH: f64 = 2.0;
 const STARTUP_DELAY_FRACTION: u32 = 8;
 const STARTUP_DELAY_MIN: Duration = Duration::from_millis(10);
 /// Rounds before the delay exit may fire (the smoothed RTT settles).
-const STARTUP_DELAY_MIN_ROUNDS: u64 = 3;
+const STARTUP_DELAY_MIN_ROUNDS: u64 = 5;
 /// Multiplicative cap on a congestion round's delivery rate.
 const CONGESTION_BETA: f64 = 0.85;
 /// In-flight cap in BDPs once a standing queue has persisted for
@@ -241,6 +241,8 @@ pub struct FerryRate {
     startup_delay_since: Option<Time>,
     /// Start-ups ended by the delay signal.
     delay_exits: u64,
+    /// `delay_exits` when start-up was last entered again after one.
+    restarts_after_delay: u64,
 }
 
 impl FerryRate {
@@ -289,6 +291,7 @@ impl FerryRate {
             restarts: 0,
             startup_delay_since: None,
             delay_exits: 0,
+            restarts_after_delay: 0,
         }
     }
 
@@ -339,7 +342,17 @@ impl FerryRate {
         // trip, and a restart on ferry-wan (80 ms, 1 %, cold) was one
         // overshoot more (restarts 1 in its slowest row, 76.6 Mbit/s).
         let short = self.min_rtt.is_some_and(|r| r < PEER_CAP_MIN_RTT);
-        if short && self.probe_growth >= PROBE_GROWTH_RESTART && !self.standing_queue() {
+        // ...and on any path after a start-up the delay signal ended (a
+        // restarted start-up stops at the queue's rise too): a loaded host's
+        // late ACKs can raise the smoothed RTT with nothing queued, and
+        // on ferry-wan (80 ms, 1 %, load 10–12) one such exit at round 3
+        // left a cold row at 0.17 MB/s for 27 s (1.11 Mbit/s,
+        // `udt-long-s11b`).
+        let after_delay_exit = self.delay_exits > self.restarts_after_delay;
+        if (short || after_delay_exit) && self.probe_growth >= PROBE_GROWTH_RESTART && !self.standing_queue() {
+            if !short {
+                self.restarts_after_delay = self.delay_exits;
+            }
             self.probe_growth = 0;
             self.probe_start_bw = 0.0;
             self.restarts += 1;
@@ -1002,6 +1015,53 @@ mod tests {
         f.on_ack(&a);
         assert!(f.bottleneck_rate() <= link * 1.25 + 1.0, "{}", f.describe());
         assert!(f.pacing_rate() <= link * 1.25 * 1.25 + 1.0, "{}", f.describe());
+    }
+
+    /// A path of `link` bytes/s and 160 ms whose delivery samples read, a
+    /// round late, what was paced (up to the link), ACKs every 20 ms, a
+    /// round every eight; the smoothed RTT reads 200 ms (a loaded host's
+    /// late ACKs, nothing queued) from `spike.0` to `spike.1` ms. Runs to
+    /// `until` ms.
+    fn delayed_acks_path(link: f64, spike: (u64, u64), until: u64) -> FerryRate {
+        let mut f = FerryRate::new(None, None);
+        f.init(Time(0), 1500, u64::MAX, 0, Some(Duration::from_millis(160)));
+        let (mut delivered, mut at_round_start, mut t, mut k) = (0u64, 0u64, 0u64, 0u64);
+        let (mut paced, mut paced_last) = (0.0f64, f.pacing_rate());
+        while t < until {
+            t += 20;
+            k += 1;
+            let sample = paced_last.min(link);
+            let boundary = k % 8 == 0;
+            let prior = if boundary { delivered } else { at_round_start };
+            delivered += (sample * 0.02) as u64;
+            let rtt = if (spike.0..spike.1).contains(&t) { 200 } else { 160 };
+            f.on_ack(&ack(t, delivered, prior, sample, rtt));
+            paced = paced.max(f.pacing_rate());
+            if boundary {
+                at_round_start = delivered;
+                paced_last = paced;
+                paced = 0.0;
+            }
+        }
+        f
+    }
+
+    #[test]
+    fn a_start_up_a_late_ack_ended_is_entered_again() {
+        // Session 11, ferry-wan at load 10–12: the smoothed RTT rose with
+        // nothing queued at round 3, start-up left on the delay signal at
+        // 0.17 MB/s, and BBR's cycle (a quarter per eight round trips) held
+        // the row at 1.11 Mbit/s for 27 s. Probes that keep growing after a
+        // delay exit now enter start-up again, on long paths too.
+        let link = 500e6;
+        let f = delayed_acks_path(link, (820, 900), 10_000);
+        assert_eq!(f.delay_exits(), 1, "{}", f.describe());
+        assert!(f.restarts() >= 1, "{}", f.describe());
+        assert!(f.bottleneck_rate() >= 0.8 * link, "{}", f.describe());
+        // without the spike: no delay exit, no restart
+        let g = delayed_acks_path(link, (0, 0), 10_000);
+        assert_eq!((g.delay_exits(), g.restarts()), (0, 0), "{}", g.describe());
+        assert!(g.bottleneck_rate() >= 0.8 * link, "{}", g.describe());
     }
 
     #[test]
