@@ -1052,7 +1052,11 @@ mod tests {
         // nothing queued at round 3, start-up left on the delay signal at
         // 0.17 MB/s, and BBR's cycle (a quarter per eight round trips) held
         // the row at 1.11 Mbit/s for 27 s. Probes that keep growing after a
-        // delay exit now enter start-up again, on long paths too.
+        // delay exit now enter start-up again, on long paths too. (This
+        // model's probes are delivered in full, so here BBR's cycle alone
+        // also reaches the link within the 10 s; on a lossy path the
+        // probes' samples read low behind the holes and it took 30 s,
+        // session 10. The check is the restart.)
         let link = 500e6;
         let f = delayed_acks_path(link, (820, 900), 10_000);
         assert_eq!(f.delay_exits(), 1, "{}", f.describe());
