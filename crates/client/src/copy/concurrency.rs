@@ -195,6 +195,7 @@ impl Client {
             listed: Default::default(),
             listers: Vec::new(),
             listers_failed: false,
+            records: None,
         }
     }
 

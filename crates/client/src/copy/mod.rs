@@ -340,6 +340,9 @@ pub struct Client {
     listers: Vec<Client>,
     /// A lister failed: the walk makes no more.
     listers_failed: bool,
+    /// The restart records' names, listed once per tree copy (see
+    /// `RecordIndex` in `tree.rs`).
+    records: Option<Arc<std::collections::HashSet<String>>>,
 }
 
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
@@ -364,6 +367,7 @@ impl Client {
             listed: HashMap::new(),
             listers: Vec::new(),
             listers_failed: false,
+            records: None,
         }
     }
 
@@ -444,6 +448,7 @@ impl Client {
                 l.close().await;
             }
             self.listed.clear();
+            self.records = None;
             let copied = match self.deferred.take() {
                 Some(pending) if walked.is_ok() => self.copy_pending(pending, summary).await,
                 _ => walked,

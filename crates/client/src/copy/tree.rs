@@ -33,6 +33,7 @@ use crate::Client;
 use ferry_proto::facts::{FileFacts, FileKind};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Deeper than this is taken for a loop the identities did not reveal.
 const MAX_DEPTH: usize = 256;
@@ -84,24 +85,42 @@ fn line_safe(src: &Location, dst: &Location, name: &str) -> Result<(), ClientErr
 /// records up in one listing of the state directory ([`RecordIndex`]).
 const LIST_RECORDS_FROM: usize = 16;
 
-/// The restart records on disk, listed once for a directory of many files:
-/// a file without one then costs no failing `open` of its record (one per
-/// downloaded file in session 8's `strace` of a 5,000-file tree; docs/trees.md).
-/// `None`: not listed (few files, or the listing failed): each record is
-/// opened, as before.
-struct RecordIndex(Option<HashSet<String>>);
+/// The restart records on disk, listed once per tree copy and looked up by
+/// every directory of many files: a file without one then costs no failing
+/// `open` of its record (one per downloaded file in session 8's `strace` of
+/// a 5,000-file tree; docs/trees.md). Once, not per directory: the state
+/// directory keeps the records of every interrupted copy (20,464 on the
+/// benchmark machine in session 11), and listing it for each directory of
+/// a tree was 8–13 % of the client's CPU. A record this copy writes is for
+/// a file it has already decided, so the one listing stays true for the
+/// files still to decide. `None`: not listed (few files, or the listing
+/// failed): each record is opened, as before.
+struct RecordIndex(Option<Arc<HashSet<String>>>);
 
 impl RecordIndex {
-    fn list(files: usize) -> Self {
+    /// The index for a directory of `files` files, from `cache` (the
+    /// copy's one listing) or a listing made now and kept there.
+    fn list(files: usize, cache: &mut Option<Arc<HashSet<String>>>) -> Self {
+        Self::list_in(files, cache, crate::resume::state_dir)
+    }
+
+    /// [`list`](Self::list) of the state directory `dir` gives.
+    fn list_in(files: usize, cache: &mut Option<Arc<HashSet<String>>>, dir: impl FnOnce() -> Option<PathBuf>) -> Self {
         if files < LIST_RECORDS_FROM {
             return Self(None);
         }
-        let Some(dir) = crate::resume::state_dir() else { return Self(None) };
-        match std::fs::read_dir(&dir) {
-            Ok(rd) => Self(Some(rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self(Some(HashSet::new())),
-            Err(_) => Self(None),
+        if let Some(names) = cache {
+            return Self(Some(names.clone()));
         }
+        let Some(dir) = dir() else { return Self(None) };
+        let names = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
+            Err(_) => return Self(None),
+        };
+        let names = Arc::new(names);
+        *cache = Some(names.clone());
+        Self(Some(names))
     }
 
     /// The copy's restart state: loaded when its record may be there.
@@ -303,7 +322,8 @@ impl Client {
         };
 
         let mut fresh: Vec<(Location, Location, FileFacts)> = Vec::new();
-        let records = RecordIndex::list(entries.iter().filter(|e| e.facts.kind == FileKind::File).count());
+        let records =
+            RecordIndex::list(entries.iter().filter(|e| e.facts.kind == FileKind::File).count(), &mut self.records);
         let mut resume: Vec<(Location, Location, FileFacts)> = Vec::new();
         let mut dirs = Vec::new();
         for e in entries {
@@ -479,5 +499,32 @@ impl Client {
             }
             Err(e) => self.failed(summary, src.to_string(), ClientError::local(d.display(), e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_restart_records_are_listed_once_per_copy() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::write(state.path().join("a.json"), "{}").unwrap();
+        let dir = || Some(state.path().to_path_buf());
+        let mut cache = None;
+        // A directory of few files opens its records one by one.
+        assert!(RecordIndex::list_in(LIST_RECORDS_FROM - 1, &mut cache, dir).0.is_none());
+        assert!(cache.is_none());
+        let first = RecordIndex::list_in(LIST_RECORDS_FROM, &mut cache, dir).0.expect("listed");
+        assert!(first.contains("a.json"));
+        // The next directory of the same copy reads no listing: a record
+        // written since is not in it.
+        std::fs::write(state.path().join("b.json"), "{}").unwrap();
+        let second = RecordIndex::list_in(500, &mut cache, dir).0.expect("from the cache");
+        assert!(Arc::ptr_eq(&first, &second) && !second.contains("b.json"));
+        // A missing state directory holds no records.
+        let mut fresh = None;
+        let gone = || Some(state.path().join("missing"));
+        assert!(RecordIndex::list_in(LIST_RECORDS_FROM, &mut fresh, gone).0.expect("listed").is_empty());
     }
 }
