@@ -152,41 +152,21 @@ fn kill_then_resume_upload(server: &FerryServer, url: &str, cp_args: &[&str], se
 const KILL_RATE: u64 = 6_000_000;
 
 /// Starts `ferry cp -p 4 --max-rate KILL_RATE ARGS` and kills it once its
-/// restart record holds `min` bytes ([`start_and_kill`]'s pattern at a
-/// lower cap). At `start_and_kill`'s 16 MB/s a 48 MiB copy ran 3.1 s and
-/// the record reached 16 MiB only with the 2 s marker (markers every
-/// second, the client saving its record at most every 250 ms), about 1 s
-/// before the copy could finish: under load the kill sometimes lost that
-/// race ("the copy ended before it could be killed"). At 6 MB/s (the cap
-/// is one token bucket for the transfer's streams) the copy needs at
-/// least 8.4 s, 16 MiB are recorded with the 3 s marker, and at least 5 s
-/// — five markers, twenty record periods — remain when the kill is due.
-/// What the test asserts is unchanged.
+/// restart record holds `min` bytes. At `start_and_kill`'s 16 MB/s a
+/// 48 MiB copy ran 3.1 s and the record reached 16 MiB only with the 2 s
+/// marker (markers every second, the client saving its record at most
+/// every 250 ms), about 1 s before the copy could finish: under load the
+/// kill sometimes lost that race ("the copy ended before it could be
+/// killed"). At 6 MB/s (the cap is one token bucket for the transfer's
+/// streams) the copy needs at least 8.4 s, 16 MiB are recorded with the
+/// 3 s marker, and at least 5 s — five markers, twenty record periods —
+/// remain when the kill is due. What the test asserts is unchanged.
 fn start_and_kill_capped(args: &[&str], state: &std::path::Path, min: u64) {
-    let start = std::time::Instant::now();
-    let rate = KILL_RATE.to_string();
-    let mut child = Command::new(ferry_bin())
-        .args(["cp", "-q", "-p", "4", "--max-rate", &rate])
-        .args(args)
-        .env("FERRY_STATE_DIR", state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = start + std::time::Duration::from_secs(60);
-    while recorded_bytes(state) < min {
-        let ended = child.try_wait().unwrap();
-        assert!(ended.is_none(), "the copy ended ({ended:?}) after {:?}, before it could be killed", start.elapsed());
-        assert!(std::time::Instant::now() < deadline, "no restart record of {min} bytes in 60 s");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let ran = start_and_kill_at(args, state, min, &KILL_RATE.to_string());
     // The cap held: the copy cannot have moved much more than the rate.
     assert!(
-        (min as f64) < KILL_RATE as f64 * start.elapsed().as_secs_f64() + 1e6,
-        "{min} bytes recorded in {:?}: the first copy ran above --max-rate {KILL_RATE}",
-        start.elapsed()
+        (min as f64) < KILL_RATE as f64 * ran.as_secs_f64() + 1e6,
+        "{min} bytes recorded in {ran:?}: the first copy ran above --max-rate {KILL_RATE}"
     );
 }
 

@@ -848,22 +848,33 @@ pub fn recorded_bytes(state: &Path) -> u64 {
 /// in `state`, waits until they hold at least `min` bytes, and SIGKILLs it:
 /// a copy killed mid-way, for the resume tests of every transport.
 pub fn start_and_kill(args: &[&str], state: &Path, min: u64) {
+    start_and_kill_at(args, state, min, "16M");
+}
+
+/// [`start_and_kill`] at `--max-rate RATE`; returns how long the copy ran.
+/// A lower rate leaves more of the copy to go at the kill, for tests whose
+/// record reaches `min` close to the copy's end (the client saves its
+/// record at most every 250 ms).
+pub fn start_and_kill_at(args: &[&str], state: &Path, min: u64, rate: &str) -> Duration {
+    let start = Instant::now();
     let mut child = Command::new(ferry_bin())
-        .args(["cp", "-q", "-p", "4", "--max-rate", "16M"])
+        .args(["cp", "-q", "-p", "4", "--max-rate", rate])
         .args(args)
         .env("FERRY_STATE_DIR", state)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = start + Duration::from_secs(60);
     while recorded_bytes(state) < min {
-        assert!(child.try_wait().unwrap().is_none(), "the copy ended before it could be killed");
-        assert!(Instant::now() < deadline, "no restart record appeared");
+        let ended = child.try_wait().unwrap();
+        assert!(ended.is_none(), "the copy ended ({ended:?}) after {:?}, before it could be killed", start.elapsed());
+        assert!(Instant::now() < deadline, "no restart record of {min} bytes in 60 s");
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
     child.wait().unwrap();
+    start.elapsed()
 }
 
 /// Runs ferry with extra environment and a deadline, so a copy that hangs or
