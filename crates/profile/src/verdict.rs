@@ -911,6 +911,16 @@ mod tests {
         }
     }
 
+    /// [`end`] of a process in a cgroup that allows 0.1 of a core.
+    fn quota_end(host: &str, n: usize, p: ProcessSample) -> HostProfile {
+        let mut h = end(host, n, p);
+        h.process = Some(crate::sampler::ProcessInfo {
+            cgroup: Some(crate::process::CgroupLimits { cpu_quota_cores: Some(0.1), ..Default::default() }),
+            ..Default::default()
+        });
+        h
+    }
+
     /// A process that mostly sleeps.
     fn quiet() -> ProcessSample {
         ProcessSample {
@@ -1103,7 +1113,7 @@ mod tests {
         // 66%, its threads together waiting for CPUs as if they wanted the
         // whole machine (other tests held the cores). The quota is the
         // limit.
-        let mut server = end(
+        let server = quota_end(
             "vm",
             20,
             ProcessSample {
@@ -1115,10 +1125,6 @@ mod tests {
                 ..quiet()
             },
         );
-        server.process = Some(crate::sampler::ProcessInfo {
-            cgroup: Some(crate::process::CgroupLimits { cpu_quota_cores: Some(0.1), ..Default::default() }),
-            ..Default::default()
-        });
         let client = ProcessSample {
             user_percent: 8.0,
             system_percent: 5.0,
@@ -1145,15 +1151,11 @@ mod tests {
         // core and throttled in most periods, wrote its TLS records in
         // bursts that filled the client's window on a busy machine. A
         // sender that used its whole quota was not waiting for the window.
-        let mut server = end(
+        let server = quota_end(
             "vm",
             20,
             ProcessSample { cgroup_throttled_percent: Some(80.0), cgroup_throttled_ms_per_s: Some(600.0), ..quiet() },
         );
-        server.process = Some(crate::sampler::ProcessInfo {
-            cgroup: Some(crate::process::CgroupLimits { cpu_quota_cores: Some(0.1), ..Default::default() }),
-            ..Default::default()
-        });
         // The client decrypts in user space.
         let client = ProcessSample { user_percent: 12.0, system_percent: 3.0, ..quiet() };
         let p = profile(
@@ -1192,15 +1194,11 @@ mod tests {
         let p = profile(end("a", 20, quiet()), end("b", 20, quiet()), lossy, 40.0 * MIB, 4.0);
         assert_eq!(verdict(&p).limit, Some(LimitKind::Loss));
         // A server throttled by its cgroup's quota, its streams idle.
-        let mut server = end(
+        let server = quota_end(
             "b",
             20,
             ProcessSample { cgroup_throttled_percent: Some(95.0), cgroup_throttled_ms_per_s: Some(700.0), ..quiet() },
         );
-        server.process = Some(crate::sampler::ProcessInfo {
-            cgroup: Some(crate::process::CgroupLimits { cpu_quota_cores: Some(0.1), ..Default::default() }),
-            ..Default::default()
-        });
         let p = profile(end("a", 20, quiet()), server, sender(20, 80.0 * MIB, 0.3, 0.0, 0.0, |_| {}), 320.0 * MIB, 4.0);
         let v = verdict(&p);
         assert_eq!((v.limit, v.side), (Some(LimitKind::Cpu), Some(Side::Server)), "{v:#?}");

@@ -125,6 +125,10 @@ pub struct Stats {
     /// Packets sent after a wake-up later than the pacing credit (their
     /// samples are marked application-limited; see `poll_transmit`).
     pub late_sends: u64,
+    /// Packet pairs received (receiver side), and those that arrived at
+    /// one instant, which measure nothing (`ArrivalWindow::pairs`).
+    pub probe_pairs: u64,
+    pub probe_pairs_same_instant: u64,
     pub congestion: &'static str,
 }
 
@@ -411,6 +415,7 @@ impl Connection {
         s.flow_window = self.snd.as_ref().map_or(0, |x| x.flow_window);
         s.peer_receive_rate = self.peer_delivery_rate.max(0) as u64;
         s.peer_bandwidth = self.peer_bandwidth.max(0) as u64;
+        (s.probe_pairs, s.probe_pairs_same_instant) = self.rcv.as_ref().map_or((0, 0), |r| r.arrivals.pairs());
         s.congestion = self.cc.name();
         s
     }

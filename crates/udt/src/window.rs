@@ -81,6 +81,11 @@ pub struct ArrivalWindow {
     next_probe: usize,
     probe_count: usize,
     probe1: Option<Time>,
+    /// Packet pairs seen, and how many arrived at one instant (no
+    /// interval to measure, skipped): a driver that hands a batch over at
+    /// one time shows here (session 11's GRO stamps).
+    pairs: u64,
+    pairs_same_instant: u64,
 }
 
 impl Default for ArrivalWindow {
@@ -106,6 +111,8 @@ impl ArrivalWindow {
             next_probe: 0,
             probe_count: 0,
             probe1: None,
+            pairs: 0,
+            pairs_same_instant: 0,
         }
     }
 
@@ -120,6 +127,8 @@ impl ArrivalWindow {
             1 => {
                 if let Some(p) = self.probe1.take() {
                     let d = now.as_nanos().saturating_sub(p.as_nanos());
+                    self.pairs += 1;
+                    self.pairs_same_instant += u64::from(d == 0);
                     if d > 0 {
                         self.probes[self.next_probe] = d;
                         self.next_probe = (self.next_probe + 1) % PROBES;
@@ -188,6 +197,11 @@ impl ArrivalWindow {
         ((lo + 1 - end) as f64 * 1e9 / span as f64).ceil().min(i32::MAX as f64) as u32
     }
 
+    /// Packet pairs seen, and those of them that arrived at one instant.
+    pub fn pairs(&self) -> (u64, u64) {
+        (self.pairs, self.pairs_same_instant)
+    }
+
     /// Link capacity in packets per second from the packet pairs
     /// (`getBandwidth`), 0 until four pairs were measured.
     pub fn bandwidth(&self) -> u32 {
@@ -229,12 +243,15 @@ mod tests {
         }
         assert!((99_000..=101_000).contains(&w.receive_speed()), "{}", w.receive_speed());
         assert_eq!(w.bandwidth(), 1_000_000);
+        assert_eq!(w.pairs(), (4, 0));
         // a batch delivered at one instant does not make the speed infinite or zero
         let mut b = ArrivalWindow::new();
         for i in 0..64u64 {
             b.on_arrival(Time((i / 16) * 160_000), i as u32);
         }
         assert!(b.receive_speed() > 0);
+        // ...and its pairs, at one instant, measure nothing
+        assert_eq!((b.pairs(), b.bandwidth()), ((4, 4), 0));
     }
 
     #[test]

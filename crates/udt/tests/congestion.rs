@@ -453,7 +453,7 @@ fn trace_far_policed_path() {
         // the bench's far path: random loss each way (TABLE3_LOSS's 3.5 %
         // since session 10), `LOSS=PCT` overrides
         let loss = std::env::var("LOSS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(3.5) / 100.0;
-        let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500).loss(loss);
+        let up = LinkConfig::new(130).rate_mbit(10.0).queue(FAR_QUEUE_PACKETS * 1500).loss(loss);
         let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, 5);
         s.sample_every = Duration::from_millis(1000);
         let t0 = s.now;
@@ -492,12 +492,12 @@ fn trace_far_policed_path() {
 
 #[test]
 fn ferry_cold_start_leaves_start_up_at_a_shallow_policer_without_a_loss_storm() {
-    // bench udt-table3 `far-client`: 10 Mbit/s, 260 ms, a 4-packet queue.
+    // bench udt-table3 `far-client`: 10 Mbit/s, 260 ms, a policer's queue.
     // Start-up at 2.9× the link loses two thirds of what it sends, and
     // with the cumulative ACK stuck behind the holes its round did not end
     // for ten seconds (5.4 Mbit/s, 4 809 queue drops in 25 s).
     let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
-    let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500);
+    let up = LinkConfig::new(130).rate_mbit(10.0).queue(FAR_QUEUE_PACKETS * 1500);
     let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130), u64::MAX / 2, 1, 5);
     s.sample_every = Duration::from_millis(1000);
     let t0 = s.now;
@@ -508,10 +508,10 @@ fn ferry_cold_start_leaves_start_up_at_a_shallow_policer_without_a_loss_storm() 
 }
 
 /// The far path with random loss as the bench runs it (10 Mbit/s, 260 ms,
-/// a 4-packet policer, loss each way): 25 s cold, goodput Mbit/s.
+/// a policer's few-packet queue, loss each way): 25 s cold, goodput Mbit/s.
 fn far_policed_cold(loss: f64, seed: u64) -> f64 {
     let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
-    let up = LinkConfig::new(130).rate_mbit(10.0).queue(4 * 1500).loss(loss);
+    let up = LinkConfig::new(130).rate_mbit(10.0).queue(FAR_QUEUE_PACKETS * 1500).loss(loss);
     let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, seed);
     let t0 = s.now;
     s.run_until(Duration::from_secs(25), |_| false);
@@ -589,6 +589,10 @@ fn a_cold_start_leaves_start_up_before_the_deep_queue_overflows() {
     assert!(s.up.dropped_queue < 500, "{} queue drops; {d}", s.up.dropped_queue);
     assert!(from0 >= 0.85, "{from0:.3} of the link over 30 s ({u:.3} from 2 s); {d}");
 }
+
+/// The far path's policer queue, packets: `TABLE3_FAR_QUEUE` in
+/// bench/src/udt_bench.rs (this crate cannot see it), 3 since session 11.
+const FAR_QUEUE_PACKETS: usize = 3;
 
 /// `ferry_io::udt::DEFAULT_BUFFER_PACKETS` (this crate cannot see it).
 const DRIVER_BUFFER_PACKETS: u32 = 16_384;

@@ -72,13 +72,6 @@ pub struct Shared {
     /// (nanoseconds): the trace's `rx_stamped` and `rx_wait_us`.
     pub rx_stamped: AtomicU64,
     pub rx_wait_ns: AtomicU64,
-    /// Packet pairs received (a data packet whose sequence number ends in
-    /// 0x1 right after its predecessor ending in 0x0: the receiver's
-    /// capacity probe), and how many of them were handed over at one
-    /// instant, which the receiver cannot use (`ArrivalWindow` skips a
-    /// zero interval): the trace's `rx_pairs` and `rx_pairs_same_instant`.
-    pub rx_pairs: AtomicU64,
-    pub rx_pairs_same_instant: AtomicU64,
 }
 
 impl Shared {
@@ -144,8 +137,6 @@ pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Ar
         socket_info: socket.info(),
         rx_stamped: AtomicU64::new(0),
         rx_wait_ns: AtomicU64::new(0),
-        rx_pairs: AtomicU64::new(0),
-        rx_pairs_same_instant: AtomicU64::new(0),
         config,
         local,
     });
@@ -199,8 +190,6 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
     let mut turn: usize = 0;
     // The latest arrival time handed over: arrivals never go back in time.
     let mut last_arrival = Time::ZERO;
-    // The last data packet handed over (sequence number, time): pairs.
-    let mut last_data: Option<(u32, Time)> = None;
     loop {
         if shared.stop.load(Ordering::Acquire) {
             let st = shared.lock();
@@ -313,7 +302,7 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             // Both clocks once per batch: the kernel stamps with the wall
             // clock, the connections run on `shared.now()`.
             let (mono, wall) = (shared.now(), wall_clock());
-            let (mut stamped, mut waited, mut pairs, mut pairs_same) = (0u64, 0u64, 0u64, 0u64);
+            let (mut stamped, mut waited) = (0u64, 0u64);
             // The current GRO aggregate: its first datagram's arrival and
             // the endpoint clock when that one was handed over.
             let mut aggregate = (Time::ZERO, Time::ZERO);
@@ -342,23 +331,12 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
                     None => shared.now().max(last_arrival),
                 };
                 last_arrival = now;
-                if let Some(seq) = data_seq(d) {
-                    if seq & 0xF == 1 && last_data.is_some_and(|(s, _)| s == seq.wrapping_sub(1)) {
-                        pairs += 1;
-                        pairs_same += u64::from(last_data.is_some_and(|(_, t)| t == now));
-                    }
-                    last_data = Some((seq, now));
-                }
                 dispatch(shared, &mut st, now, r.from, d, &mut out);
             }
             drop(st);
             if stamped > 0 {
                 shared.rx_stamped.fetch_add(stamped, Ordering::Relaxed);
                 shared.rx_wait_ns.fetch_add(waited, Ordering::Relaxed);
-            }
-            if pairs > 0 {
-                shared.rx_pairs.fetch_add(pairs, Ordering::Relaxed);
-                shared.rx_pairs_same_instant.fetch_add(pairs_same, Ordering::Relaxed);
             }
             shared.changed.notify_all();
             // replies from the listener (cookies, refusals)
@@ -411,13 +389,6 @@ pub fn arrival(mono: Time, wall: Duration, at: Duration, last: Time) -> Time {
 /// of a path that delivers 64 KiB at once.
 pub fn segment_arrival(first: Time, first_read: Time, read: Time, last: Time) -> Time {
     (first + read.saturating_since(first_read)).max(last)
-}
-
-/// A data packet's sequence number (the header's first word, its top bit
-/// clear; control packets have it set).
-fn data_seq(d: &[u8]) -> Option<u32> {
-    let w = u32::from_be_bytes(d.get(..4)?.try_into().ok()?);
-    (w & 0x8000_0000 == 0).then_some(w)
 }
 
 fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u8], out: &mut OutBatch) {
@@ -488,9 +459,5 @@ mod tests {
         assert!(t > first, "a pair inside the aggregate measures an interval");
         // never before the previous arrival handed over
         assert_eq!(segment_arrival(first, read, read + us(1), first + us(5)), first + us(5));
-        // data packets' sequence numbers; control packets have none
-        assert_eq!(data_seq(&[0x00, 0x00, 0x01, 0x11, 0, 0]), Some(0x111));
-        assert_eq!(data_seq(&[0x80, 0x02, 0, 0]), None);
-        assert_eq!(data_seq(&[0x00, 0x01]), None);
     }
 }

@@ -81,8 +81,8 @@ fn run(mut file: std::fs::File) {
                 "rx_timestamps": info.timestamps,
                 "rx_stamped": shared.rx_stamped.load(std::sync::atomic::Ordering::Relaxed),
                 "rx_wait_us": shared.rx_wait_ns.load(std::sync::atomic::Ordering::Relaxed) / 1000,
-                "rx_pairs": shared.rx_pairs.load(std::sync::atomic::Ordering::Relaxed),
-                "rx_pairs_same_instant": shared.rx_pairs_same_instant.load(std::sync::atomic::Ordering::Relaxed),
+                "rx_pairs": s.probe_pairs,
+                "rx_pairs_same_instant": s.probe_pairs_same_instant,
                 "cc": c.congestion().describe(),
             });
             out.push_str(&line.to_string());

@@ -241,8 +241,8 @@ pub struct FerryRate {
     startup_delay_since: Option<Time>,
     /// Start-ups ended by the delay signal.
     delay_exits: u64,
-    /// `delay_exits` when start-up was last entered again after one.
-    restarts_after_delay: u64,
+    /// A delay exit that start-up has not been entered again after.
+    delay_exit_unrestarted: bool,
 }
 
 impl FerryRate {
@@ -291,7 +291,7 @@ impl FerryRate {
             restarts: 0,
             startup_delay_since: None,
             delay_exits: 0,
-            restarts_after_delay: 0,
+            delay_exit_unrestarted: false,
         }
     }
 
@@ -348,10 +348,10 @@ impl FerryRate {
         // on ferry-wan (80 ms, 1 %, load 10–12) one such exit at round 3
         // left a cold row at 0.17 MB/s for 27 s (1.11 Mbit/s,
         // `udt-long-s11b`).
-        let after_delay_exit = self.delay_exits > self.restarts_after_delay;
-        if (short || after_delay_exit) && self.probe_growth >= PROBE_GROWTH_RESTART && !self.standing_queue() {
+        if (short || self.delay_exit_unrestarted) && self.probe_growth >= PROBE_GROWTH_RESTART && !self.standing_queue()
+        {
             if !short {
-                self.restarts_after_delay = self.delay_exits;
+                self.delay_exit_unrestarted = false;
             }
             self.probe_growth = 0;
             self.probe_start_bw = 0.0;
@@ -770,6 +770,7 @@ impl CongestionControl for FerryRate {
             Phase::Startup => {
                 if self.startup_queue_persists(now, smoothed) {
                     self.delay_exits += 1;
+                    self.delay_exit_unrestarted = true;
                     self.phase = Phase::Drain;
                     // (The estimate is a round behind here, 0.66–0.75 of the
                     // link in simulated exits. Lifting it by up to half to the
