@@ -228,6 +228,12 @@ struct GlobusUdtServer {
 
 impl GlobusUdtServer {
     fn start() -> Self {
+        Self::start_defaulting_to("udt")
+    }
+
+    /// With `-dc-default tcp`: its data channels are UDT only after a
+    /// client's `SITE SETNETSTACK udt`.
+    fn start_defaulting_to(stack: &str) -> Self {
         require("globus-gridftp-server");
         require("setpriv");
         let dir = tempfile::tempdir().unwrap();
@@ -238,7 +244,7 @@ impl GlobusUdtServer {
             .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
             .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
             .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
-            .args(["-threads", "2", "-dc-whitelist", "udt,tcp", "-dc-default", "udt", "-log-level", "ALL", "-l"])
+            .args(["-threads", "2", "-dc-whitelist", "udt,tcp", "-dc-default", stack, "-log-level", "ALL", "-l"])
             .arg(&log)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -294,6 +300,110 @@ fn globus_udt_server_and_ferry_udt_server_exchange_data_both_ways() {
         assert_eq!(sha256_file(&globus.path(&name)), want);
     }
     assert!(transports_of(&ferry_srv, "/f.bin").iter().all(|t| t == "udt"), "{}", ferry_srv.log_text());
+}
+
+/// Session 12: a fresh `ferry cp --transport udt` download sends its whole
+/// dialogue in the login's write — `TPRT udt` (and a rate), `SITE
+/// SETNETSTACK udt`, the MODE E set-up, SPOR and RETR — so it costs one
+/// control round trip, as a TCP download does (`round_trips.rs`), where it
+/// cost two (the set-up waited for the answer to TPRT). Counted through a
+/// relay that delays the control connection by 250 ms each way; data
+/// connections go direct, and the files are small (256 KiB) so that the
+/// data phase (a debug build's, on a loaded machine) stays short of a
+/// round trip.
+const RELAY_ONE_WAY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Round trips of a fresh `ferry cp --json --transport udt URL` through the
+/// relay, and its JSON.
+fn udt_download_round_trips(url: &str, extra: &[&str], expect: &std::path::Path) -> (f64, String, String) {
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("f");
+    let mut args = vec!["cp", "--json", "--no-path-cache", "--retries", "0", "--transport", "udt"];
+    args.extend(extra);
+    args.extend([url, dst.to_str().unwrap()]);
+    let t = std::time::Instant::now();
+    let (ok, json, err) = ferry(&args);
+    let rtts = t.elapsed().as_secs_f64() / (2.0 * RELAY_ONE_WAY.as_secs_f64());
+    eprintln!("{url} {extra:?}: {rtts:.2} round trips");
+    assert!(ok, "{err}");
+    assert_eq!(sha256_file(&dst), sha256_file(expect));
+    (rtts, json, err)
+}
+
+#[test]
+fn a_fresh_udt_download_from_ferry_costs_one_control_round_trip() {
+    let server = FerryServer::start();
+    random_file(&server.path("f"), 256 << 10, 61);
+    let proxy = DelayProxy::start(server.addr, RELAY_ONE_WAY);
+    let url = format!("ftp://{}/f", proxy.addr);
+    // Before, the set-up waited for the answer to TPRT: two round trips.
+    // (The rate is far above what the data phase needs, which runs
+    // direct on loopback and must not count.)
+    for extra in [&[][..], &["--path-rate", "1000000000"][..], &["-p", "2"][..]] {
+        let (rtts, json, err) = udt_download_round_trips(&url, extra, &server.path("f"));
+        assert_eq!(json_transport(&json), "udt", "{extra:?}: {json}");
+        assert!(rtts < 1.6, "{extra:?}: a fresh udt download took {rtts:.2} round trips\n{err}");
+    }
+    // The rate announced in the login's write reached the server's sender.
+    assert!(
+        controllers_opened(&server).iter().any(|c| c.starts_with("ferry ProbeBw")),
+        "{:?}",
+        controllers_opened(&server)
+    );
+    assert!(transports_of(&server, "/f").iter().all(|t| t == "udt"), "{}", server.log_text());
+    assert_eq!(proxy.connections(), 3, "one session per copy");
+}
+
+#[test]
+fn a_fresh_udt_download_from_globus_asks_with_setnetstack_in_the_same_write() {
+    // Data channels on TCP unless a client asks `SITE SETNETSTACK udt`: a
+    // copy that says udt and arrives intact was asked for the Globus way
+    // (the client listens for UDT only once the answers say so).
+    let globus = GlobusUdtServer::start_defaulting_to("tcp");
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("f");
+    random_file(&src, 256 << 10, 62);
+    std::fs::copy(&src, globus.path("g.bin")).unwrap();
+    chown_nobody(globus.dir.path());
+    let proxy = DelayProxy::start(format!("127.0.0.1:{}", globus.port).parse().unwrap(), RELAY_ONE_WAY);
+    let url = globus.url("g.bin").replace(&format!("127.0.0.1:{}", globus.port), &proxy.addr.to_string());
+    // Before: the login and TPRT, SETNETSTACK, then the set-up: three.
+    for extra in [&[][..], &["--path-rate", "1000000000"][..]] {
+        let (rtts, json, err) = udt_download_round_trips(&url, extra, &src);
+        assert_eq!(json_transport(&json), "udt", "{extra:?}: {json}\n{}", globus.log_text());
+        assert!(rtts < 2.0, "{extra:?}: a fresh udt download from Globus took {rtts:.2} round trips\n{err}");
+    }
+}
+
+#[test]
+fn a_fresh_udt_download_from_a_server_without_udt_moves_over_tcp() {
+    // A Globus server without the UDT driver (`-dc-whitelist` left as it
+    // is) answers TPRT 500 and refuses SITE SETNETSTACK udt: the RETR
+    // already sent runs over the twinned TCP listener, in the same round
+    // trip.
+    let globus = GlobusServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("f");
+    random_file(&src, 256 << 10, 63);
+    globus.put("f", &src);
+    let proxy = DelayProxy::start(format!("127.0.0.1:{}", globus.port).parse().unwrap(), RELAY_ONE_WAY);
+    let url = globus.url("f").replace(&format!("127.0.0.1:{}", globus.port), &proxy.addr.to_string());
+    let (rtts, json, err) = udt_download_round_trips(&url, &[], &src);
+    assert_eq!(json_transport(&json), "tcp", "{json}");
+    // (Before: three, as from Globus with UDT; a Globus session's start
+    // takes a variable part of a round trip on a loaded machine.)
+    assert!(rtts < 2.0, "took {rtts:.2} round trips\n{err}");
+    // pure-ftpd knows neither TPRT, SITE SETNETSTACK nor MODE E: the
+    // pipelined RETR fails and the copy goes on in stream mode.
+    let ftpd = PureFtpd::start();
+    random_file(&ftpd.home.path().join("f"), 1 << 20, 64);
+    let out = tempfile::tempdir().unwrap();
+    let dst = out.path().join("f");
+    let (ok, json, err) =
+        ferry(&["cp", "--json", "--no-path-cache", "--transport", "udt", &ftpd.url("/f"), dst.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(sha256_file(&dst), sha256_file(&ftpd.home.path().join("f")));
+    assert_eq!(json_transport(&json), "tcp", "{json}");
 }
 
 fn tls_server(pki: &TestPki, extra: &[&str]) -> FerryServer {
@@ -488,10 +598,11 @@ fn a_third_party_copy_between_ferry_servers_moves_over_udt() {
 fn ferry_cp_over_udt_downloads_from_and_uploads_to_a_globus_udt_server() {
     // Globus knows no TPRT: the client falls back to `SITE SETNETSTACK udt`
     // (Globus's own way) and its data channels then meet libudt. With
-    // -p 4 the client also has a measured path rate (`--path-rate`): it
-    // sends Globus no `OPTS TPRT` (TPRT was not how UDT was chosen), and
-    // its own UDT sender of the upload starts at it against
-    // libudt's receiver.
+    // -p 4 the client also has a measured path rate (`--path-rate`): the
+    // upload sends Globus no `OPTS TPRT` (TPRT was not how UDT was
+    // chosen; a fresh download sends it in the login's write with the
+    // SETNETSTACK, and Globus's refusal changes nothing), and its own UDT
+    // sender of the upload starts at it against libudt's receiver.
     let globus = GlobusUdtServer::start();
     let local = tempfile::tempdir().unwrap();
     let src = local.path().join("src.bin");

@@ -156,16 +156,21 @@ impl Client {
     /// write (see [`ServerSession::open_retrieving`]) when nothing calls
     /// for a question first: a remote file to a local path, MODE E allowed,
     /// no restart record to consult, IPv4, and no transport to negotiate
-    /// but `quic` named outright on an `ftps://` server (its `TPRT` rides
-    /// in the same write, ahead of the set-up: see
+    /// but `quic` named outright on an `ftps://` server or `udt` on an
+    /// `ftp://` one (its `TPRT` — and for `udt` Globus's `SITE
+    /// SETNETSTACK` — rides in the same write, ahead of the set-up: see
     /// [`ServerSession::open_retrieving`]). `auto` needs what the login
-    /// measures, and `udt` may need Globus's `SITE SETNETSTACK` first.
+    /// measures; encrypted `udt` asks for its sealed form first.
     pub(super) async fn pipeline_download(&mut self, src: &Location, dst: &Location) -> Result<(), ClientError> {
         let (Location::Remote(u), Location::Local(d)) = (src, dst) else { return Ok(()) };
         let Some(name) = u.file_name() else { return Ok(()) };
         let transport_pipelines = match self.opts.transport.as_deref() {
             None => true,
-            Some(t) => t.eq_ignore_ascii_case("tcp") || (t.eq_ignore_ascii_case("quic") && u.scheme == Scheme::Ftps),
+            Some(t) => {
+                t.eq_ignore_ascii_case("tcp")
+                    || (t.eq_ignore_ascii_case("quic") && u.scheme == Scheme::Ftps)
+                    || (t.eq_ignore_ascii_case("udt") && u.scheme == Scheme::Ftp)
+            }
         };
         if u.is_dir_url()
             || !transport_pipelines

@@ -81,9 +81,11 @@ impl ServerSession {
     /// file in stream mode. [`retrieve_e`](Self::retrieve_e) of `path`
     /// picks up the RETR; anything else first reads and drops its answer.
     /// IPv4 only (SPOR has no IPv6 form). With `--transport quic` on a TLS
-    /// control channel, `TPRT quic` goes first in the same write and the
-    /// client listens for QUIC and TCP on one port number until its reply
-    /// says which the server will use (`pipelined_transfer_tprt`).
+    /// control channel, or `--transport udt` on a clear one, `TPRT` goes
+    /// first in the same write (for `udt` followed by `SITE SETNETSTACK
+    /// udt`) and the client listens for that transport and TCP on one port
+    /// number until the replies say which the server will use
+    /// (`pipelined_transfer_tprt`).
     pub async fn open_retrieving(url: &RemoteUrl, opts: ChannelOptions, path: &str) -> Result<Self, ClientError> {
         let ctrl = Self::connect(url, &opts).await?;
         let mut s = Self::new(ctrl, url, opts);
@@ -93,14 +95,25 @@ impl ServerSession {
         // set-up and the RETR, all in the login's write (see
         // `pipelined_transfer_tprt`).
         let tprt = s.pipelined_transfer_tprt();
+        let tcp_sizing = (s.parallelism, s.sizing.clone());
+        if tprt.as_ref().is_some_and(|t| t.name == "udt") && s.opts.parallelism.is_none() {
+            // As `size_streams_for_udt` does once UDT is granted: the
+            // OPTS RETR goes out before the answer, so one stream is asked
+            // for now (a server that grants neither TPRT nor SETNETSTACK
+            // then sends this file over one TCP stream; the session's
+            // later transfers get the TCP sizing back, below).
+            s.set_streams(1, "UDT paces one connection at the path's rate");
+        }
         s.prepare_e();
         s.set_parallelism();
         let listeners = match &tprt {
-            Some(_) => {
-                // The login's PROT P (a TLS control channel is required
-                // for `quic` here) is in force before any data connection
-                // arrives; the QUIC listener's TLS configuration needs it.
-                s.ctrl.set_data_protection(ferry_proto::command::ProtectionLevel::Private);
+            Some(t) => {
+                if t.name == "quic" {
+                    // The login's PROT P (a TLS control channel is required
+                    // for `quic` here) is in force before any data connection
+                    // arrives; the QUIC listener's TLS configuration needs it.
+                    s.ctrl.set_data_protection(ferry_proto::command::ProtectionLevel::Private);
+                }
                 let (named, tcp) = s.listen_twinned()?;
                 Listeners::Twinned { named, tcp }
             }
@@ -121,6 +134,7 @@ impl ServerSession {
                 if s.finish_pipelined_transfer_tprt(t).await? {
                     named
                 } else {
+                    (s.parallelism, s.sizing) = tcp_sizing;
                     tcp
                 }
             }
@@ -148,23 +162,35 @@ impl ServerSession {
         Ok(s)
     }
 
-    /// The `TPRT` to send with a pipelined download's set-up: only for
-    /// `quic` on a TLS control channel (QUIC data needs PROT P, which the
-    /// login sends). Any server then gets the same answer as un-pipelined:
-    /// a Ferry server takes `TPRT quic` and connects by QUIC; one that
-    /// refuses it (a Ferry server without QUIC: 501/504) or does not know
-    /// it (Globus, pure-ftpd: 500) connects by TCP to the same port
-    /// (`listen_twinned`), which is where an un-pipelined session ended
-    /// too (Globus's `SITE SETNETSTACK quic` names no driver it has).
-    /// `udt` keeps its TPRT in the login's write but its set-up after it:
-    /// a Globus server with the UDT driver takes `SITE SETNETSTACK udt`,
-    /// which must be asked before the transfer's PORT.
+    /// The `TPRT` to send with a pipelined download's set-up: for `quic`
+    /// on a TLS control channel (QUIC data needs PROT P, which the login
+    /// sends), and for `udt` on a clear one. Any server then gets the same
+    /// answer as un-pipelined: a Ferry server takes `TPRT quic` and
+    /// connects by QUIC; one that refuses it (a Ferry server without QUIC:
+    /// 501/504) or does not know it (Globus, pure-ftpd: 500) connects by
+    /// TCP to the same port (`listen_twinned`), which is where an
+    /// un-pipelined session ended too (Globus's `SITE SETNETSTACK quic`
+    /// names no driver it has).
+    ///
+    /// `udt` also sends Globus's way of asking, `SITE SETNETSTACK udt`,
+    /// right after its TPRT (and rate), before the transfer's SPOR: a
+    /// Globus server with the UDT driver answers the TPRT 500 and the SITE
+    /// 250, and connects by UDT; a Ferry server takes both (the second
+    /// names the transport it already has and changes nothing, the rate
+    /// included); a server with neither refuses both and connects by TCP
+    /// to the twinned listener. One round trip less than asking first
+    /// (session 12: `docs/udt.md`, "Starting at a measured rate").
+    /// Encrypted UDT (a TLS control channel) keeps its own round trips.
     fn pipelined_transfer_tprt(&mut self) -> Option<PipelinedTprt> {
-        let named = self.opts.transport.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("quic"));
-        if !named || !self.ctrl.is_tls() {
+        let name = self.opts.transport.as_deref()?;
+        let quic = name.eq_ignore_ascii_case("quic") && self.ctrl.is_tls();
+        let udt = name.eq_ignore_ascii_case("udt") && !self.ctrl.is_tls();
+        if !quic && !udt {
             return None;
         }
-        self.pipelined_tprt()
+        let mut t = self.pipelined_tprt()?;
+        t.netstack = udt;
+        Some(t)
     }
 
     /// Reads the replies to the `TPRT` of a pipelined download; whether
@@ -177,13 +203,32 @@ impl ServerSession {
             Some(_) => Some(self.ctrl.reply().await?),
             None => None,
         };
-        if !r.code.is_positive_completion() {
-            tracing::warn!(server = %self.url, transport = %t.name, reply = %r.text(), "transport refused; using tcp");
-            return Ok(false);
+        let site = match t.netstack {
+            true => Some(self.ctrl.reply().await?),
+            false => None,
+        };
+        if r.code.is_positive_completion() {
+            self.transport = t.name.clone();
+            self.on_pipelined_rate(t.rate, rate_reply);
+            return Ok(true);
         }
-        self.transport = t.name.clone();
-        self.on_pipelined_rate(t.rate, rate_reply);
-        Ok(true)
+        match site {
+            Some(s) if s.code.is_positive_completion() => {
+                // Globus's way: it never sees a rate (its 5xx to the OPTS
+                // does not matter).
+                tracing::debug!(server = %self.url, reply = %r.text(), "TPRT unknown; SITE SETNETSTACK took it");
+                self.transport = t.name.clone();
+                Ok(true)
+            }
+            Some(s) => {
+                tracing::warn!(server = %self.url, transport = %t.name, reply = %r.text(), site = %s.text(), "transport refused; using tcp");
+                Ok(false)
+            }
+            None => {
+                tracing::warn!(server = %self.url, transport = %t.name, reply = %r.text(), "transport refused; using tcp");
+                Ok(false)
+            }
+        }
     }
 
     pub(super) async fn connect(url: &RemoteUrl, opts: &ChannelOptions) -> Result<ControlChannel, ClientError> {
@@ -299,7 +344,7 @@ impl ServerSession {
         }
         self.rtt = self.ctrl.tcp_info().map(|i| i.path_rtt()).unwrap_or_default();
         let rate = self.path_rate();
-        Some(PipelinedTprt { name, rate })
+        Some(PipelinedTprt { name, rate, netstack: false })
     }
 
     /// Reads the replies to a pipelined `TPRT` (and its rate), and does
@@ -544,6 +589,9 @@ impl Listeners {
 struct PipelinedTprt {
     name: String,
     rate: Option<(f64, String)>,
+    /// `SITE SETNETSTACK name` follows (a pipelined UDT download: Globus's
+    /// way of asking, for a server that does not know TPRT).
+    netstack: bool,
 }
 
 impl PipelinedTprt {
@@ -551,6 +599,9 @@ impl PipelinedTprt {
         let mut v = vec![Command::Tprt(self.name.clone())];
         if let Some((rate, _)) = &self.rate {
             v.push(rate_command(*rate));
+        }
+        if self.netstack {
+            v.push(Command::Site(SiteCommand::SetNetStack(self.name.clone())));
         }
         v
     }

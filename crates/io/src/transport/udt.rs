@@ -241,6 +241,14 @@ pub struct UdtDataListener {
     listener: Arc<UdtListener>,
 }
 
+impl Drop for UdtDataListener {
+    fn drop(&mut self) {
+        // An acceptor task's blocking wait holds its own reference to the
+        // listener until its 200 ms wait ends: end it now.
+        self.listener.stop_accepting();
+    }
+}
+
 impl DataListener for UdtDataListener {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.listener.local_addr())

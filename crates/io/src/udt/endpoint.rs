@@ -47,6 +47,9 @@ pub struct State {
     pub conns: HashMap<u32, Entry>,
     pub listener: Option<Listener>,
     pub accept_queue: VecDeque<u32>,
+    /// Waits in `accept` return at once (the listener's owner is gone;
+    /// see `UdtListener::stop_accepting`).
+    pub accepts_stopped: bool,
     pub backlog: usize,
     /// The I/O thread stopped (socket error or shutdown).
     pub dead: Option<String>,
@@ -124,6 +127,7 @@ pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Ar
             conns: HashMap::new(),
             listener: listen.then(|| Listener::new(secret, Time::ZERO)),
             accept_queue: VecDeque::new(),
+            accepts_stopped: false,
             backlog: config.backlog,
             dead: None,
             // libudt: a random start in [1, 2^30], decreasing
