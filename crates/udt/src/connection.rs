@@ -873,16 +873,23 @@ impl Connection {
         }
         let n = pn - first;
         let newest = s.records.get((n - 1) as usize).copied();
+        // Whether this ACK passed a repaired hole (then its newest packet
+        // waited for the repair, and its RTT is not the path's).
+        let held = s.records.iter().take(n as usize).any(|r| r.retransmitted || r.reported_lost);
         s.buf.ack_before(pn);
         s.records.drain(..(n as usize).min(s.records.len()));
         s.loss.remove_through(pn - 1);
         s.delivered += n * mss;
         s.delivered_time = now;
         let mut rtt_sample = None;
+        let mut prompt = None;
         let mut rate = None;
         if let Some(p) = newest {
             if !p.retransmitted {
                 rtt_sample = Some(now.saturating_since(p.sent));
+                if !held {
+                    prompt = Some((pn - 1, p.sent));
+                }
             }
             let send_elapsed = p.sent.saturating_since(p.first_sent);
             let ack_elapsed = now.saturating_since(p.delivered_time);
@@ -923,6 +930,9 @@ impl Connection {
             peer_receive_rate: rates.0,
             link_capacity: rates.1,
         };
+        if let Some((p, sent)) = prompt {
+            self.cc.on_prompt_report(now, p, sent);
+        }
         self.cc.on_ack(&sample);
         self.maybe_finish_close(now);
     }
@@ -956,6 +966,11 @@ impl Connection {
         // loss whose retransmission is still on its way, or the loss of a
         // retransmission, says nothing new about the path's loss rate.
         let mut fresh = 0;
+        // The receiver NAKs a gap as the packet after it arrives
+        // (`handle_data`): for a gap reported for the first time, that
+        // packet's arrival is a prompt report (no ACK timer, no hole's
+        // repair; `CongestionControl::on_prompt_report`).
+        let mut prompt: Option<(u64, Time)> = None;
         let floor = s.last_ack.max(s.buf.first_unacked());
         let first_unacked = s.buf.first_unacked();
         for (pa, pb) in decoded.iter().copied() {
@@ -963,12 +978,20 @@ impl Connection {
                 continue;
             }
             added += s.loss.insert(pa.max(floor), pb);
+            let mut range_fresh = false;
             for pn in pa.max(floor)..=pb {
                 if s.records.get((pn - first_unacked) as usize).is_some_and(|r| !r.retransmitted && !r.reported_lost) {
                     fresh += 1;
+                    range_fresh = true;
                     if let Some(r) = s.records.get_mut((pn - first_unacked) as usize) {
                         r.reported_lost = true;
                     }
+                }
+            }
+            if range_fresh && pb < curr {
+                if let Some(r) = s.records.get((pb + 1 - first_unacked) as usize).filter(|r| !r.retransmitted) {
+                    // the newest such packet
+                    prompt = Some((pb + 1, r.sent));
                 }
             }
         }
@@ -982,7 +1005,11 @@ impl Connection {
             largest_sent: curr,
             bytes_in_flight: s.buf.in_flight() * mss,
         };
+        // (after the loss, which the report's delivery count needs)
         self.cc.on_loss(&loss);
+        if let Some((p, sent)) = prompt {
+            self.cc.on_prompt_report(now, p, sent);
+        }
         // "the lost packet (retransmission) should be sent out immediately"
         let s = self.snd.as_mut().expect("sender exists");
         s.next_send = s.next_send.min(now);

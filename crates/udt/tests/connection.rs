@@ -111,7 +111,13 @@ fn heavy_loss_including_lost_retransmissions_recovers() {
     let mut s = Sim::upload(cfg(), cfg(), up, down, 2 << 20, 42, 8);
     assert!(s.run_transfer(secs(120)), "read {}", s.server.read);
     // at 15 % some retransmissions are lost too, and the periodic NAK repairs them
-    assert!(s.server().stats().naks_sent > s.client().stats().retransmitted / 10);
+    assert!(
+        s.server().stats().naks_sent > s.client().stats().retransmitted / 10,
+        "{:?} {:?} {}",
+        s.server().stats(),
+        s.client().stats(),
+        s.client().congestion().describe()
+    );
 }
 
 #[test]

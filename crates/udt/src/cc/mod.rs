@@ -94,6 +94,15 @@ pub trait CongestionControl: std::fmt::Debug + Send {
     fn on_sent(&mut self, _now: Time, _pn: u64, _bytes: u64, _bytes_in_flight: u64) {}
     fn on_ack(&mut self, ack: &AckSample);
     fn on_loss(&mut self, loss: &LossSample);
+    /// The peer reported at once that packet `pn`, first sent at `sent`,
+    /// arrived: UDT's receiver NAKs a fresh gap as the packet after it
+    /// arrives, and an ACK that passed no hole reports its newest packet.
+    /// Without SACK the cumulative ACK waits behind every hole for its
+    /// repair; these reports do not, so they give an RTT sample a round
+    /// trip before the smoothed RTT shows a change, and their progress
+    /// (packet numbers over time, less the packets reported lost, which
+    /// `on_loss` has counted before) a delivery rate no hole delays.
+    fn on_prompt_report(&mut self, _now: Time, _pn: u64, _sent: Time) {}
     /// The retransmission timer fired: nothing was heard for a long time.
     fn on_timeout(&mut self, _now: Time) {}
     /// The receiver's window changed (bytes).
