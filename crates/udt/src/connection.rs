@@ -613,6 +613,13 @@ impl Connection {
         }
     }
 
+    /// Written bytes not yet sent once, or losses waiting to be re-sent:
+    /// the sender has work queued, so whoever drives it will come back to
+    /// it (a pacing or window wait) without being told of a new write.
+    pub fn has_unsent(&self) -> bool {
+        self.snd.as_ref().is_some_and(|s| s.buf.unsent() > 0 || !s.loss.is_empty())
+    }
+
     /// Bytes written and not yet acknowledged.
     pub fn send_buffered(&self) -> usize {
         self.snd.as_ref().map_or(0, |s| s.buf.len())

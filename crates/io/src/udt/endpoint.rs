@@ -40,6 +40,24 @@ pub struct Entry {
     pub conn: Connection,
     /// The application dropped its handle: remove once drained.
     pub orphaned: bool,
+    /// A writer waits until the send buffer has this much room (0: none
+    /// waits). See [`State::wanted`].
+    pub want_space: usize,
+    /// A reader waits for data (or the end of the stream).
+    pub want_read: bool,
+}
+
+impl Entry {
+    pub fn new(conn: Connection) -> Entry {
+        Entry { conn, orphaned: false, want_space: 0, want_read: false }
+    }
+
+    /// What this connection's waiting reader or writer waits for is there.
+    fn wanted(&self) -> bool {
+        let c = &self.conn;
+        (self.want_space > 0 && (c.send_space() >= self.want_space || !c.is_established()))
+            || (self.want_read && (c.readable() > 0 || c.at_eof() || c.is_closed()))
+    }
 }
 
 #[derive(Debug)]
@@ -50,6 +68,10 @@ pub struct State {
     /// Waits in `accept` return at once (the listener's owner is gone;
     /// see `UdtListener::stop_accepting`).
     pub accepts_stopped: bool,
+    /// Threads in `accept`, and in other waits (a connect, a shutdown, an
+    /// acknowledgement) that any change may end.
+    pub accepting: usize,
+    pub other_waiters: usize,
     pub backlog: usize,
     /// The I/O thread stopped (socket error or shutdown).
     pub dead: Option<String>,
@@ -128,6 +150,8 @@ pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Ar
             listener: listen.then(|| Listener::new(secret, Time::ZERO)),
             accept_queue: VecDeque::new(),
             accepts_stopped: false,
+            accepting: 0,
+            other_waiters: 0,
             backlog: config.backlog,
             dead: None,
             // libudt: a random start in [1, 2^30], decreasing
@@ -156,6 +180,19 @@ pub fn start(bind: SocketAddr, config: UdtConfig, listen: bool) -> io::Result<Ar
 }
 
 impl State {
+    /// Whether a waiting application thread has something to wake for:
+    /// the I/O thread signals the condition variable only then (session
+    /// 12). It used to signal after every receive batch and every timer,
+    /// which on a fast stream woke the reader for every batch, the writer
+    /// for every ACK (to write the few packets it freed) and a data
+    /// listener's accepting thread for nothing, each wake a context switch
+    /// on both sides (docs/udt.md, "The driver").
+    pub fn wanted(&self) -> bool {
+        self.other_waiters > 0
+            || (self.accepting > 0 && (!self.accept_queue.is_empty() || self.accepts_stopped))
+            || self.conns.values().any(Entry::wanted)
+    }
+
     pub fn new_id(&mut self) -> u32 {
         loop {
             let id = self.next_id;
@@ -209,6 +246,7 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             let mut st = shared.lock();
             out.clear();
             let mut notify = false;
+            let mut event = false;
             order.clear();
             order.extend(st.conns.keys().copied());
             let n = order.len().max(1);
@@ -235,13 +273,16 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
                     more = true;
                 }
                 while c.poll_event().is_some() {
-                    notify = true;
+                    event = true;
                 }
                 if let Some(t) = c.poll_timeout() {
                     deadline = Some(deadline.map_or(t, |d: Time| d.min(t)));
                 }
             }
             st.conns.retain(|_, e| !(e.orphaned && e.conn.is_drained()));
+            // A timer (pacing, ACK) ran: only a state change or what a
+            // waiting thread wants is worth waking it for.
+            notify = event || (notify && st.wanted());
             drop(st);
             if notify {
                 shared.changed.notify_all();
@@ -337,12 +378,15 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
                 last_arrival = now;
                 dispatch(shared, &mut st, now, r.from, d, &mut out);
             }
+            let wake = st.wanted();
             drop(st);
             if stamped > 0 {
                 shared.rx_stamped.fetch_add(stamped, Ordering::Relaxed);
                 shared.rx_wait_ns.fetch_add(waited, Ordering::Relaxed);
             }
-            shared.changed.notify_all();
+            if wake {
+                shared.changed.notify_all();
+            }
             // replies from the listener (cookies, refusals)
             if !out.items.is_empty() {
                 let list: Vec<(SocketAddr, &[u8])> =
@@ -427,7 +471,7 @@ fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u
             }
             let id = st.new_id();
             let conn = Connection::accept(shared.config.protocol.clone(), id, from, &hs, now);
-            st.conns.insert(id, Entry { conn, orphaned: false });
+            st.conns.insert(id, Entry::new(conn));
             st.accept_queue.push_back(id);
         }
     }

@@ -23,7 +23,7 @@ use ferry_udt::{Config, CongestionKind, Connection, ConnectionError, State};
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Settings of a UDT endpoint: the protocol's, and the socket's.
@@ -317,6 +317,10 @@ fn closed_error(e: &ConnectionError) -> io::Error {
     io::Error::new(kind, e.to_string())
 }
 
+/// A writer that found the send buffer full waits until this much of what
+/// it writes fits (or all of it, if less; or a quarter of the buffer).
+const WRITE_LOW_WATER: usize = 1 << 20;
+
 /// A UDT connection as a byte stream.
 #[derive(Debug)]
 pub struct UdtStream {
@@ -389,7 +393,7 @@ impl UdtStream {
             let id = st.new_id();
             let isn = (endpoint::random_u64() & 0x7FFF_FFFF) as u32;
             let conn = Connection::connect(shared.config.protocol.clone(), id, peer, isn, now);
-            st.conns.insert(id, Entry { conn, orphaned: false });
+            st.conns.insert(id, Entry::new(conn));
             id
         };
         shared.kick();
@@ -425,8 +429,29 @@ impl UdtStream {
             if let Some(d) = &st.dead {
                 return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
             }
+            st.other_waiters += 1;
             st = self.shared.wait(st, Duration::from_millis(50));
+            st.other_waiters -= 1;
         }
+    }
+
+    /// Waits on the condition variable at most `limit` with `want(entry,
+    /// true)` telling the I/O thread what this thread waits for
+    /// ([`endpoint::State::wanted`]), and `want(entry, false)` after.
+    fn wait_wanting<'a>(
+        &self,
+        mut st: MutexGuard<'a, endpoint::State>,
+        limit: Duration,
+        want: impl Fn(&mut Entry, bool),
+    ) -> MutexGuard<'a, endpoint::State> {
+        if let Some(e) = st.conns.get_mut(&self.id) {
+            want(e, true);
+        }
+        st = self.shared.wait(st, limit);
+        if let Some(e) = st.conns.get_mut(&self.id) {
+            want(e, false);
+        }
+        st
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
@@ -453,7 +478,9 @@ impl UdtStream {
             if left.is_zero() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "UDT data still unacknowledged"));
             }
+            st.other_waiters += 1;
             st = self.shared.wait(st, left.min(Duration::from_millis(50)));
+            st.other_waiters -= 1;
         }
     }
 
@@ -476,18 +503,27 @@ impl UdtStream {
                 State::Closed(err) => return Err(closed_error(err)),
                 _ => return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stream shut down")),
             }
+            // The I/O thread needs telling only when it had nothing left to
+            // send: with data queued it comes back to the sender on its own
+            // (pacing or the window).
+            let idle = !e.conn.has_unsent();
             let n = e.conn.write(now, buf);
             if n > 0 {
                 drop(st);
-                self.shared.kick();
+                if idle {
+                    self.shared.kick();
+                }
                 return Ok(n);
             }
             if let Some(d) = &st.dead {
                 return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
             }
-            st = self
-                .shared
-                .wait(st, Self::wait_limit(deadline).ok_or_else(|| Self::stalled("sent", &self.write_timeout))?);
+            // Full: wait until a good part of `buf` fits (several packets
+            // per wake, not the few one ACK freed); the wait's 50 ms step
+            // bounds it if that never comes.
+            let want = buf.len().min(WRITE_LOW_WATER).min(self.shared.config.protocol.send_buffer_bytes / 4).max(1);
+            let limit = Self::wait_limit(deadline).ok_or_else(|| Self::stalled("sent", &self.write_timeout))?;
+            st = self.wait_wanting(st, limit, |e, on| e.want_space = if on { want } else { 0 });
         }
     }
 
@@ -512,7 +548,11 @@ impl UdtStream {
             let n = e.conn.read(buf);
             if n > 0 {
                 drop(st);
-                // a read may have opened the flow window: let the thread send the update
+                // A read may have opened the flow window: let the thread
+                // send the update. (Kicking only when it did —
+                // `window_update` — left the receiver's I/O thread asleep in
+                // `ppoll` between arrivals: more context switches on the
+                // receiving side, session 12, docs/udt.md "The driver".)
                 self.shared.kick();
                 return Ok(n);
             }
@@ -526,9 +566,8 @@ impl UdtStream {
             if let Some(d) = &st.dead {
                 return Err(io::Error::other(format!("UDT endpoint stopped: {d}")));
             }
-            st = self
-                .shared
-                .wait(st, Self::wait_limit(deadline).ok_or_else(|| Self::stalled("read", &self.read_timeout))?);
+            let limit = Self::wait_limit(deadline).ok_or_else(|| Self::stalled("read", &self.read_timeout))?;
+            st = self.wait_wanting(st, limit, |e, on| e.want_read = on);
         }
     }
 
@@ -675,7 +714,9 @@ impl UdtListener {
                 }
                 None => Duration::from_millis(50),
             };
+            st.accepting += 1;
             st = self.shared.wait(st, wait);
+            st.accepting -= 1;
         }
     }
 }
