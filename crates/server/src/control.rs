@@ -308,7 +308,7 @@ type Queued = (Parsed, Option<Arc<BatchDurability>>, Option<ferry_proto::batch::
 /// or not the client reads before the 125); a `BSTO SYNC` file's 125 too
 /// (its client sends without waiting for it). Either for at most
 /// [`HOLD_125_FOR`], for a client that waits all the same.
-const HOLD_125_MAX_SIZE: u64 = 64 << 10;
+pub(crate) const HOLD_125_MAX_SIZE: u64 = 64 << 10;
 const HOLD_125_FOR: Duration = Duration::from_millis(1);
 
 /// A file operation running in the background.
@@ -1021,6 +1021,7 @@ impl Control {
                     sealing: self.udt_secret.clone().filter(|_| self.session.udt_sealed()),
                     batch: self.batch.clone(),
                     facts: self.facts.clone(),
+                    from_line: self.from_line,
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));

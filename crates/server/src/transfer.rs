@@ -23,6 +23,7 @@
 //! client leaving can stop a transfer only before it starts to commit, and
 //! a committed upload is never logged or answered as failed.
 
+use crate::control::HOLD_125_MAX_SIZE;
 use crate::data;
 use crate::server::ServerContext;
 use ferry_io::endpoint::{NullSink, ZeroSource};
@@ -224,6 +225,9 @@ pub(crate) struct TransferContext {
     /// A `BSTO` entry's modification time and mode, set on the partial
     /// before its rename (docs/batch.md).
     pub facts: Option<ferry_proto::batch::EntryFacts>,
+    /// The command came from a batch line (`BRET`/`BSTO`): the control
+    /// loop holds a small file's 125 for its 226 (docs/batch.md).
+    pub from_line: bool,
 }
 
 enum Prepared {
@@ -406,7 +410,14 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     };
     // On the data runtime: its blocking threads are the data connections'.
     let rt = task.ctx.server.data_runtime.handle().clone();
-    rt.spawn(task.run());
+    if task.one_thread_eligible() {
+        // Straight onto a blocking thread: no async task between the
+        // control loop and the file (docs/trees.md, session 12).
+        let handle = rt.clone();
+        rt.spawn_blocking(move || task.run_here(&handle));
+    } else {
+        rt.spawn(task.run());
+    }
     ActiveTransfer {
         events,
         request,
@@ -526,7 +537,29 @@ fn probe(
 
 impl Task {
     async fn run(mut self) {
-        let outcome = match self.execute().await {
+        let result = self.execute().await;
+        self.end(result).await;
+    }
+
+    /// A one-thread transfer ([`Task::one_thread`]) on the blocking thread
+    /// it was spawned on, from start to `Finished`: the control loop's
+    /// spawn wakes this thread, and `Started` and `Finished` wake the
+    /// control loop, with nothing in between (an async task on the data
+    /// runtime and a `spawn_blocking` from it were two more hand-offs
+    /// each way; docs/trees.md, session 12).
+    fn run_here(mut self, rt: &tokio::runtime::Handle) {
+        let result = self.one_thread(rt);
+        let result = self.conclude(result);
+        // Nothing in `end` waits on a one-thread transfer over TCP: the
+        // channel has room for both events, and the abandon of a failed
+        // upload is the one blocking step.
+        rt.block_on(self.end(result));
+    }
+
+    /// Reports the transfer's outcome to the control loop with the
+    /// session's data channels.
+    async fn end(mut self, result: Result<u64, TransferError>) {
+        let outcome = match result {
             Ok(bytes) => TransferOutcome::Complete { bytes },
             Err(e) => {
                 // Connections in an unknown state must not carry the next
@@ -578,10 +611,6 @@ impl Task {
     }
 
     async fn execute(&mut self) -> Result<u64, TransferError> {
-        if self.one_thread_eligible() {
-            let result = self.one_thread().await;
-            return self.conclude(result);
-        }
         let root = self.ctx.root.clone();
         let req = self.request.clone();
         let server = self.ctx.server.clone();
@@ -666,74 +695,81 @@ impl Task {
     /// when complete, the entry's facts set on the open partial before the
     /// rename, durability with the batch. An upload whose sender opened
     /// more connections than the cached one (its EOD count says so) goes
-    /// on the usual way for the rest.
-    async fn one_thread(&mut self) -> Result<u64, TransferError> {
+    /// on the usual way for the rest. Runs on the blocking thread the
+    /// transfer was spawned on ([`Task::run_here`]).
+    fn one_thread(&mut self, rt: &tokio::runtime::Handle) -> Result<u64, TransferError> {
         let conn = self.ctx.channels.cached.pop().expect("one cached connection");
         self.ctl.abort.register(&*conn).map_err(|e| TransferError::DataConnection(e.to_string()))?;
-        let (root, req, server, user) =
-            (self.ctx.root.clone(), self.request.clone(), self.ctx.server.clone(), self.ctx.user.clone());
-        let (ctl, tx, received, verdict) =
-            (self.ctl.clone(), self.tx.clone(), self.received.clone(), self.verdict.clone());
-        let (batch, control, control_closed) =
-            (self.ctx.batch.clone(), self.ctx.control.clone(), self.ctx.control_closed.clone());
+        let (root, req, server) = (self.ctx.root.clone(), self.request.clone(), self.ctx.server.clone());
         let facts = self.entry_facts();
         let timeout = self.timeout();
         let max = server.config.max_file_size;
         let max_connections = server.config.max_data_connections_per_session.clamp(1, mode_e::MAX_CONNECTIONS);
-        let ran = tokio::task::spawn_blocking(move || -> OneThread {
-            let failed = |e| OneThread { upload: None, result: Err(e) };
-            let (prepared, size) = match prepare(&root, &server.config, &req, &user) {
-                Ok(p) => p,
-                Err(e) => return failed(e),
-            };
-            // The 125 before any data, as on the usual path.
-            let _ = tx.blocking_send(TransferEvent::Started { size, reused: true });
-            match prepared {
-                Prepared::Send { source, ranges, header_base } => {
-                    let plan = SendPlan { ranges, header_base, block_size: mode_e::DEFAULT_BLOCK_SIZE };
-                    let result = mode_e::send(vec![conn], &*source, &plan, &ctl)
-                        .map(|mut kept| Step::Done(kept.pop()))
-                        .map_err(|e| copy_error(e, timeout, max));
-                    OneThread { upload: None, result }
-                }
-                Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } => {
-                    let plan = UploadPlan { mode, base, done: done.clone() };
-                    let dest = Destination::Upload { upload: upload.clone(), mode };
-                    let kept = (upload.clone(), plan);
-                    let sink = match dest.sink(false) {
-                        Ok(s) => s,
-                        Err(e) => return OneThread { upload: Some(kept), result: Err(e) },
-                    };
+        let (prepared, size) = prepare(&root, &server.config, &req, &self.ctx.user)?;
+        // The 125 goes before any data, as on the usual path — unless the
+        // control loop would hold it for the 226 anyway (a `BSTO SYNC`
+        // file, a small `BRET` file: docs/batch.md, "Replies written
+        // together"): then `Started` goes with `Finished`, and the control
+        // loop wakes once for the file instead of twice.
+        let held = req.markers.perf_secs.is_none()
+            && (self.ctx.batch.is_some()
+                || (self.ctx.from_line
+                    && req.kind == TransferKind::Retrieve
+                    && size.is_some_and(|s| s <= HOLD_125_MAX_SIZE)));
+        let started = TransferEvent::Started { size, reused: true };
+        let mut started = if held {
+            Some(started)
+        } else {
+            let _ = self.tx.blocking_send(started);
+            None
+        };
+        let step = match prepared {
+            Prepared::Send { source, ranges, header_base } => {
+                let plan = SendPlan { ranges, header_base, block_size: mode_e::DEFAULT_BLOCK_SIZE };
+                mode_e::send(vec![conn], &*source, &plan, &self.ctl)
+                    .map(|mut kept| Step::Done(kept.pop()))
+                    .map_err(|e| copy_error(e, timeout, max))
+            }
+            Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } => {
+                let plan = UploadPlan { mode, base, done: done.clone() };
+                // As on the usual path: a failure abandons it (`end`).
+                self.upload = Some((upload.clone(), plan));
+                let dest = Destination::Upload { upload: upload.clone(), mode };
+                dest.sink(false).and_then(|sink| {
                     let limit = upload_limit(max, req.allocation, mode, base, &upload);
                     let spec = ReceiveSpec { base, limit: Some(limit), max_connections };
-                    let result = match mode_e::receive_stream(conn, &*sink, spec, &received, &ctl, None) {
+                    match mode_e::receive_stream(conn, &*sink, spec, &self.received, &self.ctl, None) {
                         Err(e) => Err(copy_error(e, timeout, max)),
-                        Ok(rest) if !received.is_complete() => Ok(Step::Rest(rest)),
-                        Ok(rest) => match &batch {
+                        Ok(rest) if !self.received.is_complete() => Ok(Step::Rest(rest)),
+                        Ok(rest) => match &self.ctx.batch {
                             Some(batch) => {
-                                commit_small(&req, &received, &done, &upload, mode, facts, batch, &verdict, || {
-                                    control_closed.load(Ordering::SeqCst) || hung_up(control.as_fd())
-                                })
+                                let (closed, control) = (&self.ctx.control_closed, &self.ctx.control);
+                                commit_small(
+                                    &req,
+                                    &self.received,
+                                    &done,
+                                    &upload,
+                                    mode,
+                                    facts,
+                                    batch,
+                                    &self.verdict,
+                                    || closed.load(Ordering::SeqCst) || hung_up(control.as_fd()),
+                                )
                                 .map(|()| Step::Done(rest))
                             }
                             None => {
                                 Err(TransferError::Local("internal error: a one-thread upload outside a batch".into()))
                             }
                         },
-                    };
-                    drop(sink);
-                    OneThread { upload: Some(kept), result }
-                }
-                _ => failed(TransferError::Local("internal error: not a one-thread transfer".into())),
+                    }
+                })
             }
-        })
-        .await
-        .map_err(|e| TransferError::Local(e.to_string()))?;
-        if let Some((upload, plan)) = ran.upload {
-            // As on the usual path: a failure abandons it (`run`).
-            self.upload = Some((upload, plan));
+            _ => Err(TransferError::Local("internal error: not a one-thread transfer".into())),
+        };
+        if let Some(started) = started.take() {
+            let _ = self.tx.blocking_send(started);
         }
-        match ran.result? {
+        match step? {
             Step::Done(conn) => {
                 self.ctx.channels.cached.extend(conn);
                 Ok(self.ctl.progress.load(Ordering::Relaxed))
@@ -744,7 +780,7 @@ impl Task {
                     return Err(TransferError::Local("internal error: no upload to go on with".into()));
                 };
                 let dest = Destination::Upload { upload, mode: plan.mode };
-                self.receive_rest(dest, plan.base, plan.done, Vec::new(), finished).await
+                rt.block_on(self.receive_rest(dest, plan.base, plan.done, Vec::new(), finished))
             }
         }
     }
@@ -1188,13 +1224,6 @@ impl Task {
 /// the first checkpoint's second on any path where batches matter.
 const ONE_THREAD_MAX_UPLOAD: u64 = 8 << 20;
 
-/// What [`Task::one_thread`]'s blocking thread hands back.
-struct OneThread {
-    /// The upload it began (a failed one is abandoned by `run`).
-    upload: Option<(Arc<Upload>, UploadPlan)>,
-    result: Result<Step, TransferError>,
-}
-
 enum Step {
     /// Sent, or received and committed: the connection to keep.
     Done(Option<DataConn>),
@@ -1222,7 +1251,12 @@ fn commit_small(
     if control_gone() {
         return Err(client_left());
     }
-    if let (Some(size), StoreMode::Replace | StoreMode::Resume, false) = (req.allocation, mode, upload.in_place()) {
+    // A resumed partial may hold more from an earlier, longer upload: cut
+    // to the announced size. A fresh one (`Replace`, no REST on this path)
+    // started empty and took writes only below the ALLO size (the
+    // receiver's limit), all of which `block_complete` saw arrive: it is
+    // that size already (one `ftruncate` less per small upload).
+    if let (Some(size), StoreMode::Resume, false) = (req.allocation, mode, upload.in_place()) {
         upload.file.set_len(size).map_err(|e| TransferError::Local(e.to_string()))?;
     }
     if !verdict.commit() {

@@ -137,7 +137,9 @@ impl Client {
                         _ => None,
                     })
                     .collect();
-                let opened = Opened::start(wanted);
+                // From the walk, the destination names are known to be free
+                // or regular files unless it saw otherwise (`dests_in_the_way`).
+                let opened = Opened::start(wanted, walked && !self.dests_in_the_way);
                 let items: Vec<BatchFile<Arc<dyn ferry_io::mode_e::BlockSink>>> = files
                     .iter()
                     .enumerate()

@@ -196,6 +196,7 @@ impl Client {
             listers: Vec::new(),
             listers_failed: false,
             records: None,
+            dests_in_the_way: self.dests_in_the_way,
         }
     }
 

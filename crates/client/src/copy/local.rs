@@ -28,8 +28,18 @@ impl LocalSink {
     /// file is created owner-only (0600): until it is complete and given
     /// the source's mode, nobody else reads it.
     pub(super) fn open(target: &Path, keep: bool, meta: FileMeta) -> Result<Self, ClientError> {
+        Self::open_as(target, keep, meta, false)
+    }
+
+    /// [`open`](Self::open); with `known_regular`, the caller knows the
+    /// name is free or a regular file (the tree walk listed its
+    /// directory), so it is not looked at first: one `statx` less, which
+    /// fails for every file of a fresh tree. A directory put there since
+    /// the walk then fails the file at its rename instead of here.
+    pub(super) fn open_as(target: &Path, keep: bool, meta: FileMeta, known_regular: bool) -> Result<Self, ClientError> {
         use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-        if let Ok(md) = std::fs::metadata(target) {
+        let looked = if known_regular { None } else { std::fs::metadata(target).ok() };
+        if let Some(md) = looked {
             let ft = md.file_type();
             if ft.is_char_device() || ft.is_fifo() {
                 let file = std::fs::OpenOptions::new().write(true).open(target).map_err(local_err(target))?;

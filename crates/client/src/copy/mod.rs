@@ -343,6 +343,14 @@ pub struct Client {
     /// The restart records' names, listed once per tree copy (see
     /// `RecordIndex` in `tree.rs`).
     records: Option<Arc<std::collections::HashSet<String>>>,
+    /// The tree walk found a file to copy whose local destination name is
+    /// taken by something other than a regular file (a directory, a link,
+    /// a device): the batches' opener then looks at each destination
+    /// before it creates the partial file. Otherwise it does not — the walk
+    /// listed (or created) every destination directory, so each name is
+    /// free or a regular file to be replaced (one failing `statx` less per
+    /// downloaded file; docs/trees.md, session 12).
+    dests_in_the_way: bool,
 }
 
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
@@ -368,6 +376,7 @@ impl Client {
             listers: Vec::new(),
             listers_failed: false,
             records: None,
+            dests_in_the_way: false,
         }
     }
 

@@ -41,11 +41,13 @@ pub(super) struct Opened {
 impl Opened {
     /// Starts opening `files` (destination, facts) in order on a blocking
     /// thread; the first that fails stops the opening, and it and every
-    /// later file are [`Slot::Failed`].
-    pub(super) fn start(files: Vec<(PathBuf, FileFacts)>) -> Arc<Self> {
+    /// later file are [`Slot::Failed`]. `known`: every destination name is
+    /// free or a regular file (the tree walk listed its directory), so
+    /// none is looked at before its partial file is created.
+    pub(super) fn start(files: Vec<(PathBuf, FileFacts)>, known: bool) -> Arc<Self> {
         let opened = Arc::new(Self::new(files.len()));
         let me = opened.clone();
-        tokio::task::spawn_blocking(move || me.open_all(files));
+        tokio::task::spawn_blocking(move || me.open_all(files, known));
         opened
     }
 
@@ -53,12 +55,12 @@ impl Opened {
         Self { slots: Mutex::new((0..n).map(|_| Slot::Pending).collect()), ready: Condvar::new() }
     }
 
-    fn open_all(&self, files: Vec<(PathBuf, FileFacts)>) {
+    fn open_all(&self, files: Vec<(PathBuf, FileFacts)>, known: bool) {
         let mut failed: Option<String> = None;
         for (i, (path, facts)) in files.into_iter().enumerate() {
             let slot = match &failed {
                 Some(why) => Slot::Failed(why.clone()),
-                None => match LocalSink::open(&path, false, FileMeta::of(&facts))
+                None => match LocalSink::open_as(&path, false, FileMeta::of(&facts), known)
                     .and_then(|s| s.block_sink_sized(Some(facts.size)).map(|b| (s, b)))
                 {
                     Ok((sink, blocks)) => Slot::Open(Some(sink), blocks),
@@ -155,7 +157,8 @@ mod tests {
         let writer = std::thread::spawn(move || sink.write_at(b"late", 0));
         let me = opened.clone();
         let files = vec![(dir.path().join("a"), facts(0)), (dir.path().join("b"), facts(4))];
-        std::thread::spawn(move || me.open_all(files)).join().unwrap();
+        // Fresh names, as the walk knows them: not looked at first.
+        std::thread::spawn(move || me.open_all(files, true)).join().unwrap();
         writer.join().unwrap().unwrap();
         opened.take(0).unwrap().finish(0).unwrap();
         opened.take(1).unwrap().finish(4).unwrap();
@@ -172,10 +175,28 @@ mod tests {
             (dir.path().join("missing").join("b"), facts(1)),
             (dir.path().join("c"), facts(1)),
         ];
-        opened.open_all(files);
+        opened.open_all(files, false);
         assert!(opened.take(0).is_ok());
         assert!(opened.sink(1).write_at(b"x", 0).is_err());
         assert!(opened.take(2).err().is_some_and(|why| why.contains("earlier file")));
         assert!(!dir.path().join(".c.ferry-part").exists(), "nothing after the failure is created");
+    }
+
+    #[test]
+    fn a_directory_in_the_way_fails_the_file_unless_the_names_are_known() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        let opened = Arc::new(Opened::new(1));
+        opened.open_all(vec![(dir.path().join("a"), facts(1))], false);
+        assert!(opened.take(0).err().is_some_and(|why| why.contains("directory")), "looked at before the create");
+        assert!(!dir.path().join(".a.ferry-part").exists());
+        // A regular file in the way is replaced either way.
+        std::fs::write(dir.path().join("b"), b"old").unwrap();
+        let opened = Arc::new(Opened::new(1));
+        opened.open_all(vec![(dir.path().join("b"), facts(3))], true);
+        let sink = opened.sink(0);
+        sink.write_at(b"new", 0).unwrap();
+        opened.take(0).unwrap().finish(3).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("b")).unwrap(), b"new");
     }
 }

@@ -364,6 +364,9 @@ impl Client {
                         continue;
                     }
                     let dst_facts = at_dst.get(&name);
+                    if dst_facts.is_some_and(|f| f.kind != FileKind::File) {
+                        self.dests_in_the_way = true;
+                    }
                     if up_to_date(self.opts.sync, &e.facts, dst_facts) && self.same_checksum_if_asked(&s, &d).await {
                         // A record left by a copy that finished but was
                         // stopped before it could forget it.
