@@ -38,6 +38,12 @@
 //! stops growing by 25 % for three rounds or a round shows congestion, then
 //! drains the queue it made, or as soon as a fifth of the round's packets
 //! were lost (a shallow policer's answer: no queue, only drops).
+//! Start-up also reads the receiver's prompt reports (`on_prompt_report`:
+//! the packet after a gap NAKed for the first time, the newest packet of an
+//! ACK that passed no hole), which no hole's repair delays: their RTT ends
+//! start-up as a queue rises a round trip before UDT's smoothed RTT shows
+//! it, their progress is start-up's delivery rate, and below 2 % loss
+//! start-up's window is two BDPs past the newest packet they reported.
 //! Given a starting rate (from `ferry probe`), it skips start-up and paces
 //! at that rate from the first packet; the rate stays in the model only as
 //! long as a measured rate would (ten rounds), so a wrong probe corrects
