@@ -394,7 +394,7 @@ fn a_data_node_killed_mid_transfer_fails_it_with_a_reply_naming_the_node() {
 /// The Globus striped server: data nodes started with `-dn` and a front
 /// end with `-r node1,node2`, all anonymous on loopback, as nobody.
 struct GlobusStriped {
-    children: Vec<Child>,
+    _children: Vec<PeerProcess>,
     port: u16,
     dir: tempfile::TempDir,
 }
@@ -407,14 +407,14 @@ impl GlobusStriped {
         let mut children = Vec::new();
         let mut list = Vec::new();
         let server = |args: &[String]| {
-            Command::new("setpriv")
-                .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
-                .args(["-c", "/dev/null", "-aa", "-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap()
+            PeerProcess::spawn(
+                Command::new("setpriv")
+                    .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+                    .args(["-c", "/dev/null", "-aa", "-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
+                    .args(args)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null()),
+            )
         };
         for _ in 0..nodes {
             let p = free_port();
@@ -425,7 +425,7 @@ impl GlobusStriped {
         let port = free_port();
         children.push(server(&["-p".into(), port.to_string(), "-r".into(), list.join(",")]));
         wait_for_port(port);
-        Self { children, port, dir }
+        Self { _children: children, port, dir }
     }
 
     fn url(&self, rel: &str) -> String {
@@ -434,15 +434,6 @@ impl GlobusStriped {
 
     fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
-    }
-}
-
-impl Drop for GlobusStriped {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 

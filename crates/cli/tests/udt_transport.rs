@@ -220,7 +220,7 @@ fn a_killed_encrypted_udt_upload_resumes_from_its_restart_markers() {
 /// The Globus GridFTP server as the reference runs its UDT end:
 /// anonymous, loopback, as `nobody`, data channels over UDT by default.
 struct GlobusUdtServer {
-    child: Child,
+    _server: PeerProcess,
     port: u16,
     dir: tempfile::TempDir,
     log: std::path::PathBuf,
@@ -240,18 +240,18 @@ impl GlobusUdtServer {
         chown_nobody(dir.path());
         let log = dir.path().join("server.log");
         let port = free_port();
-        let child = Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
-            .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
-            .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
-            .args(["-threads", "2", "-dc-whitelist", "udt,tcp", "-dc-default", stack, "-log-level", "ALL", "-l"])
-            .arg(&log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let server = PeerProcess::spawn(
+            Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+                .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
+                .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1"])
+                .args(["-threads", "2", "-dc-whitelist", "udt,tcp", "-dc-default", stack, "-log-level", "ALL", "-l"])
+                .arg(&log)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
         wait_for_port(port);
-        Self { child, port, dir, log }
+        Self { _server: server, port, dir, log }
     }
 
     fn path(&self, rel: &str) -> std::path::PathBuf {
@@ -264,13 +264,6 @@ impl GlobusUdtServer {
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for GlobusUdtServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -937,15 +930,13 @@ fn auto_takes_udt_or_quic_on_a_long_path_when_offered_and_tcp_otherwise() {
     let pdb = work.path().join("passwd.pdb");
     assert!(Command::new("pure-pw").arg("mkdb").arg(&pdb).arg("-f").arg(&passwd).status().unwrap().success());
     let port = free_port();
-    let _pure = InNamespace(
+    let _pure = PeerProcess::spawn(
         link.command(Side::Server, "pure-ftpd")
             .arg("-l")
             .arg(format!("puredb:{}", pdb.display()))
             .args(["-S", &format!("{server_ip},{port}"), "-E", "-H", "-A"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+            .stderr(Stdio::null()),
     );
     let pure_url = format!("ftp://{}:{}@{server_ip}:{port}/p.bin", PURE_USER.0, PURE_USER.1);
     let dst3 = local.path().join("p.bin");
@@ -1013,16 +1004,14 @@ fn auto_third_party_between_servers_that_chose_differently_agrees_on_tcp() {
     random_file(&gdir.path().join("g.bin"), 3 << 20, 21);
     chown_nobody(gdir.path());
     let gport = free_port();
-    let _globus = InNamespace(
+    let _globus = PeerProcess::spawn(
         link.command(Side::Server, "setpriv")
             .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
             .args(["-c", "/dev/null", "-aa", "-p", &gport.to_string()])
             .args(["-control-interface", &server_ip, "-data-interface", &server_ip, "-l"])
             .arg(gdir.path().join("server.log"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+            .stderr(Stdio::null()),
     );
     let src = format!("ftp://{server_ip}:{gport}{}/g.bin", gdir.path().display());
     let dst = format!("ftp://{}:{}@{at}/t.bin", ALICE.0, ALICE.1);

@@ -237,9 +237,50 @@ impl Drop for FerryServer {
     }
 }
 
+/// A test peer (pure-ftpd, Globus) run as the leader of its own process
+/// group. Both servers fork a process per client session; killing only the
+/// server's PID let those sessions outlive their test (found after session
+/// 12's CI run), so dropping a peer signals the whole group.
+pub struct PeerProcess(Child);
+
+impl PeerProcess {
+    pub fn spawn(cmd: &mut Command) -> Self {
+        use std::os::unix::process::CommandExt;
+        Self(cmd.process_group(0).spawn().expect("spawning a test peer"))
+    }
+
+    /// The group's ID (the leader's PID).
+    pub fn pgid(&self) -> i32 {
+        self.0.id() as i32
+    }
+}
+
+/// The live (not zombie) processes of process group `pgid`, from `/proc`.
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // After the command name in parentheses: state, ppid, pgrp.
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+impl Drop for PeerProcess {
+    fn drop(&mut self) {
+        let _ = ferry_bench::proc::kill_group_now(self.pgid());
+        let _ = self.0.wait();
+    }
+}
+
 /// pure-ftpd from Debian, with one virtual user (pure-pw), on a free port.
 pub struct PureFtpd {
-    child: Child,
+    pub server: PeerProcess,
     pub port: u16,
     pub home: tempfile::TempDir,
     work: tempfile::TempDir,
@@ -277,28 +318,21 @@ impl PureFtpd {
         let mk = Command::new("pure-pw").args(["mkdb"]).arg(&pdb).arg("-f").arg(&passwd).status().unwrap();
         assert!(mk.success(), "pure-pw mkdb failed");
         let port = free_port();
-        let child = Command::new("pure-ftpd")
-            .arg("-l")
-            .arg(format!("puredb:{}", pdb.display()))
-            .args(["-S", &format!("127.0.0.1,{port}"), "-E", "-H", "-A"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let server = PeerProcess::spawn(
+            Command::new("pure-ftpd")
+                .arg("-l")
+                .arg(format!("puredb:{}", pdb.display()))
+                .args(["-S", &format!("127.0.0.1,{port}"), "-E", "-H", "-A"])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
         wait_for_port(port);
-        Self { child, port, home, work }
+        Self { server, port, home, work }
     }
 
     pub fn url(&self, path: &str) -> String {
         format!("ftp://{}:{}@127.0.0.1:{}{}", PURE_USER.0, PURE_USER.1, self.port, path)
-    }
-}
-
-impl Drop for PureFtpd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -419,7 +453,7 @@ fn reply_end(buf: &[u8]) -> Option<usize> {
 /// documentation requires. Paths in its URLs are absolute host paths, so
 /// `url("x")` names `x` inside this server's temporary directory.
 pub struct GlobusServer {
-    child: Child,
+    pub server: PeerProcess,
     pub port: u16,
     pub dir: tempfile::TempDir,
     pub log: PathBuf,
@@ -433,17 +467,17 @@ impl GlobusServer {
         chown_nobody(dir.path());
         let log = dir.path().join("server.log");
         let port = free_port();
-        let child = Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
-            .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
-            .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1", "-l"])
-            .arg(&log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let server = PeerProcess::spawn(
+            Command::new("setpriv")
+                .args(["--reuid=nobody", "--regid=nogroup", "--init-groups", "globus-gridftp-server"])
+                .args(["-c", "/dev/null", "-aa", "-p", &port.to_string()])
+                .args(["-control-interface", "127.0.0.1", "-data-interface", "127.0.0.1", "-l"])
+                .arg(&log)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
         wait_for_port(port);
-        Self { child, port, dir, log }
+        Self { server, port, dir, log }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -460,13 +494,6 @@ impl GlobusServer {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(from, &to).unwrap();
         chown_nobody(&to);
-    }
-}
-
-impl Drop for GlobusServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
