@@ -178,6 +178,26 @@ pub enum Phase {
     ProbeRtt,
 }
 
+/// A prompt report (`on_prompt_report`) kept for start-up's delivery
+/// samples (`prompt_delivery_sample`) and window (`startup_held_bytes`).
+#[derive(Debug, Clone, Copy)]
+struct PromptReport {
+    /// When the report came: a sample's reported interval runs from the
+    /// oldest report's `at` to now.
+    at: Time,
+    /// The packet the receiver said had arrived: the packets between two
+    /// reports are what a sample counts as delivered, and the newest is
+    /// where start-up's window is counted from.
+    pn: u64,
+    /// When that packet was first sent: a sample's interval is the longer
+    /// of the sent and the reported one, so a burst of reports cannot read
+    /// faster than we sent.
+    sent: Time,
+    /// `FerryRate::lost_total` when the report came: the packets reported
+    /// lost between two reports are not counted as delivered.
+    lost_total: u64,
+}
+
 #[derive(Debug)]
 pub struct FerryRate {
     mss: f64,
@@ -262,9 +282,9 @@ pub struct FerryRate {
     last_prompt: Option<(Time, Duration)>,
     /// When the current drain began (set at its first ACK).
     drain_since: Option<Time>,
-    /// Prompt reports of the last minimum RTT: (when, packet, sent,
-    /// `lost_total` then).
-    prompt_reports: VecDeque<(Time, u64, Time, u64)>,
+    /// Prompt reports of the last minimum RTT, oldest first; empty until
+    /// the minimum RTT is known (it is what bounds them).
+    prompt_reports: VecDeque<PromptReport>,
     /// Packets reported lost (for the first time) so far.
     lost_total: u64,
     /// The cumulative ACK point (first packet not acknowledged).
@@ -571,20 +591,24 @@ impl FerryRate {
     /// seconds. Start-up and drain only (the estimate they leave with);
     /// the probing cycle has the receiver's own arrival speed.
     fn prompt_delivery_sample(&mut self, now: Time, pn: u64, sent: Time) {
-        if self.prompt_reports.back().is_some_and(|&(_, p, _, _)| pn <= p) {
+        // Without a minimum RTT nothing trims the reports (they are kept
+        // for one), nor can a sample be judged: keep none.
+        let Some(m) = self.min_rtt else { return };
+        if self.prompt_reports.back().is_some_and(|r| pn <= r.pn) {
             return;
         }
-        self.prompt_reports.push_back((now, pn, sent, self.lost_total));
-        let Some(m) = self.min_rtt else { return };
+        self.prompt_reports.push_back(PromptReport { at: now, pn, sent, lost_total: self.lost_total });
         while self.prompt_reports.len() > 2
-            && self.prompt_reports.get(1).is_some_and(|&(t, _, _, _)| now.saturating_since(t) >= m)
+            && self.prompt_reports.get(1).is_some_and(|r| now.saturating_since(r.at) >= m)
         {
             self.prompt_reports.pop_front();
         }
         if !matches!(self.phase, Phase::Startup | Phase::Drain) {
             return;
         }
-        let Some(&(t0, p0, s0, l0)) = self.prompt_reports.front() else { return };
+        let Some(&PromptReport { at: t0, pn: p0, sent: s0, lost_total: l0 }) = self.prompt_reports.front() else {
+            return;
+        };
         let reported = now.saturating_since(t0);
         if reported < (m / 4).max(2 * ACK_DELAY) || pn < p0 + PROMPT_RATE_MIN_PACKETS {
             return;
@@ -602,7 +626,7 @@ impl FerryRate {
         if self.phase != Phase::Startup || self.lossy_so_far() {
             return None;
         }
-        let &(_, newest, _, _) = self.prompt_reports.back()?;
+        let newest = self.prompt_reports.back()?.pn;
         (newest >= self.ack_point).then(|| (newest + 1 - self.ack_point) as f64 * self.mss)
     }
 
@@ -1240,6 +1264,26 @@ mod tests {
         let g = startup_with_prompt_reports(161);
         assert_eq!(g.phase(), Phase::Startup, "{}", g.describe());
         assert_eq!(g.delay_exits(), 0, "{}", g.describe());
+    }
+
+    #[test]
+    fn prompt_reports_before_any_rtt_sample_are_not_kept() {
+        // The deque is trimmed to the last minimum RTT; before there was
+        // one it grew by a report each time, until an RTT sample came.
+        let mut f = FerryRate::new(None, None);
+        f.init(Time(0), 1500, u64::MAX, 0, None);
+        for k in 1..=10_000u64 {
+            f.on_prompt_report(Time(k * 1_000_000), k, Time((k - 1) * 1_000_000));
+        }
+        assert!(f.min_rtt().is_none());
+        assert!(f.prompt_reports.is_empty(), "{} reports kept", f.prompt_reports.len());
+        // once the minimum RTT is known they are kept, a round trip's worth
+        f.on_ack(&ack(10_010, 1500, 0, 1e6, 100));
+        for k in 10_001..=20_000u64 {
+            f.on_prompt_report(Time(k * 1_000_000), k, Time((k - 1) * 1_000_000));
+        }
+        assert!(!f.prompt_reports.is_empty());
+        assert!(f.prompt_reports.len() <= 102, "{} reports kept", f.prompt_reports.len());
     }
 
     #[test]
