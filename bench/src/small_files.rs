@@ -104,8 +104,9 @@ pub enum Tool {
     /// files/s is the tree's file count over its time.
     OneFile,
     /// The `ferry` row's command with the old build (`--ferry-old`) as both
-    /// client and server, run right after the `ferry` row of each case, so
-    /// that new ÷ old comes from one invocation.
+    /// client and server, run right after the `ferry` row of a case (right
+    /// before it in every other case), so that new ÷ old comes from one
+    /// invocation.
     FerryOld,
 }
 
@@ -149,7 +150,7 @@ pub fn issue_rows(ferry_fixed: &str) -> Vec<Row> {
 pub struct Setup {
     pub ferry: PathBuf,
     /// An older `ferry` build: when set, a `ferry-old` row (this binary as
-    /// server and client, the `ferry` row's flags) follows every `ferry` row.
+    /// server and client, the `ferry` row's flags) goes beside every `ferry` row.
     pub ferry_old: Option<PathBuf>,
     /// Sources, destinations and logs (on disk).
     pub work: PathBuf,
@@ -461,6 +462,46 @@ fn flush_work(work: &Path) {
     }
 }
 
+/// The rows of one case: every `ferry` row with its old-build twin right
+/// after it, or right before it when `old_first`.
+fn case_rows(rows: &[Row], with_old: bool, old_first: bool) -> Vec<Row> {
+    let mut out = Vec::new();
+    for r in rows {
+        let twin = r.id == "ferry" && with_old;
+        if twin && old_first {
+            out.push(ferry_old_row());
+        }
+        out.push(r.clone());
+        if twin && !old_first {
+            out.push(ferry_old_row());
+        }
+    }
+    out
+}
+
+/// Dirty and under-writeback page cache, bytes (`/proc/meminfo`).
+fn dirty_bytes() -> u64 {
+    let Ok(m) = fs::read_to_string("/proc/meminfo") else { return 0 };
+    m.lines()
+        .filter(|l| l.starts_with("Dirty:") || l.starts_with("Writeback:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum::<u64>()
+        * 1024
+}
+
+/// Before the first rows of a direction: the work directory's file
+/// system written back, the machine's dirty pages below 64 MB (at most
+/// 30 s) and 3 s more for ext4's journal to check its transactions
+/// out. The page cache is not dropped: no row runs cold.
+fn settle(work: &Path) {
+    flush_work(work);
+    let t = Instant::now();
+    while dirty_bytes() > 64 << 20 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+}
+
 /// Runs one command within `limit`; returns (wall, timed out, error).
 fn run_limited(cmd: Command, what: &str, logs: &Path, limit: Duration) -> (f64, bool, Option<String>) {
     let t = Instant::now();
@@ -570,16 +611,54 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
             None => None,
         };
         let servers = Servers { ferry, ferry_old, ferry_pipelined, globus };
-        // Every `ferry` row is followed by its old-build twin.
-        let mut rows: Vec<Row> = Vec::new();
-        for r in &setup.rows {
-            rows.push(r.clone());
-            if r.id == "ferry" && setup.ferry_old.is_some() {
-                rows.push(ferry_old_row());
-            }
-        }
-        for (tree, src_dir) in &trees {
-            for &dir in &setup.directions {
+        let mut last_dir: Option<Direction> = None;
+        for (t, (tree, src_dir)) in trees.iter().enumerate() {
+            for (d, &dir) in setup.directions.iter().enumerate() {
+                // The `ferry` row and its old twin swap places every other
+                // case, so that neither build is always the one that goes first.
+                let rows = case_rows(&setup.rows, setup.ferry_old.is_some(), (t + d) % 2 == 1);
+                if last_dir != Some(dir) {
+                    // The first rows of an invocation, and the first upload
+                    // rows after the download rows, read slow (docs/trees.md,
+                    // session 13): settle the file system, then run Ferry's
+                    // rows once untimed on this case's tree.
+                    settle(&setup.work);
+                    for r in rows.iter().filter(|r| r.id == "ferry" || r.id == "ferry-old") {
+                        interrupt::check()?;
+                        let s = one_row(
+                            setup,
+                            &net,
+                            &servers,
+                            r,
+                            dir,
+                            tree,
+                            src_dir,
+                            (&one, &one_dir),
+                            &up_dir,
+                            &down_dir,
+                            &trash,
+                            &logs,
+                            &path,
+                            *delay,
+                            rtt_ms,
+                        )?;
+                        eprintln!(
+                            "  {} {} warm-up, untimed: {:<26} {:>6}/{} files {:>7.1} s{}",
+                            tree.name,
+                            dir.name(),
+                            r.label,
+                            s.files_done,
+                            s.files,
+                            s.wall_s,
+                            s.error
+                                .as_ref()
+                                .map(|e| format!(" ERROR {}", crate::proc::tail(e, 200)))
+                                .unwrap_or_default()
+                        );
+                    }
+                    settle(&setup.work);
+                    last_dir = Some(dir);
+                }
                 let mut case: Vec<Sample> = Vec::new();
                 for r in &rows {
                     interrupt::check()?;
@@ -756,8 +835,9 @@ fn dir_bytes(dir: &Path) -> u64 {
     bytes
 }
 
-/// The `ferry` row at `i` of a case divided by the `ferry-old` row that
-/// follows it in the same invocation (files per second); empty otherwise.
+/// The `ferry` row at `i` of a case divided by its `ferry-old` twin in the
+/// same invocation (the row after it, or the one before it when the case
+/// ran the old build first; files per second); empty otherwise.
 fn new_over_old(case: &[&Sample], i: usize) -> String {
     let s = case[i];
     if s.row == "ferry-old" && s.error.is_none() {
@@ -766,7 +846,10 @@ fn new_over_old(case: &[&Sample], i: usize) -> String {
     if s.row != "ferry" || s.error.is_some() {
         return String::new();
     }
-    match case[i + 1..].iter().take_while(|o| o.row != "ferry").find(|o| o.row == "ferry-old") {
+    // Its twin: after it, or before it when the case ran the old build first.
+    let after = case[i + 1..].iter().take_while(|o| o.row != "ferry").find(|o| o.row == "ferry-old");
+    let before = || case[..i].iter().rev().take_while(|o| o.row != "ferry").find(|o| o.row == "ferry-old");
+    match after.or_else(before) {
         Some(o) if o.error.is_none() && o.files_per_s() > 0.0 => format!("{:.2}×", s.files_per_s() / o.files_per_s()),
         _ => String::new(),
     }
@@ -793,8 +876,12 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            arrived complete. *vs best Globus* divides by the fastest Globus row of the same case, same run; \
            *vs one file* divides a Ferry row by the \"same bytes as one file\" row of the same case (`ferry cp` \
            of one file of the tree's bytes, counted as the tree's files: the issue's target where the link caps \
-           is ≥ 0.9× of it). *new ÷ old* divides the `ferry` row by the `ferry-old` row right after it (`--ferry-old`: \
-           the older build as client and server, same flags, same invocation). Destinations are emptied (files truncated) after each row and deleted only at the \
+           is ≥ 0.9× of it). *new ÷ old* divides the `ferry` row by its `ferry-old` twin (`--ferry-old`: \
+           the older build as client and server, same flags, same invocation; the twin goes after the `ferry` row \
+           in one case and before it in the next). Before the first case of each direction the harness writes \
+           the file system back, waits for the dirty pages to drain, and runs the `ferry` and `ferry-old` rows once \
+           untimed on that case's tree (the first rows of a run, and the first upload rows after the downloads, \
+           read slow otherwise: docs/trees.md, session 13). Destinations are emptied (files truncated) after each row and deleted only at the \
            end of the run: on this machine's ext4 a create scans the inodes freed in the last 30 s, so a deleted \
            destination slowed whichever row came next (docs/trees.md, session 7). \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
@@ -984,7 +1071,7 @@ mod tests {
     }
 
     #[test]
-    fn new_over_old_divides_each_ferry_row_by_the_old_twin_after_it() {
+    fn new_over_old_divides_each_ferry_row_by_its_old_twin_after_or_before_it() {
         let mk = |row: &str, files_done: u64| Sample {
             path: "loopback".into(),
             delay_ms: None,
@@ -1009,6 +1096,15 @@ mod tests {
         assert_eq!(new_over_old(&case, 0), "2.00×");
         assert_eq!(new_over_old(&case, 1), "old");
         assert_eq!(new_over_old(&case, 2), "");
+        // The old build ran first: its twin is the row before.
+        let swapped = vec![&one, &old, &new];
+        assert_eq!(new_over_old(&swapped, 2), "2.00×");
+        assert_eq!(new_over_old(&swapped, 1), "old");
+        let rows = issue_rows("-p 4");
+        let ids = |rs: Vec<Row>| rs.iter().take(3).map(|r| r.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(case_rows(&rows, true, false)), ["ferry", "ferry-old", "ferry-fixed"]);
+        assert_eq!(ids(case_rows(&rows, true, true)), ["ferry-old", "ferry", "ferry-fixed"]);
+        assert_eq!(ids(case_rows(&rows, false, true)), ["ferry", "ferry-fixed", "ferry-pipelined"]);
         // No twin: nothing to divide by.
         assert_eq!(new_over_old(&[&new, &one], 0), "");
         assert_eq!(ferry_old_row().tool, Tool::FerryOld);
