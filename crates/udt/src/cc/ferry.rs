@@ -131,9 +131,6 @@ const STARTUP_DELAY_MIN_ROUNDS: u64 = 5;
 const PROMPT_QUEUE_SAMPLES: u32 = 3;
 /// Start-up's window beyond the newest packet known to have arrived, BDPs.
 const STARTUP_CWND_GAIN: f64 = 2.0;
-/// Past start-up at 0.5–2 % loss, the window's share for what waits behind
-/// holes (`held_bytes_after_start_up`), at most, BDPs.
-const MAX_HELD_CWND_BDPS: f64 = 8.0;
 /// Packets between two prompt reports for a delivery-rate sample.
 const PROMPT_RATE_MIN_PACKETS: u64 = 16;
 /// Multiplicative cap on a congestion round's delivery rate.
@@ -655,24 +652,6 @@ impl FerryRate {
         (newest >= self.ack_point).then(|| (newest + 1 - self.ack_point) as f64 * self.mss)
     }
 
-    /// Past start-up, on a path that is neither low-loss nor lossy so far
-    /// (0.5–2 %), outside PROBE_RTT and the standing-queue cap: the bytes
-    /// between the ACK point and the newest packet a prompt report said had
-    /// arrived. At 2 % and more, a window that let out everything past the
-    /// holes failed `heavy_loss_including_lost_retransmissions_recovers`
-    /// (session 12: EXP timeouts re-sent most of it).
-    fn held_bytes_after_start_up(&self) -> Option<f64> {
-        if matches!(self.phase, Phase::Startup | Phase::ProbeRtt)
-            || self.low_loss_path()
-            || self.lossy_so_far()
-            || self.standing_queue()
-        {
-            return None;
-        }
-        let newest = self.prompt_reports.back()?.pn;
-        (newest >= self.ack_point).then(|| (newest + 1 - self.ack_point) as f64 * self.mss)
-    }
-
     /// Whether the rounds so far lost `STARTUP_LAG_MIN_LOSS` or more.
     fn lossy_so_far(&self) -> bool {
         self.hist_sent >= MIN_ROUND_PACKETS && self.hist_lost as f64 >= STARTUP_LAG_MIN_LOSS * self.hist_sent as f64
@@ -1168,16 +1147,6 @@ impl CongestionControl for FerryRate {
                 };
                 let lag = rate * self.ack_lag().as_secs_f64() * LAG_CWND_GAIN;
                 w = w.max(lag.min(self.bdp() * MAX_LAG_CWND_GAIN));
-            }
-            if let Some(held) = self.held_bytes_after_start_up() {
-                // Past start-up on a path that loses 0.5–2 % by itself: the
-                // usual window plus what waits between the ACK point and the
-                // newest packet a prompt report said had arrived (at most
-                // `MAX_HELD_CWND_BDPS`). The window counted from the ACK
-                // point alone stopped the sender behind each hole whose
-                // repair was lost; the lag window above covers that only
-                // once the lag has been seen.
-                w = w.max(self.bdp() * gain + held.min(self.bdp() * MAX_HELD_CWND_BDPS));
             }
             if let Some(held) = self.startup_held_bytes() {
                 // Start-up, with packets known to have arrived beyond the
