@@ -403,3 +403,39 @@ fn a_sync_batch_file_sent_on_a_cached_and_a_new_connection_arrives_whole() {
         "two.dat began on one thread and went on the usual way"
     );
 }
+
+/// Session 13: a file of a `BSTO SYNC` batch gets no zero-byte
+/// performance marker with its 125 and no final one before its 226 (its
+/// client does not wait for the 125 and counts the file at the batch's
+/// final reply); the same file in a plain `BSTO` line still gets both, as
+/// Globus sends them in MODE E.
+#[test]
+fn a_sync_batch_file_is_answered_without_performance_markers() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let server = FerryServer::start();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut d = std::net::TcpStream::connect(data).unwrap();
+    let mut replies = |c: &mut RawControl, line: &[u8], name: &str, last: &str| {
+        d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
+        d.write_all(b"abc").unwrap();
+        d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+        c.send(line);
+        let mut rs: Vec<String> = Vec::new();
+        while rs.len() < 12 && !rs.last().is_some_and(|r| r.starts_with(last) || r.starts_with('4') || r.is_empty()) {
+            rs.push(c.reply());
+        }
+        assert_eq!(std::fs::read(server.path(name)).unwrap(), b"abc", "{rs:?}");
+        rs
+    };
+    let sync = replies(&mut c, b"BSTO SYNC 1 3:/s.dat", "s.dat", "250");
+    assert!(sync.iter().any(|r| r.starts_with("226")) && sync.last().unwrap().starts_with("250"), "{sync:?}");
+    assert!(!sync.iter().any(|r| r.starts_with("112")), "no markers in a BSTO SYNC batch: {sync:?}");
+    let plain = replies(&mut c, b"BSTO 1 3:/p.dat", "p.dat", "226");
+    assert!(plain.last().unwrap().starts_with("226"), "{plain:?}");
+    assert!(plain.iter().filter(|r| r.starts_with("112")).count() >= 2, "a plain batch keeps them: {plain:?}");
+}

@@ -564,7 +564,15 @@ impl Control {
                     Some(TransferEvent::Started { size, reused }) => {
                         let Some(t) = active.as_ref() else { continue };
                         let what = describe(t);
-                        let first_perf = t.request.markers.perf_secs.is_some();
+                        // A `BSTO SYNC` file gets no zero-byte marker at its
+                        // start and no final one (below): its client sends
+                        // the data without waiting for the 125 and counts
+                        // the file at the batch's final reply, and for a
+                        // small file the two lines were half its replies
+                        // and kept its 125 from going out with its 226
+                        // (docs/batch.md, "Replies written together").
+                        // Periodic markers still come while it runs.
+                        let first_perf = t.request.markers.perf_secs.is_some() && self.batch.is_none();
                         clock = MarkerClock::start(t);
                         let reply = self.session.transfer_started(&what, size, reused);
                         self.send_later(&reply);
@@ -819,8 +827,9 @@ impl Control {
         self.log_finished(&t, &outcome, queued);
         let bytes = t.progress.load(Ordering::Relaxed);
         if matches!(outcome, TransferOutcome::Complete { .. }) {
-            // The final markers come just before the 226, as Globus sends them.
-            if t.request.markers.perf_secs.is_some() {
+            // The final markers come just before the 226, as Globus sends them
+            // (not for a `BSTO SYNC` file: above, at `Started`).
+            if t.request.markers.perf_secs.is_some() && self.batch.is_none() {
                 self.send_later(&perf_marker(bytes));
             }
             if t.request.markers.restart_secs.is_some() {

@@ -711,11 +711,13 @@ impl Task {
         // file, a small `BRET` file: docs/batch.md, "Replies written
         // together"): then `Started` goes with `Finished`, and the control
         // loop wakes once for the file instead of twice.
-        let held = req.markers.perf_secs.is_none()
-            && (self.ctx.batch.is_some()
-                || (self.ctx.from_line
-                    && req.kind == TransferKind::Retrieve
-                    && size.is_some_and(|s| s <= HOLD_125_MAX_SIZE)));
+        // A `BSTO SYNC` file has no first performance marker to send with
+        // its 125 (control.rs, `Started`).
+        let held = self.ctx.batch.is_some()
+            || (req.markers.perf_secs.is_none()
+                && self.ctx.from_line
+                && req.kind == TransferKind::Retrieve
+                && size.is_some_and(|s| s <= HOLD_125_MAX_SIZE));
         let started = TransferEvent::Started { size, reused: true };
         let mut started = if held {
             Some(started)
