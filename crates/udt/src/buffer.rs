@@ -129,6 +129,15 @@ impl SendBuffer {
     }
 }
 
+/// Payload allocations a receive buffer keeps for reuse once read. With 64,
+/// a loopback burst (16 GRO aggregates of 44 packets arrive per `recvmmsg`
+/// round) took most slots from `malloc` and gave them back to it: the
+/// receiving I/O thread's arena grew and shrank all transfer long (page
+/// faults in `sysmalloc`, `mprotect`, 0.05–0.07 CPU s/GB of the client;
+/// session 13, docs/udt.md "The driver"). 1 024 slots of one MSS hold at
+/// most ~1.5 MB per connection, kept while it lives.
+pub const SPARE_PACKETS: usize = 1024;
+
 /// Received packets waiting to be read, in a ring of `capacity` slots.
 #[derive(Debug)]
 pub struct RecvBuffer {
@@ -226,7 +235,7 @@ impl RecvBuffer {
             self.read_pos += take;
             if self.read_pos == p.len() {
                 if let Some(v) = self.slots[i].take() {
-                    if self.spare.len() < 64 {
+                    if self.spare.len() < SPARE_PACKETS {
                         self.spare.push(v);
                     }
                 }

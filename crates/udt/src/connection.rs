@@ -1042,7 +1042,7 @@ impl Connection {
                 }
                 if let Some(s) = &self.snd {
                     if self.can_send_data() {
-                        t = t.min(s.next_send);
+                        t = t.min(s.next_send + self.pacing_gather());
                     }
                 }
                 Some(t)
@@ -1218,6 +1218,31 @@ impl Connection {
         }
     }
 
+    /// How long after the next packet is due the driver may wake to send
+    /// it: at rates of a gigabit or more, the time a full GSO send
+    /// ([`GATHER_PACKETS`]) takes to fall due, at most [`GATHER_MAX`];
+    /// nothing on slower paths, which keep packet-by-packet pacing.
+    ///
+    /// Woken for each packet as it fell due, the driver sent what its last
+    /// round's time let fall due: at 2–4 Gbit/s on loopback 5–9 packets per
+    /// `sendmsg`, one `ppoll`, `recvmmsg` and `sendmsg` per handful of
+    /// packets, and the sender's CPU per GB followed the rate (a slower
+    /// run's more, smaller sends cost more per GB; session 13,
+    /// docs/udt.md "The driver"). The backlog is within the burst credit
+    /// [`poll_transmit`](Self::poll_transmit) allows (at least
+    /// [`BURST_QUANTUM`]), so the average rate stays the controller's.
+    fn pacing_gather(&self) -> Duration {
+        let rate = self.pacing_rate();
+        if !(rate.is_finite() && rate > 0.0) {
+            return Duration::ZERO;
+        }
+        let interval = f64::from(self.mss) / rate;
+        if interval > GATHER_INTERVAL.as_secs_f64() {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(interval * f64::from(GATHER_PACKETS - 1)).min(GATHER_MAX)
+    }
+
     fn window_packets(&self) -> i64 {
         let Some(s) = &self.snd else { return 0 };
         let cwnd = (self.cc.window() / u64::from(self.mss)) as i64;
@@ -1389,6 +1414,16 @@ impl Connection {
 /// The longest stretch of the pacing rate sent back to back after a late
 /// wake-up (see `poll_transmit`).
 pub const BURST_QUANTUM: Duration = Duration::from_micros(250);
+
+/// Packets the driver lets fall due before it wakes to send at high rates
+/// (`Connection::pacing_gather`): one UDP GSO send of 1 500-byte datagrams.
+pub const GATHER_PACKETS: u32 = 44;
+/// At most this late (half the burst credit, so timer slack and a busy
+/// host's delay stay within it)...
+pub const GATHER_MAX: Duration = Duration::from_micros(125);
+/// ...and only when packets fall due at least this often (≥ ~1 Gbit/s at
+/// MSS 1 500).
+pub const GATHER_INTERVAL: Duration = Duration::from_micros(12);
 
 /// Reads the destination socket id of a datagram (for demultiplexing).
 pub fn destination(datagram: &[u8]) -> Option<u32> {

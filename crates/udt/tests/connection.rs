@@ -207,3 +207,38 @@ proptest! {
         prop_assert!(s.run_transfer(secs(300)), "read {} of {size}, corrupt={}", s.server.read, s.server.corrupt);
     }
 }
+
+/// The data packets a sender paced at `rate` bytes/s sends per wake-up
+/// when it is woken at each `poll_timeout` (as the driver does).
+fn packets_per_wake(rate: f64) -> Vec<usize> {
+    let client = Config { congestion: CongestionKind::Blast { rate }, ..cfg() };
+    let mut s = Sim::new(client, cfg(), LinkConfig::new(1), LinkConfig::new(1), 99, 5);
+    assert!(s.run_until(secs(1), |s| s.client.conn.as_ref().unwrap().is_established()));
+    let mut c = s.client.conn.take().unwrap();
+    let mut now = s.now;
+    assert_eq!(c.write(now, &vec![7u8; 4 << 20]), 4 << 20);
+    let mut buf = Vec::new();
+    let mut wakes = Vec::new();
+    for _ in 0..40 {
+        let mut n = 0;
+        while let Some(t) = c.poll_transmit(now, &mut buf) {
+            n += usize::from(t.data);
+        }
+        wakes.push(n);
+        now = c.poll_timeout().unwrap().max(now);
+        c.handle_timeout(now);
+    }
+    wakes
+}
+
+#[test]
+fn fast_pacing_lets_a_gso_send_fall_due_slow_pacing_stays_packet_by_packet() {
+    // 10 Gbit/s: the driver is woken once per ~44 packets (one GSO send),
+    // not as each falls due (session 13, docs/udt.md "The driver").
+    let fast = packets_per_wake(1.25e9);
+    let steady = &fast[2..];
+    assert!(steady.iter().all(|&n| (40..=64).contains(&n)), "{fast:?}");
+    // 100 Mbit/s: one packet per wake (two for a probing pair).
+    let slow = packets_per_wake(12.5e6);
+    assert!(slow[2..].iter().all(|&n| (1..=2).contains(&n)), "{slow:?}");
+}

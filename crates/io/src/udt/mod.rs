@@ -715,7 +715,7 @@ impl UdtListener {
                 None => Duration::from_millis(50),
             };
             st.accepting += 1;
-            st = self.shared.wait(st, wait);
+            st = self.shared.wait_accept(st, wait);
             st.accepting -= 1;
         }
     }
@@ -732,7 +732,7 @@ impl UdtListener {
     /// 80 ms one way (session 12, `docs/udt.md`, "The driver").
     pub fn stop_accepting(&self) {
         self.shared.lock().accepts_stopped = true;
-        self.shared.changed.notify_all();
+        self.shared.accepted.notify_all();
     }
 }
 
