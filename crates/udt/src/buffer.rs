@@ -135,7 +135,9 @@ impl SendBuffer {
 /// receiving I/O thread's arena grew and shrank all transfer long (page
 /// faults in `sysmalloc`, `mprotect`, 0.05–0.07 CPU s/GB of the client;
 /// session 13, docs/udt.md "The driver"). 1 024 slots of one MSS hold at
-/// most ~1.5 MB per connection, kept while it lives.
+/// most ~1.5 MB per connection at MSS 1 500 (~9 MB at 9 000), kept while
+/// it lives; they are payloads a read freed, so the buffer's allocations
+/// stay within its capacity plus these.
 pub const SPARE_PACKETS: usize = 1024;
 
 /// Received packets waiting to be read, in a ring of `capacity` slots.
