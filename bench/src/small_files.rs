@@ -617,6 +617,25 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
                 // The `ferry` row and its old twin swap places every other
                 // case, so that neither build is always the one that goes first.
                 let rows = case_rows(&setup.rows, setup.ferry_old.is_some(), (t + d) % 2 == 1);
+                let run_row = |r: &Row| {
+                    one_row(
+                        setup,
+                        &net,
+                        &servers,
+                        r,
+                        dir,
+                        tree,
+                        src_dir,
+                        (&one, &one_dir),
+                        &up_dir,
+                        &down_dir,
+                        &trash,
+                        &logs,
+                        &path,
+                        *delay,
+                        rtt_ms,
+                    )
+                };
                 if last_dir != Some(dir) {
                     // The first rows of an invocation, and the first upload
                     // rows after the download rows, read slow (docs/trees.md,
@@ -625,23 +644,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
                     settle(&setup.work);
                     for r in rows.iter().filter(|r| r.id == "ferry" || r.id == "ferry-old") {
                         interrupt::check()?;
-                        let s = one_row(
-                            setup,
-                            &net,
-                            &servers,
-                            r,
-                            dir,
-                            tree,
-                            src_dir,
-                            (&one, &one_dir),
-                            &up_dir,
-                            &down_dir,
-                            &trash,
-                            &logs,
-                            &path,
-                            *delay,
-                            rtt_ms,
-                        )?;
+                        let s = run_row(r)?;
                         eprintln!(
                             "  {} {} warm-up, untimed: {:<26} {:>6}/{} files {:>7.1} s{}",
                             tree.name,
@@ -665,23 +668,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
                     if r.tool == Tool::FerryPipelined && servers.ferry_pipelined.is_none() {
                         continue;
                     }
-                    let s = one_row(
-                        setup,
-                        &net,
-                        &servers,
-                        r,
-                        dir,
-                        tree,
-                        src_dir,
-                        (&one, &one_dir),
-                        &up_dir,
-                        &down_dir,
-                        &trash,
-                        &logs,
-                        &path,
-                        *delay,
-                        rtt_ms,
-                    )?;
+                    let s = run_row(r)?;
                     eprintln!(
                         "  {} {} {:<40} {:>6}/{} files {:>7.1} s  {:>8.1} files/s  set-up {:>5.2} s  load {:.2}{}",
                         tree.name,
