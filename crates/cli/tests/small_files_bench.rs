@@ -30,9 +30,16 @@ fn small_files_benchmark_runs_end_to_end() {
     let samples = small_files::run(&setup).expect("the benchmark runs");
     // ferry, ferry-fixed, ferry-pipelined (against serve --no-batch) and
     // one-file (the same bytes as one file, counted as the tree's files),
-    // and ferry-old after ferry.
+    // and ferry-old beside ferry: after it in one case, before it in the
+    // next (tree t, direction d: before when t + d is odd), so that neither
+    // build always goes first.
     assert_eq!(samples.len(), 3 * 2 * 5);
-    assert!(samples.windows(2).all(|w| w[0].row != "ferry" || w[1].row == "ferry-old"));
+    for (i, case) in samples.chunks(5).enumerate() {
+        let rows: Vec<&str> = case.iter().map(|s| s.row.as_str()).collect();
+        let at = |id: &str| rows.iter().position(|r| *r == id).unwrap() as isize;
+        let old_first = (i / 2 + i % 2) % 2 == 1;
+        assert_eq!(at("ferry-old") - at("ferry"), if old_first { -1 } else { 1 }, "case {i}: {rows:?}");
+    }
     for s in &samples {
         assert!(s.error.is_none() && !s.timed_out, "{s:?}");
         assert_eq!(s.files_done, s.files, "{s:?}");
