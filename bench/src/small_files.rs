@@ -195,6 +195,11 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// " ERROR <tail of the error>" for a row's log line, or nothing.
+    fn error_suffix(&self) -> String {
+        self.error.as_ref().map(|e| format!(" ERROR {}", crate::proc::tail(e, 200))).unwrap_or_default()
+    }
+
     pub fn files_per_s(&self) -> f64 {
         if self.wall_s > 0.0 {
             self.files_done as f64 / self.wall_s
@@ -653,10 +658,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
                             s.files_done,
                             s.files,
                             s.wall_s,
-                            s.error
-                                .as_ref()
-                                .map(|e| format!(" ERROR {}", crate::proc::tail(e, 200)))
-                                .unwrap_or_default()
+                            s.error_suffix()
                         );
                     }
                     settle(&setup.work);
@@ -680,11 +682,7 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
                         s.files_per_s(),
                         s.setup_s.unwrap_or(f64::NAN),
                         s.load_before,
-                        if s.timed_out { " (time limit)" } else { "" }.to_string()
-                            + &s.error
-                                .as_ref()
-                                .map(|e| format!(" ERROR {}", crate::proc::tail(e, 200)))
-                                .unwrap_or_default()
+                        if s.timed_out { " (time limit)" } else { "" }.to_string() + &s.error_suffix()
                     );
                     let mut f = fs::OpenOptions::new()
                         .create(true)
