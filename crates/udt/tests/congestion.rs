@@ -454,7 +454,9 @@ fn trace_far_policed_path() {
         // since session 10), `LOSS=PCT` overrides
         let loss = std::env::var("LOSS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(3.5) / 100.0;
         let up = LinkConfig::new(130).rate_mbit(10.0).queue(FAR_QUEUE_PACKETS * 1500).loss(loss);
-        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, 5);
+        // `SEED=N` (5 by default)
+        let seed = std::env::var("SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, seed);
         s.sample_every = Duration::from_millis(1000);
         let t0 = s.now;
         for i in 1..=25u64 {
@@ -510,12 +512,33 @@ fn ferry_cold_start_leaves_start_up_at_a_shallow_policer_without_a_loss_storm() 
 /// The far path with random loss as the bench runs it (10 Mbit/s, 260 ms,
 /// a policer's few-packet queue, loss each way): 25 s cold, goodput Mbit/s.
 fn far_policed_cold(loss: f64, seed: u64) -> f64 {
+    far_policed_cold_for(loss, seed, 25)
+}
+
+fn far_policed_cold_for(loss: f64, seed: u64, secs: u64) -> f64 {
     let c = Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
     let up = LinkConfig::new(130).rate_mbit(10.0).queue(FAR_QUEUE_PACKETS * 1500).loss(loss);
     let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, seed);
     let t0 = s.now;
-    s.run_until(Duration::from_secs(25), |_| false);
+    s.run_until(Duration::from_secs(secs), |_| false);
     s.goodput_between(t0, s.now) * 8.0 / 1e6
+}
+
+/// The far path as the bench runs it (3.5 % each way), cold, over twelve
+/// seeds (`SEEDS=a,b,…`), `FAR_SECS` long (25 by default): each seed's
+/// goodput and the mean, Mbit/s of the 10 Mbit/s policer.
+#[test]
+#[ignore = "a trace for reading, not a check"]
+fn trace_far_seeds() {
+    let secs = std::env::var("FAR_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let seeds: Vec<u64> = std::env::var("SEEDS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| (1..=12).collect());
+    let all: Vec<f64> = seeds.iter().map(|&seed| far_policed_cold_for(0.035, seed, secs)).collect();
+    let mean = all.iter().sum::<f64>() / all.len() as f64;
+    let text: Vec<String> = all.iter().map(|g| format!("{g:.2}")).collect();
+    println!("far, 3.5 %, {secs} s, seeds {seeds:?}: {} (mean {mean:.2})", text.join(" "));
 }
 
 #[test]
@@ -897,4 +920,60 @@ fn a_cold_rtt65_row_drains_start_ups_queue_and_climbs_from_32_packets() {
     assert_eq!(probe_rtt, 0, "{t:.3} s; {d}");
     assert_eq!(s.up.dropped_queue, 0, "{t:.3} s; {d}");
     assert!(t <= 8.66, "{t:.3} s for 100 MB; {d}");
+}
+
+/// Session 14: on the far path a congestion round right after start-up's
+/// drain judged start-up's overshoot and took its cap on the drain's
+/// delivery rate: ferry-wan's cold rows (`udt-traces-s13/far-1`) paced
+/// 1.4–2.8 Mbit/s for 2–5 s with an estimate of 7.3–8.9. Checks, over the
+/// far seeds, every 50 ms in the first 12 s after start-up, that the pacing
+/// rate never falls under half the estimate (the 0.75 phase under a cap of
+/// 0.85 is 0.64 of it).
+#[test]
+fn the_far_paths_cap_after_start_up_is_not_the_drains_rate() {
+    let mut worst = Vec::new();
+    for (loss, seed) in [(0.015, 5), (0.015, 7), (0.015, 31), (0.03, 5), (0.03, 7), (0.03, 31), (0.035, 5)] {
+        let c =
+            Config { congestion: CongestionKind::Ferry { initial_rate: None, max_rate: None }, ..Config::default() };
+        let up = LinkConfig::new(130).rate_mbit(10.0).queue(FAR_QUEUE_PACKETS * 1500).loss(loss);
+        let mut s = Sim::upload(c.clone(), c, up, LinkConfig::new(130).loss(loss), u64::MAX / 2, 1, seed);
+        let mut low = f64::MAX;
+        let mut at = 0.0;
+        for i in 1..=240u64 {
+            s.run_until(Duration::from_millis(50), |_| false);
+            let d = s.client().congestion().describe();
+            if !d.starts_with("ferry ProbeBw") {
+                continue;
+            }
+            let bw = d.split("btl_bw ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse::<f64>().ok());
+            let rate = s.client().stats().pacing_rate;
+            if let Some(bw) = bw.filter(|b| *b > 0.0) {
+                if rate / bw < low {
+                    low = rate / bw;
+                    at = i as f64 * 0.05;
+                }
+            }
+        }
+        println!("loss {loss} seed {seed}: lowest pacing ÷ estimate {low:.2} at {at:.2} s");
+        worst.push((loss, seed, low, at));
+    }
+    for (loss, seed, low, at) in &worst {
+        assert!(*low >= 0.5, "loss {loss} seed {seed}: pacing {low:.2} of the estimate at {at:.2} s; {worst:?}");
+    }
+}
+
+/// Session 14: in the probing cycle the far path's estimate stood at
+/// 0.68–0.80 of the policer for the whole row: a 1.25 probe lasts one
+/// round trip (260 ms) and the cumulative ACK, behind a hole in every
+/// round trip at 3.5 % loss each way (its lag 0.7–2 s), smears the probe's
+/// deliveries over seconds, so no sample showed them. The prompt reports'
+/// delivery samples (start-up's) in the cycle too on paths losing 2 % or
+/// more: 100 s cold, seeds 1–4, 7.87 7.33 7.76 7.84 Mbit/s before, 8.77
+/// 8.38 8.59 8.82 after.
+#[test]
+fn the_far_paths_estimate_reaches_the_policer_in_a_100_s_row() {
+    let all: Vec<f64> = (1..=4).map(|seed| far_policed_cold_for(0.035, seed, 100)).collect();
+    for (i, g) in all.iter().enumerate() {
+        assert!(*g >= 8.2, "seed {}: {g:.2} Mbit/s of 10 in 100 s; {all:?}", i + 1);
+    }
 }
