@@ -648,9 +648,12 @@ impl FerryRate {
         {
             self.prompt_reports.pop_front();
         }
-        if !matches!(self.phase, Phase::Startup | Phase::Drain)
-            && !(self.phase == Phase::ProbeBw && self.lossy_so_far())
-        {
+        let sampled = match self.phase {
+            Phase::Startup | Phase::Drain => true,
+            Phase::ProbeBw => self.lossy_so_far(),
+            Phase::ProbeRtt => false,
+        };
+        if !sampled {
             return;
         }
         let Some(&PromptReport { at: t0, pn: p0, sent: s0, lost_total: l0 }) = self.prompt_reports.front() else {
