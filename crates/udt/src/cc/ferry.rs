@@ -135,6 +135,8 @@ const STARTUP_CWND_GAIN: f64 = 2.0;
 const PROMPT_RATE_MIN_PACKETS: u64 = 16;
 /// Multiplicative cap on a congestion round's delivery rate.
 const CONGESTION_BETA: f64 = 0.85;
+/// Rounds after the one a drain ended in that set no congestion cap.
+const DRAIN_CAP_GRACE_ROUNDS: u64 = 1;
 /// In-flight cap in BDPs once a standing queue has persisted for
 /// `STANDING_QUEUE_ROUNDS` rounds (outside start-up).
 const QUEUED_CWND_GAIN: f64 = 2.0;
@@ -291,6 +293,9 @@ pub struct FerryRate {
     last_prompt: Option<(Time, Duration)>,
     /// When the current drain began (set at its first ACK).
     drain_since: Option<Time>,
+    /// The round in which the last drain ended (see the congestion cap in
+    /// `end_round`).
+    drain_end_round: Option<u64>,
     /// Prompt reports of the last minimum RTT, oldest first; empty until
     /// the minimum RTT is known (it is what bounds them).
     prompt_reports: VecDeque<PromptReport>,
@@ -298,8 +303,6 @@ pub struct FerryRate {
     lost_total: u64,
     /// The cumulative ACK point (first packet not acknowledged).
     ack_point: u64,
-    /// The round in which the drain ended (see `end_round`).
-    drain_end_round: Option<u64>,
 }
 
 impl FerryRate {
@@ -353,10 +356,10 @@ impl FerryRate {
             prompt_queued_count: 0,
             last_prompt: None,
             drain_since: None,
+            drain_end_round: None,
             prompt_reports: VecDeque::new(),
             lost_total: 0,
             ack_point: 0,
-            drain_end_round: None,
         }
     }
 
@@ -503,19 +506,19 @@ impl FerryRate {
                 // one cut per probe cycle: the cap lasts until the next
                 // probe, well inside the ten-round window, so the path's
                 // real rate stays in the max filter
+                // (Not on a round a drain ended in, nor the next: their
+                // losses are start-up's overshoot, which the drain answered,
+                // and their delivery, read from the cumulative ACK behind
+                // the overshoot's holes, is the drain's pacing, a third of
+                // the estimate, not the path's rate. A cap taken there held
+                // benchmark 2 at 5 % on ferry-wan at 0.38 of the link for
+                // 3 s after every start-up (simulated 0.12, s14-loss), and
+                // the far path — 10 Mbit/s, 260 ms, a 3-packet policer,
+                // 3.5 % — at 1.4–2.8 Mbit/s for 2–5 s after every cold
+                // start (`udt-traces-s13/far-1`, s14-udt).)
+                Phase::ProbeBw if self.drain_end_round.is_some_and(|r| self.round <= r + DRAIN_CAP_GRACE_ROUNDS) => {}
                 Phase::ProbeBw if self.bw_cap.is_none() => {
-                    // The round the drain ended in and the next deliver
-                    // what start-up and the drain sent: their rate is the
-                    // drain's pacing (a third of the estimate), not the
-                    // path's, and their losses are start-up's overshoot,
-                    // which the drain answered. On the far path (10 Mbit/s,
-                    // 260 ms, a 3-packet policer, 3.5 %) a cap taken there
-                    // held 1.4–2.8 Mbit/s for 2–5 s after every cold start
-                    // (`udt-traces-s13/far-1`); from such a round the cap is
-                    // taken on the estimate.
-                    let drain_paced = self.drain_end_round.is_some_and(|r| self.round <= r + 1);
-                    let delivered =
-                        if round_rate > 0.0 && !drain_paced { round_rate.min(self.btl_bw) } else { self.btl_bw };
+                    let delivered = if round_rate > 0.0 { round_rate.min(self.btl_bw) } else { self.btl_bw };
                     self.bw_cap = Some(delivered * CONGESTION_BETA);
                 }
                 Phase::ProbeBw => {}
