@@ -439,3 +439,170 @@ fn a_sync_batch_file_is_answered_without_performance_markers() {
     assert!(plain.last().unwrap().starts_with("226"), "{plain:?}");
     assert!(plain.iter().filter(|r| r.starts_with("112")).count() >= 2, "a plain batch keeps them: {plain:?}");
 }
+
+/// Reads one MODE E transfer from `d` (GFD.20 blocks, until the EOD of
+/// this connection; the sender counts one connection): the bytes by offset.
+fn read_mode_e(d: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    loop {
+        let mut h = [0u8; 17];
+        d.read_exact(&mut h).unwrap();
+        let count = u64::from_be_bytes(h[1..9].try_into().unwrap());
+        let offset = u64::from_be_bytes(h[9..17].try_into().unwrap());
+        let eod = h[0] & 0x08 != 0;
+        if eod {
+            return out;
+        }
+        let mut payload = vec![0u8; count as usize];
+        d.read_exact(&mut payload).unwrap();
+        let end = (offset + count) as usize;
+        if out.len() < end {
+            out.resize(end, 0);
+        }
+        out[offset as usize..end].copy_from_slice(&payload);
+    }
+}
+
+/// `BRET STREAM` on the wire (docs/batch.md, "The streamed batch"): the
+/// line's files back to back as one transfer with one 125 and one 226; a
+/// file whose size differs from its entry cuts the stream before it (the
+/// files before it arrive, then a 451 naming it); a first file that is
+/// missing refuses the line before any 125; the session goes on.
+#[test]
+fn a_streamed_batch_is_one_transfer_and_a_changed_file_cuts_it_before_itself() {
+    let server = FerryServer::start();
+    std::fs::write(server.path("a"), b"aaaa").unwrap();
+    std::fs::write(server.path("e"), b"").unwrap();
+    std::fs::write(server.path("b"), b"bbbbb").unwrap();
+    std::fs::write(server.path("c"), b"cccc").unwrap();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    let feat = c.cmd("FEAT");
+    assert!(feat.contains(" BATCH RETR,STOR,SYNC,FACTS,STREAM"), "{feat}");
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    // In MODE E the sender (here the server) opens the data connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    assert!(c.cmd(&format!("PORT 127,0,0,1,{},{}", port >> 8, port & 255)).starts_with("200"));
+    c.send(b"BRET STREAM 3 4:/a 0:/e 4:/c");
+    let (mut d, _) = listener.accept().unwrap();
+    let r = c.reply();
+    assert!(r.starts_with("150") || r.starts_with("125"), "{r}");
+    assert_eq!(read_mode_e(&mut d), b"aaaacccc", "a, the empty e, then c, at the sums of the earlier sizes");
+    assert!(c.reply().starts_with("226"), "one final reply for the line");
+    // b grew since the client listed it (4 bytes): a is sent, b and c are not.
+    c.send(b"BRET STREAM 3 4:/a 4:/b 4:/c");
+    assert!(c.reply().starts_with("125"));
+    assert_eq!(read_mode_e(&mut d), b"aaaa");
+    let r = c.reply();
+    assert!(r.starts_with("451") && r.contains("(/b)") && r.contains("size"), "{r}");
+    // A missing first file: refused like its RETR, before any 125.
+    let r = c.cmd("BRET STREAM 2 4:/missing 4:/a");
+    assert!(r.starts_with('4') || r.starts_with('5'), "{r}");
+    assert!(!r.starts_with("125"), "{r}");
+    assert!(c.cmd("NOOP").starts_with("200"));
+    // Hostile lines: refused once, nothing run.
+    for line in [
+        format!("BRET STREAM 2 {}:/a 1:/b", u64::MAX),
+        "BRET STREAM 1 /a".into(),
+        "BRET STREAM 1 4,20261126203500,644:/a".into(),
+    ] {
+        assert!(c.cmd(&line).starts_with("501"), "{line}");
+    }
+    assert!(c.cmd("NOOP").starts_with("200"));
+}
+
+/// `ferry cp -r` from a server that lists `STREAM` sends its download
+/// batches as `BRET STREAM` lines (a tree with empty files and a name with
+/// a space arrives byte-identical); with `FERRY_NO_STREAM_BATCH` it sends
+/// the per-file `BRET` lines of before.
+#[test]
+fn a_tree_download_goes_as_streamed_batches_and_arrives_whole() {
+    let server = FerryServer::start();
+    let tree = server.path("tree");
+    make_tree(&tree, 40, 0);
+    std::fs::write(tree.join("sub").join("empty"), b"").unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dst = local.path().join("dst");
+    let (ok, _, err) = cp(&["-r", &server.url(ALICE, "/tree/"), &format!("{}/", dst.display())], state.path());
+    assert!(ok, "{err}");
+    assert!(err.contains("stream=true"), "the download streamed its batches: {err}");
+    assert_eq!(tree_digest(&dst), tree_digest(&tree));
+    let dst2 = local.path().join("dst2");
+    let out = Command::new(ferry_bin())
+        .args(["cp", "--json", "-r", &server.url(ALICE, "/tree/"), &format!("{}/", dst2.display())])
+        .env("FERRY_STATE_DIR", state.path())
+        .env("FERRY_LOG", "ferry_client=debug")
+        .env("FERRY_NO_STREAM_BATCH", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("BRET") && !err.contains("stream=true"), "{err}");
+    assert_eq!(tree_digest(&dst2), tree_digest(&tree));
+}
+
+/// A file that changes between the listing and its streamed line: the
+/// server cuts that line before it (451 naming it), the client keeps every
+/// file that arrived whole and copies the rest one by one, so every other
+/// file arrives and the changed one arrives whole or is reported failed —
+/// never short or long under its name.
+#[test]
+fn a_file_changed_after_the_listing_cuts_its_streamed_line_and_the_rest_still_arrive() {
+    let server = FerryServer::start_with(&["--anonymous", "read"]);
+    let tree = server.path("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    // The first line carries the big file: at 16 MB/s it takes ~1.6 s, and
+    // the server opens a line's files only when the line runs. Long names
+    // make several lines (~75 entries each), so the change below lands
+    // before its line is opened.
+    random_file(&tree.join("a_big"), 24 << 20, 1);
+    let name = |i: u64| format!("f{i:03}-{}", "x".repeat(90));
+    for i in 0..300 {
+        random_file(&tree.join(name(i)), 1000 + i, 100 + i);
+    }
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let dst = local.path().join("dst");
+    let child = Command::new(ferry_bin())
+        .args(["cp", "--json", "-r", "--max-rate", "16M", &server.url(ALICE, "/tree/"), &format!("{}/", dst.display())])
+        .env("FERRY_STATE_DIR", state.path())
+        .env("FERRY_LOG", "ferry_client=debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !dst.join(".a_big.ferry-part").exists() {
+        assert!(std::time::Instant::now() < deadline, "the copy never started a_big");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let changed = tree.join(name(280));
+    let mut grown = std::fs::read(&changed).unwrap();
+    grown.extend_from_slice(b"grown after the listing");
+    std::fs::write(&changed, &grown).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stderr.contains("stream=true"), "the download streamed its batches: {stderr}");
+    let log = server.log_text();
+    assert!(log.contains("stream ended before file"), "the server cut the line at the changed file: {log}");
+    for entry in std::fs::read_dir(&tree).unwrap() {
+        let p = entry.unwrap().path();
+        let got = dst.join(p.file_name().unwrap());
+        if p == changed {
+            // Whole (the new bytes) or not there and reported.
+            match std::fs::read(&got) {
+                Ok(bytes) => assert_eq!(bytes, grown, "the changed file under its name is whole"),
+                Err(_) => assert!(
+                    !out.status.success() && stderr.contains("failed: ") && stderr.contains("/tree/f280"),
+                    "{stdout} {stderr}"
+                ),
+            }
+        } else {
+            assert_eq!(sha256_file(&got), sha256_file(&p), "{}", p.display());
+        }
+    }
+}

@@ -321,7 +321,7 @@ impl ControlChannel {
             if let Command::Batch(b) = c {
                 // A batch (BRET/BSTO) is answered as the commands it
                 // stands for (docs/batch.md): wait for their replies.
-                tracing::debug!(command = b.verb(), files = b.files.len(), "batch sent");
+                tracing::debug!(command = b.verb(), files = b.files.len(), stream = b.stream, "batch sent");
                 for x in b.expand() {
                     let e = Expect::for_command(&x);
                     if untimed {

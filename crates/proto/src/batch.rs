@@ -66,8 +66,12 @@ pub const FEAT_LINE: &str = " BATCH RETR,STOR,SYNC";
 pub const SYNC_WORD: &str = "SYNC";
 /// The word of FEAT's `BATCH` line for `BSTO` entries with facts.
 pub const FACTS_WORD: &str = "FACTS";
-/// The FEAT line of a server that also takes facts in `BSTO` entries.
-pub const FEAT_LINE_FACTS: &str = " BATCH RETR,STOR,SYNC,FACTS";
+/// The FEAT line of a server that also takes facts in `BSTO` entries
+/// and streamed download batches (`BRET STREAM`).
+pub const FEAT_LINE_FACTS: &str = " BATCH RETR,STOR,SYNC,FACTS,STREAM";
+/// The word of FEAT's `BATCH` line, and of `BRET STREAM`, for a download
+/// batch sent as one MODE E transfer (docs/batch.md, "The streamed batch").
+pub const STREAM_WORD: &str = "STREAM";
 
 /// What an upload entry may carry besides its size: the file's
 /// modification time and mode, set by the server before the rename.
@@ -107,6 +111,10 @@ pub struct Batch {
     /// `BSTO SYNC`: one durability pass for the batch, answered by a
     /// final reply after the last file's (see the module's doc).
     pub sync: bool,
+    /// `BRET STREAM`: the files, each with its size (`size`), travel back
+    /// to back as one MODE E transfer with one `125` and one final reply
+    /// (docs/batch.md, "The streamed batch").
+    pub stream: bool,
 }
 
 fn syntax(verb: &'static str, reason: impl Into<String>) -> CommandError {
@@ -127,6 +135,7 @@ impl Batch {
             kind: BatchKind::Retrieve,
             files: paths.into_iter().map(|path| BatchEntry { path, size: None, facts: None }).collect(),
             sync: false,
+            stream: false,
         }
     }
 
@@ -136,6 +145,7 @@ impl Batch {
             kind: BatchKind::Store,
             files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size), facts: None }).collect(),
             sync: false,
+            stream: false,
         }
     }
 
@@ -146,7 +156,31 @@ impl Batch {
             kind: BatchKind::Store,
             files: files.into_iter().map(|(path, size, facts)| BatchEntry { path, size: Some(size), facts }).collect(),
             sync: false,
+            stream: false,
         }
+    }
+
+    /// Downloads of `(path, size)` as one streamed transfer (`BRET STREAM`).
+    pub fn retrieve_stream(files: impl IntoIterator<Item = (String, u64)>) -> Batch {
+        Batch {
+            kind: BatchKind::Retrieve,
+            files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size), facts: None }).collect(),
+            sync: false,
+            stream: true,
+        }
+    }
+
+    /// The offset of each file in a streamed batch's data, and the total:
+    /// file `k` starts at the sum of the earlier sizes. `None` when the
+    /// sizes overflow (refused at parse).
+    pub fn stream_offsets(&self) -> Option<(Vec<u64>, u64)> {
+        let mut at = 0u64;
+        let mut out = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            out.push(at);
+            at = at.checked_add(f.size.unwrap_or(0))?;
+        }
+        Some((out, at))
     }
 
     /// This upload batch with durability per batch (`BSTO SYNC`).
@@ -159,6 +193,11 @@ impl Batch {
     /// them as if they had been pipelined, and the client expects their
     /// replies.
     pub fn expand(&self) -> Vec<Command> {
+        if self.stream {
+            // One transfer: one 125 and one final reply, matched as the
+            // first file's RETR.
+            return self.files.first().map(|f| Command::Retr(f.path.clone())).into_iter().collect();
+        }
         let mut out = Vec::with_capacity(self.files.len() * 2);
         for f in &self.files {
             match self.kind {
@@ -185,6 +224,9 @@ impl Batch {
             arg.map(str::trim).filter(|a| !a.is_empty()).ok_or_else(|| syntax(verb, "expected a count and paths"))?;
         let mut words = arg.split(' ').filter(|w| !w.is_empty()).peekable();
         let sync = kind == BatchKind::Store && words.next_if(|w| w.eq_ignore_ascii_case(SYNC_WORD)).is_some();
+        let stream = kind == BatchKind::Retrieve && words.next_if(|w| w.eq_ignore_ascii_case(STREAM_WORD)).is_some();
+        // A streamed download's entries carry sizes, as an upload's do.
+        let sized = kind == BatchKind::Store || stream;
         let count = words.next().unwrap_or("");
         if count.is_empty() || count.len() > 6 || !count.bytes().all(|b| b.is_ascii_digit()) {
             return Err(syntax(verb, "expected the number of files first"));
@@ -201,12 +243,13 @@ impl Batch {
             if files.len() == count {
                 return Err(syntax(verb, format!("more entries than the count ({count})")));
             }
-            let (size, facts, path) = match kind {
-                BatchKind::Retrieve => (None, None, w),
-                BatchKind::Store => {
+            let (size, facts, path) = match sized {
+                false => (None, None, w),
+                true => {
                     let (head, p) = w.split_once(':').ok_or_else(|| syntax(verb, "expected <size>:<path>"))?;
                     let (s, facts) = match head.split_once(',') {
                         None => (head, None),
+                        Some(_) if stream => return Err(syntax(verb, "a streamed entry is <size>:<path>")),
                         Some((s, f)) => (s, Some(parse_facts(verb, f)?)),
                     };
                     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -221,7 +264,11 @@ impl Batch {
         if files.len() != count {
             return Err(syntax(verb, format!("{} entries, but the count says {count}", files.len())));
         }
-        Ok(Batch { kind, files, sync })
+        let batch = Batch { kind, files, sync, stream };
+        if stream && batch.stream_offsets().is_none() {
+            return Err(syntax(verb, "the sizes of a streamed batch add up to more than 2^64 - 1"));
+        }
+        Ok(batch)
     }
 }
 
@@ -300,10 +347,13 @@ impl fmt::Display for Batch {
         if self.sync {
             write!(f, " {SYNC_WORD}")?;
         }
+        if self.stream {
+            write!(f, " {STREAM_WORD}")?;
+        }
         write!(f, " {}", self.files.len())?;
         for e in &self.files {
             match e.size {
-                Some(s) if self.kind == BatchKind::Store => match &e.facts {
+                Some(s) if self.kind == BatchKind::Store || self.stream => match &e.facts {
                     Some(x) => write!(f, " {s},{},{:o}:{}", x.mtime, x.mode, encode_path(&e.path))?,
                     None => write!(f, " {s}:{}", encode_path(&e.path))?,
                 },
@@ -321,6 +371,11 @@ pub fn fits(kind: BatchKind, files: &[(&str, u64)], max_line: usize) -> usize {
     fits_entries(kind, files, max_line, 0)
 }
 
+/// [`fits`] for `BRET STREAM` entries (`<size>:<path>`).
+pub fn fits_stream(files: &[(&str, u64)], max_line: usize) -> usize {
+    fits_entries(BatchKind::Store, files, max_line, 0)
+}
+
 /// [`fits`] for `BSTO` entries with facts (each at most
 /// [`FACTS_LEN`] bytes longer).
 pub fn fits_with_facts(files: &[(&str, u64)], max_line: usize) -> usize {
@@ -332,7 +387,7 @@ pub fn fits_with_facts(files: &[(&str, u64)], max_line: usize) -> usize {
 pub const FACTS_LEN: usize = 2 + 14 + 1 + 9 + 4;
 
 fn fits_entries(kind: BatchKind, files: &[(&str, u64)], max_line: usize, extra: usize) -> usize {
-    let mut len = "BSTO SYNC 512".len() + 2;
+    let mut len = "BRET STREAM 512".len() + 2;
     let mut n = 0;
     for (p, size) in files.iter().take(MAX_BATCH_FILES) {
         let entry = 1 + encode_path(p).len() + if kind == BatchKind::Store { 21 + extra } else { 0 };
@@ -483,5 +538,56 @@ mod tests {
         assert!(line.len() + 2 <= 8192, "{}", line.len());
         assert!(n > 100);
         assert_eq!(fits(BatchKind::Retrieve, &files[..3], 8192), 3);
+    }
+
+    #[test]
+    fn a_streamed_download_line_round_trips_and_is_one_retr() {
+        let b = Batch::retrieve_stream([("/t/a b".to_string(), 4096), ("/t/e".into(), 0), ("/t/c".into(), 7)]);
+        let line = b.to_string();
+        assert_eq!(line, "BRET STREAM 3 4096:/t/a%20b 0:/t/e 7:/t/c");
+        assert_eq!(p(&line), Ok(Command::Batch(b.clone())));
+        assert_eq!(p("bret stream 1 5:/x").map(|c| matches!(c, Command::Batch(b) if b.stream)), Ok(true));
+        // One transfer: one 125 and one final reply, matched as a RETR.
+        assert_eq!(b.expand(), vec![Command::Retr("/t/a b".into())]);
+        assert_eq!(b.stream_offsets(), Some((vec![0, 4096, 4096], 4103)));
+        // A plain BRET is not a stream and carries no sizes.
+        let plain = p("BRET 1 5:/x").unwrap();
+        assert!(matches!(plain, Command::Batch(b) if !b.stream && b.files[0].path == "5:/x"));
+    }
+
+    #[test]
+    fn hostile_streamed_lines_are_refused() {
+        let max = u64::MAX;
+        for line in [
+            "BRET STREAM".to_string(),
+            "BRET STREAM 0".into(),
+            "BRET STREAM 1 /a".into(),
+            "BRET STREAM 1 :/a".into(),
+            "BRET STREAM 1 -1:/a".into(),
+            "BRET STREAM 1 5:".into(),
+            "BRET STREAM 2 5:/a".into(),
+            "BRET STREAM 1 5:/a 5:/b".into(),
+            "BRET STREAM 513 5:/a".into(),
+            "BRET STREAM 1 99999999999999999999999:/a".into(),
+            "BRET STREAM 1 4096,20261126203500,644:/a".into(),
+            "BRET STREAM STREAM 1 5:/a".into(),
+            "BSTO STREAM 1 5:/a".into(),
+            // Each size fits, their sum does not.
+            format!("BRET STREAM 2 {max}:/a 1:/b"),
+        ] {
+            let e = p(&line).expect_err(&line);
+            assert_eq!(e.code().get(), 501, "{line}: {e}");
+        }
+        assert!(p(&format!("BRET STREAM 2 {}:/a 1:/b", max - 1)).is_ok(), "a sum of exactly 2^64 - 1 is fine");
+    }
+
+    #[test]
+    fn a_streamed_line_fits_in_a_line() {
+        let names: Vec<String> = (0..2000).map(|i| format!("/tree/f{i:05}.dat")).collect();
+        let files: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 4096)).collect();
+        let n = fits_stream(&files, 8192);
+        let line = Batch::retrieve_stream(names[..n].iter().map(|p| (p.clone(), 99_999_999_999_999_999))).to_string();
+        assert!(line.len() + 2 <= 8192, "{}", line.len());
+        assert!(n > 100);
     }
 }

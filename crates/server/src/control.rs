@@ -136,6 +136,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         holding: false,
         hold_until: None,
         from_line: false,
+        stream: None,
         probe,
         gate: Some(gate_tx),
         reader,
@@ -260,6 +261,9 @@ struct Control {
     hold_until: Option<Instant>,
     /// The running command came from a batch line.
     from_line: bool,
+    /// The files of the `BRET STREAM` line being run (docs/batch.md, "The
+    /// streamed batch"): one transfer for all of them.
+    stream: Option<Arc<transfer::StreamFiles>>,
     /// The control socket (a duplicate descriptor), for TCP_INFO.
     probe: Arc<OwnedFd>,
     /// Releases the clear-text reader after an AUTH line; `None` once TLS.
@@ -453,6 +457,19 @@ impl Control {
                     self.batch = batch;
                     self.facts = facts;
                     self.from_line = from_line;
+                    // A streamed download line runs as one RETR of its
+                    // first file whose data is the line's files back to
+                    // back (docs/batch.md, "The streamed batch").
+                    let cmd = match cmd {
+                        Ok(Command::Batch(b)) if b.stream && !b.files.is_empty() => {
+                            self.stream = Some(Arc::new(self.stream_files(&b)));
+                            Ok(Command::Retr(b.files[0].path.clone()))
+                        }
+                        cmd => {
+                            self.stream = None;
+                            cmd
+                        }
+                    };
                     let is_store = matches!(cmd, Ok(Command::Stor(_)));
                     let flow = match cmd {
                         Ok(Command::BatchEnd { files }) => {
@@ -660,6 +677,11 @@ impl Control {
             queue.push_back((cmd, None, None, false));
             return;
         };
+        if b.stream {
+            tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> BRET STREAM ({} files)", b.files.len());
+            queue.push_back((Ok(Command::Batch(b)), None, None, true));
+            return;
+        }
         tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
         let batch = b
             .sync
@@ -671,6 +693,19 @@ impl Control {
             let f = if matches!(c, Command::Stor(_)) { facts.next().flatten() } else { None };
             (Ok(c), batch.clone(), f, true)
         }));
+    }
+
+    /// A `BRET STREAM` line's files, resolved as its RETRs would be (from
+    /// the working directory when the line runs).
+    fn stream_files(&self, b: &ferry_proto::batch::Batch) -> transfer::StreamFiles {
+        let cwd = self.session.cwd();
+        transfer::StreamFiles {
+            files: b
+                .files
+                .iter()
+                .map(|f| (cwd.resolve(&f.path).map_err(|e| e.to_string()), f.path.clone(), f.size.unwrap_or(0)))
+                .collect(),
+        }
     }
 
     /// A file of a `BSTO SYNC` batch was refused or failed: the client
@@ -1031,6 +1066,7 @@ impl Control {
                     batch: self.batch.clone(),
                     facts: self.facts.clone(),
                     from_line: self.from_line,
+                    stream: self.stream.clone(),
                 };
                 self.channels.generation = ctx.channels.generation;
                 *active = Some(transfer::spawn(req, ctx));

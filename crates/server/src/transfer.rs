@@ -228,6 +228,106 @@ pub(crate) struct TransferContext {
     /// The command came from a batch line (`BRET`/`BSTO`): the control
     /// loop holds a small file's 125 for its 226 (docs/batch.md).
     pub from_line: bool,
+    /// A `BRET STREAM` line: this RETR sends all of its files back to back
+    /// as one transfer (docs/batch.md, "The streamed batch").
+    pub stream: Option<Arc<StreamFiles>>,
+}
+
+/// The files of a `BRET STREAM` line: (resolved path, as named, size the
+/// client listed).
+#[derive(Debug)]
+pub(crate) struct StreamFiles {
+    pub files: Vec<(Result<VirtualPath, String>, String, u64)>,
+}
+
+/// A streamed batch's files as one source: file `k`'s bytes at the sum of
+/// the earlier sizes (docs/batch.md, "The streamed batch"). Every file is
+/// open, and its size checked against the line, before the first byte.
+struct ConcatSource {
+    files: Vec<std::fs::File>,
+    /// Where each file starts in the stream; `starts[k + 1]` where it ends.
+    starts: Vec<u64>,
+}
+
+impl ConcatSource {
+    /// The file holding stream byte `offset`, its offset in that file and
+    /// the bytes of the file from there (`None` past the end).
+    fn locate(&self, offset: u64) -> Option<(usize, u64, u64)> {
+        // The last file starting at or before `offset` that is not empty.
+        let k = self.starts[1..].partition_point(|&end| end <= offset);
+        if k >= self.files.len() {
+            return None;
+        }
+        Some((k, offset - self.starts[k], self.starts[k + 1] - offset))
+    }
+}
+
+impl BlockSource for ConcatSource {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let Some((k, at, left)) = self.locate(offset) else { return Ok(0) };
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        BlockSource::read_at(&self.files[k], &mut buf[..n], at)
+    }
+
+    fn file_range(&self, offset: u64, len: usize) -> Option<ferry_io::endpoint::FileRange<'_>> {
+        let Some((k, at, left)) = self.locate(offset) else {
+            // Past the end: nothing (as a file's range past its end).
+            return self.files.first().map(|f| ferry_io::endpoint::FileRange { fd: f.as_fd(), offset: 0, len: 0 });
+        };
+        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        Some(ferry_io::endpoint::FileRange { fd: self.files[k].as_fd(), offset: at, len })
+    }
+
+    fn zero_copy(&self) -> bool {
+        true
+    }
+}
+
+/// Opens a `BRET STREAM` line's files beneath the root, in order, and
+/// checks each size against the line. The first that cannot be opened or
+/// differs cuts the stream before it: returned with why, the data covers
+/// only the files before it. Refused outright if it is the first.
+fn prepare_stream(root: &Root, stream: &StreamFiles) -> Result<(Prepared, Option<u64>, Option<String>), TransferError> {
+    let mut files = Vec::with_capacity(stream.files.len());
+    let mut starts = vec![0u64];
+    let mut cut = None;
+    for (k, (path, named, size)) in stream.files.iter().enumerate() {
+        let opened = match path {
+            Ok(p) => root.open_read(p).map_err(|e| (TransferError::File(e.clone()), format!("{e:?}"))),
+            Err(why) => Err((TransferError::Local(format!("{named}: {why}")), why.clone())),
+        };
+        let why = match opened {
+            Ok((file, facts)) if facts.size == *size => {
+                files.push(file);
+                let end = starts[k].checked_add(*size).ok_or_else(|| TransferError::Local("sizes overflow".into()))?;
+                starts.push(end);
+                continue;
+            }
+            Ok((_, facts)) => {
+                let why = format!("its size is now {} bytes, not the {size} listed", facts.size);
+                if k == 0 {
+                    return Err(TransferError::Local(format!("{why}; list it again")));
+                }
+                why
+            }
+            Err((e, why)) => {
+                if k == 0 {
+                    return Err(e);
+                }
+                why
+            }
+        };
+        cut = Some(format!(
+            "stream ended before file {} of {} ({named}): {why}; the {k} files before it were sent",
+            k + 1,
+            stream.files.len()
+        ));
+        break;
+    }
+    let total = *starts.last().unwrap_or(&0);
+    let ranges: Vec<Range<u64>> = (total > 0).then_some(0..total).into_iter().collect();
+    let source: Arc<dyn BlockSource> = Arc::new(ConcatSource { files, starts });
+    Ok((Prepared::Send { source, ranges, header_base: 0 }, Some(total), cut))
 }
 
 enum Prepared {
@@ -407,6 +507,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         written_to: Arc::new(AtomicU64::new(0)),
         permits: Arc::default(),
         failure: Arc::default(),
+        cut: None,
     };
     // On the data runtime: its blocking threads are the data connections'.
     let rt = task.ctx.server.data_runtime.handle().clone();
@@ -504,6 +605,9 @@ struct Task {
     permits: Arc<Mutex<Vec<OwnedSemaphorePermit>>>,
     /// Why a helper task (the acceptor) failed the transfer.
     failure: Arc<Mutex<Option<TransferError>>>,
+    /// A `BRET STREAM` line cut before one of its files (changed or gone):
+    /// the files before it are sent, then this is the failure.
+    cut: Option<String>,
 }
 
 /// Registers a data connection with the profiler, if one runs.
@@ -615,9 +719,14 @@ impl Task {
         let req = self.request.clone();
         let server = self.ctx.server.clone();
         let user = self.ctx.user.clone();
-        let (prepared, size) = tokio::task::spawn_blocking(move || prepare(&root, &server.config, &req, &user))
-            .await
-            .map_err(|e| TransferError::Local(e.to_string()))??;
+        let stream = self.ctx.stream.clone();
+        let (prepared, size, cut) = tokio::task::spawn_blocking(move || match stream {
+            Some(files) if req.kind == TransferKind::Retrieve => prepare_stream(&root, &files),
+            _ => prepare(&root, &server.config, &req, &user).map(|(p, s)| (p, s, None)),
+        })
+        .await
+        .map_err(|e| TransferError::Local(e.to_string()))??;
+        self.cut = cut;
         if let Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } = &prepared {
             self.written_to.store(*base, Ordering::Relaxed);
             self.upload = Some((upload.clone(), UploadPlan { mode: *mode, base: *base, done: done.clone() }));
@@ -705,7 +814,14 @@ impl Task {
         let timeout = self.timeout();
         let max = server.config.max_file_size;
         let max_connections = server.config.max_data_connections_per_session.clamp(1, mode_e::MAX_CONNECTIONS);
-        let (prepared, size) = prepare(&root, &server.config, &req, &self.ctx.user)?;
+        let (prepared, size) = match &self.ctx.stream {
+            Some(files) if req.kind == TransferKind::Retrieve => {
+                let (p, s, cut) = prepare_stream(&root, files)?;
+                self.cut = cut;
+                (p, s)
+            }
+            _ => prepare(&root, &server.config, &req, &self.ctx.user)?,
+        };
         // The 125 goes before any data, as on the usual path — unless the
         // control loop would hold it for the 226 anyway (a `BSTO SYNC`
         // file, a small `BRET` file: docs/batch.md, "Replies written
@@ -797,6 +913,9 @@ impl Task {
             if result.is_err() {
                 return Err(e);
             }
+        }
+        if let (Ok(_), Some(cut)) = (&result, &self.cut) {
+            return Err(TransferError::Local(cut.clone()));
         }
         match result {
             // The engine stopped itself because a stream failed; the

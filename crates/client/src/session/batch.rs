@@ -14,7 +14,9 @@ use crate::control::{event_reply, refused};
 use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
 use ferry_io::stream::CopyError;
-use ferry_proto::batch::{fits, fits_with_facts, Batch, BatchKind, EntryFacts, FACTS_WORD, SYNC_WORD};
+use ferry_proto::batch::{
+    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, FACTS_WORD, STREAM_WORD, SYNC_WORD,
+};
 use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::{Allo, Command};
 use ferry_proto::line::DEFAULT_MAX_LINE;
@@ -88,6 +90,136 @@ impl ServerSession {
             })
     }
 
+    /// Whether the server sends a download batch's files as one transfer
+    /// (FEAT lists `BATCH ...,STREAM`; docs/batch.md, "The streamed batch").
+    pub fn supports_batch_stream(&self) -> bool {
+        self.ctrl.features.line("BATCH").is_some_and(|l| {
+            l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(STREAM_WORD)))
+        })
+    }
+
+    /// [`retrieve_batch`](Self::retrieve_batch) as `BRET STREAM` lines:
+    /// each line's files arrive back to back as one MODE E transfer (one
+    /// 125, one 226, no per-file data-channel end). A file is complete —
+    /// and `on_done` runs for it — when its last byte arrived (an empty
+    /// file once a later file completed, or at the line's 226); files are
+    /// reported in order, so `done` is always a prefix. A line the server
+    /// cut before a file that changed or vanished ends with its `451`: the
+    /// files before it are done, the caller copies the rest one by one.
+    async fn retrieve_batch_streamed(
+        &mut self,
+        items: &[BatchFile<Arc<dyn BlockSink>>],
+        control: impl Fn() -> TransferControl,
+        states: &[Arc<ReceiveState>],
+        on_done: &mut (dyn FnMut(usize) + Send),
+    ) -> (usize, Result<(), ClientError>) {
+        if let Err(e) = self.ensure_listening() {
+            return (0, Err(e));
+        }
+        let (acceptor, mut rx) = match self.spawn_acceptor() {
+            Ok(x) => x,
+            Err(e) => return (0, Err(e)),
+        };
+        let mut lines: Vec<Range<usize>> = Vec::new();
+        while lines.last().map_or(0, |r| r.end) < items.len() {
+            let from = lines.last().map_or(0, |r| r.end);
+            let rest: Vec<(&str, u64)> = items[from..].iter().map(|f| (f.path.as_str(), f.size)).collect();
+            lines.push(from..from + fits_stream(&rest, DEFAULT_MAX_LINE));
+        }
+        let line = |r: &Range<usize>| {
+            Command::Batch(Batch::retrieve_stream(items[r.clone()].iter().map(|f| (f.path.clone(), f.size))))
+        };
+        let mut done = 0;
+        let result = async {
+            let Some(first) = lines.first() else { return Ok(()) };
+            self.flush(&[line(first)]).await?;
+            let mut sent = 1;
+            for (li, r) in lines.iter().enumerate() {
+                // The next line is on its way while this one's data flows.
+                if sent < lines.len() && sent <= li + 1 {
+                    self.ctrl.send(&line(&lines[sent])).await?;
+                    sent += 1;
+                }
+                let cmd = Command::Retr(items[r.start].path.clone());
+                self.preliminary(&cmd, &mut |_| {}).await?;
+                let (tx, mut completed) = tokio::sync::mpsc::unbounded_channel();
+                let sink = Arc::new(StreamSink::new(&items[r.clone()], &states[r.clone()], tx));
+                let total = sink.total();
+                let n = r.len();
+                let mut complete = vec![false; n];
+                let mut next = 0;
+                let mut report = |complete: &[bool], next: &mut usize, all_empty: bool| {
+                    let last_complete = complete.iter().rposition(|c| *c);
+                    while *next < n {
+                        let empty_ok =
+                            items[r.start + *next].size == 0 && (all_empty || last_complete.is_some_and(|l| l > *next));
+                        if !(complete[*next] || empty_ok) {
+                            break;
+                        }
+                        on_done(r.start + *next);
+                        *next += 1;
+                    }
+                };
+                let ctl = control();
+                let recv = self.receive_line(&cmd, &mut rx, sink.clone(), total, &ctl);
+                tokio::pin!(recv);
+                let res = loop {
+                    tokio::select! {
+                        res = &mut recv => break res,
+                        Some(k) = completed.recv() => {
+                            complete[k] = true;
+                            report(&complete, &mut next, false);
+                        }
+                    }
+                };
+                while let Ok(k) = completed.try_recv() {
+                    complete[k] = true;
+                }
+                report(&complete, &mut next, res.is_ok());
+                done = r.start + next;
+                res?;
+                if next < n {
+                    let k = r.start + next;
+                    let got = states[k].received.lock().unwrap_or_else(|e| e.into_inner()).covered();
+                    return Err(ClientError::Incomplete { path: items[k].path.clone(), expected: items[k].size, got });
+                }
+            }
+            Ok(())
+        }
+        .await;
+        acceptor.abort();
+        if result.is_err() {
+            self.reset_after_batch();
+        }
+        (done, result)
+    }
+
+    /// The data of one `BRET STREAM` line whose 125 has arrived: as
+    /// [`receive_retrieved`](Self::receive_retrieved), except that a
+    /// failure reply lets the data side end by itself (a line cut before a
+    /// changed file ends with the files before it, then its 451).
+    async fn receive_line(
+        &mut self,
+        cmd: &Command,
+        incoming: &mut tokio::sync::mpsc::Receiver<ferry_io::transport::DataConn>,
+        sink: Arc<dyn BlockSink>,
+        total: u64,
+        ctl: &TransferControl,
+    ) -> Result<(), ClientError> {
+        let Channel::Listening { cached, .. } = &mut self.channel else {
+            return Err(super::channel_changed());
+        };
+        let initial = std::mem::take(cached);
+        let spec = mode_e::ReceiveSpec::new(0, Some(total));
+        let state = Arc::new(ReceiveState::default());
+        let recv = mode_e::receive(initial, incoming, sink, spec, state, ctl.clone(), self.opts.timeout);
+        let kept = self.run_with_replies_then(cmd, recv, ctl, &mut |_| {}, false).await?;
+        if let Channel::Listening { cached, .. } = &mut self.channel {
+            *cached = kept;
+        }
+        Ok(())
+    }
+
     /// [`retrieve_many`](Self::retrieve_many) with the files named in
     /// `BRET` lines: at least `window` files in flight, a new line when
     /// fewer remain. Same contract: stops at the first failure and returns
@@ -103,6 +235,9 @@ impl ServerSession {
     ) -> (usize, Result<(), ClientError>) {
         if !self.supports_batch() {
             return self.retrieve_many(items, window, control, states, on_done).await;
+        }
+        if self.supports_batch_stream() && std::env::var_os("FERRY_NO_STREAM_BATCH").is_none() {
+            return self.retrieve_batch_streamed(items, control, states, on_done).await;
         }
         if let Err(e) = self.ensure_listening() {
             return (0, Err(e));
@@ -369,5 +504,99 @@ impl ServerSession {
         let missing = (self.parallelism as usize).saturating_sub(streams.len());
         streams.extend(self.connect_many(addr, missing).await?);
         Ok(streams)
+    }
+}
+
+/// The sink of a streamed download line: stream byte `o` goes to the file
+/// whose range holds it (file `k` at the sum of the earlier sizes), and each
+/// file's arrived ranges go to its own [`ReceiveState`] (its restart
+/// record). A file whose byte count reaches its size is reported complete.
+struct StreamSink {
+    sinks: Vec<Arc<dyn BlockSink>>,
+    /// Where each file starts; `starts[k + 1]` where it ends.
+    starts: Vec<u64>,
+    counts: Vec<std::sync::atomic::AtomicU64>,
+    states: Vec<Arc<ReceiveState>>,
+    completed: tokio::sync::mpsc::UnboundedSender<usize>,
+}
+
+impl StreamSink {
+    fn new(
+        items: &[BatchFile<Arc<dyn BlockSink>>],
+        states: &[Arc<ReceiveState>],
+        completed: tokio::sync::mpsc::UnboundedSender<usize>,
+    ) -> Self {
+        let mut starts = vec![0u64];
+        for f in items {
+            let end = starts.last().copied().unwrap_or(0).saturating_add(f.size);
+            starts.push(end);
+        }
+        Self {
+            sinks: items.iter().map(|f| f.data.clone()).collect(),
+            starts,
+            counts: items.iter().map(|_| Default::default()).collect(),
+            states: states.to_vec(),
+            completed,
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    /// The file holding stream byte `offset`, the offset in it and the
+    /// bytes of it from there.
+    fn locate(&self, offset: u64) -> std::io::Result<(usize, u64, u64)> {
+        let k = self.starts[1..].partition_point(|&end| end <= offset);
+        if k >= self.sinks.len() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a block at byte {offset} beyond the streamed batch's {} bytes", self.total()),
+            ));
+        }
+        Ok((k, offset - self.starts[k], self.starts[k + 1] - offset))
+    }
+
+    fn arrived(&self, k: usize, at: u64, n: u64) {
+        self.states[k].written(at..at + n);
+        let size = self.starts[k + 1] - self.starts[k];
+        let before = self.counts[k].fetch_add(n, std::sync::atomic::Ordering::AcqRel);
+        if before < size && before + n >= size {
+            let _ = self.completed.send(k);
+        }
+    }
+}
+
+impl BlockSink for StreamSink {
+    fn write_at(&self, data: &[u8], offset: u64) -> std::io::Result<()> {
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let (k, at, left) = self.locate(offset + pos as u64)?;
+            let n = (data.len() - pos).min(usize::try_from(left).unwrap_or(usize::MAX));
+            self.sinks[k].write_at(&data[pos..pos + n], at)?;
+            self.arrived(k, at, n as u64);
+            pos += n;
+        }
+        Ok(())
+    }
+
+    fn splice_from(
+        &self,
+        sock: std::os::fd::BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+    ) -> Option<std::io::Result<usize>> {
+        let (k, at, left) = match self.locate(offset) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        let n = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        let r = self.sinks[k].splice_from(sock, at, n);
+        if let Some(Ok(m)) = &r {
+            if *m > 0 {
+                self.arrived(k, at, *m as u64);
+            }
+        }
+        r
     }
 }

@@ -74,6 +74,24 @@ impl ServerSession {
         ctl: &TransferControl,
         on_marker: &mut (dyn FnMut(Marker) + Send),
     ) -> Result<T, ClientError> {
+        self.run_with_replies_then(cmd, data, ctl, on_marker, true).await
+    }
+
+    /// [`run_with_replies`](Self::run_with_replies); with `stop_on_refusal`
+    /// false a failure reply does not stop the data side, which ends by
+    /// itself: a streamed batch line cut before a changed file
+    /// (docs/batch.md) sends the files before it whole, then its EOD, then
+    /// the 451, which may come before the client read all of that data. A
+    /// server that fails otherwise drops the data connections, which ends
+    /// the data side too (or its stall timeout does).
+    pub(super) async fn run_with_replies_then<T>(
+        &mut self,
+        cmd: &Command,
+        data: impl std::future::Future<Output = Result<T, CopyError>>,
+        ctl: &TransferControl,
+        on_marker: &mut (dyn FnMut(Marker) + Send),
+        stop_on_refusal: bool,
+    ) -> Result<T, ClientError> {
         tokio::pin!(data);
         let (started, before) = (std::time::Instant::now(), ctl.progress.load(std::sync::atomic::Ordering::Relaxed));
         let mut data_result = None;
@@ -110,7 +128,7 @@ impl ServerSession {
                         PipelineEvent::Preliminary { .. } => continue,
                         PipelineEvent::Final { reply, .. } | PipelineEvent::Unsolicited(reply) => reply,
                     };
-                    if r.code.is_negative() {
+                    if r.code.is_negative() && stop_on_refusal {
                         ctl.abort.abort();
                     }
                     final_reply = Some(r);
