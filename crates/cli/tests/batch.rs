@@ -503,6 +503,10 @@ fn a_streamed_batch_is_one_transfer_and_a_changed_file_cuts_it_before_itself() {
     assert!(r.starts_with('4') || r.starts_with('5'), "{r}");
     assert!(!r.starts_with("125"), "{r}");
     assert!(c.cmd("NOOP").starts_with("200"));
+    // A REST before it: a streamed line is sent whole, never from an offset.
+    assert!(c.cmd("REST 2").starts_with("350"));
+    let r = c.cmd("BRET STREAM 1 4:/a");
+    assert!(r.starts_with("554"), "{r}");
     // Hostile lines: refused once, nothing run.
     for line in [
         format!("BRET STREAM 2 {}:/a 1:/b", u64::MAX),

@@ -287,7 +287,16 @@ impl BlockSource for ConcatSource {
 /// checks each size against the line. The first that cannot be opened or
 /// differs cuts the stream before it: returned with why, the data covers
 /// only the files before it. Refused outright if it is the first.
-fn prepare_stream(root: &Root, stream: &StreamFiles) -> Result<(Prepared, Option<u64>, Option<String>), TransferError> {
+fn prepare_stream(
+    root: &Root,
+    req: &TransferRequest,
+    stream: &StreamFiles,
+) -> Result<(Prepared, Option<u64>, Option<String>), TransferError> {
+    // A streamed line is always sent whole: its files are fresh on the
+    // client, which resumes a broken one file by file (docs/batch.md).
+    if req.restart.is_some() || req.window.is_some() {
+        return Err(TransferError::BadRestart("a streamed batch is sent whole; resume its files one by one".into()));
+    }
     let mut files = Vec::with_capacity(stream.files.len());
     let mut starts = vec![0u64];
     let mut cut = None;
@@ -721,7 +730,7 @@ impl Task {
         let user = self.ctx.user.clone();
         let stream = self.ctx.stream.clone();
         let (prepared, size, cut) = tokio::task::spawn_blocking(move || match stream {
-            Some(files) if req.kind == TransferKind::Retrieve => prepare_stream(&root, &files),
+            Some(files) if req.kind == TransferKind::Retrieve => prepare_stream(&root, &req, &files),
             _ => prepare(&root, &server.config, &req, &user).map(|(p, s)| (p, s, None)),
         })
         .await
@@ -816,7 +825,7 @@ impl Task {
         let max_connections = server.config.max_data_connections_per_session.clamp(1, mode_e::MAX_CONNECTIONS);
         let (prepared, size) = match &self.ctx.stream {
             Some(files) if req.kind == TransferKind::Retrieve => {
-                let (p, s, cut) = prepare_stream(&root, files)?;
+                let (p, s, cut) = prepare_stream(&root, &req, files)?;
                 self.cut = cut;
                 (p, s)
             }
