@@ -113,10 +113,7 @@ impl ServerSession {
         states: &[Arc<ReceiveState>],
         on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
-        if let Err(e) = self.ensure_listening() {
-            return (0, Err(e));
-        }
-        let (acceptor, mut rx) = match self.spawn_acceptor() {
+        let (acceptor, mut rx) = match self.listen_and_accept() {
             Ok(x) => x,
             Err(e) => return (0, Err(e)),
         };
@@ -239,10 +236,7 @@ impl ServerSession {
         if self.supports_batch_stream() && std::env::var_os("FERRY_NO_STREAM_BATCH").is_none() {
             return self.retrieve_batch_streamed(items, control, states, on_done).await;
         }
-        if let Err(e) = self.ensure_listening() {
-            return (0, Err(e));
-        }
-        let (acceptor, mut rx) = match self.spawn_acceptor() {
+        let (acceptor, mut rx) = match self.listen_and_accept() {
             Ok(x) => x,
             Err(e) => return (0, Err(e)),
         };

@@ -113,6 +113,16 @@ impl ServerSession {
         Err(last.map_or_else(|| ClientError::Data("no port for a data listener".into()), Into::into))
     }
 
+    /// [`ensure_listening`](Self::ensure_listening), then
+    /// [`spawn_acceptor`](Self::spawn_acceptor), as the pipelined and
+    /// batched downloads start (an ERET sends its command in between).
+    pub(super) fn listen_and_accept(
+        &mut self,
+    ) -> Result<(tokio::task::JoinHandle<()>, mpsc::Receiver<DataConn>), ClientError> {
+        self.ensure_listening()?;
+        self.spawn_acceptor()
+    }
+
     /// Accepts the server's data connections for as long as the returned
     /// receiver is alive.
     pub(super) fn spawn_acceptor(

@@ -160,10 +160,7 @@ impl ServerSession {
         states: &[Arc<ReceiveState>],
         on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
-        if let Err(e) = self.ensure_listening() {
-            return (0, Err(e));
-        }
-        let (acceptor, mut rx) = match self.spawn_acceptor() {
+        let (acceptor, mut rx) = match self.listen_and_accept() {
             Ok(x) => x,
             Err(e) => return (0, Err(e)),
         };
