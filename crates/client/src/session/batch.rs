@@ -185,10 +185,7 @@ impl ServerSession {
         }
         .await;
         acceptor.abort();
-        if result.is_err() {
-            self.reset_after_batch();
-        }
-        (done, result)
+        self.batch_outcome(done, result)
     }
 
     /// The data of one `BRET STREAM` line whose 125 has arrived: as
@@ -259,10 +256,7 @@ impl ServerSession {
         }
         .await;
         acceptor.abort();
-        if result.is_err() {
-            self.reset_after_batch();
-        }
-        (done, result)
+        self.batch_outcome(done, result)
     }
 
     /// [`store_many`](Self::store_many) with the files named in `BSTO`
@@ -320,10 +314,7 @@ impl ServerSession {
             Ok(())
         }
         .await;
-        if result.is_err() {
-            self.reset_after_batch();
-        }
-        (done, result)
+        self.batch_outcome(done, result)
     }
 
     /// [`store_batch`](Self::store_batch) to a server that takes

@@ -328,6 +328,15 @@ impl ServerSession {
         self.channel = Channel::None;
     }
 
+    /// What a batch returns: the files done and its result, with the
+    /// session reset when it failed (see `reset_after_batch`).
+    fn batch_outcome(&mut self, done: usize, result: Result<(), ClientError>) -> (usize, Result<(), ClientError>) {
+        if result.is_err() {
+            self.reset_after_batch();
+        }
+        (done, result)
+    }
+
     /// After a failed batch, commands may still be queued at the server:
     /// this session is not reusable, so the caller opens a new one.
     fn reset_after_batch(&mut self) {

@@ -182,9 +182,6 @@ impl ServerSession {
         }
         .await;
         acceptor.abort();
-        if result.is_err() {
-            self.reset_after_batch();
-        }
-        (w.done(), result)
+        self.batch_outcome(w.done(), result)
     }
 }
