@@ -498,6 +498,14 @@ fn a_streamed_batch_is_one_transfer_and_a_changed_file_cuts_it_before_itself() {
     assert_eq!(read_mode_e(&mut d), b"aaaa");
     let r = c.reply();
     assert!(r.starts_with("451") && r.contains("(/b)") && r.contains("size"), "{r}");
+    // A later file that is gone: the cut says why in words, not a code name.
+    // (the cut above closed the data channel, so the server connects anew)
+    c.send(b"BRET STREAM 2 4:/a 4:/gone");
+    let (mut d, _) = listener.accept().unwrap();
+    assert!(c.reply().starts_with("150"));
+    assert_eq!(read_mode_e(&mut d), b"aaaa");
+    let r = c.reply();
+    assert!(r.starts_with("451") && r.contains("(/gone): no such file or directory"), "{r}");
     // A missing first file: refused like its RETR, before any 125.
     let r = c.cmd("BRET STREAM 2 4:/missing 4:/a");
     assert!(r.starts_with('4') || r.starts_with('5'), "{r}");

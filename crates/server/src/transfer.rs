@@ -302,7 +302,7 @@ fn prepare_stream(
     let mut cut = None;
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let opened = match path {
-            Ok(p) => root.open_read(p).map_err(|e| (TransferError::File(e.clone()), format!("{e:?}"))),
+            Ok(p) => root.open_read(p).map_err(|e| (TransferError::File(e.clone()), e.to_string())),
             Err(why) => Err((TransferError::Local(format!("{named}: {why}")), why.clone())),
         };
         let why = match opened {

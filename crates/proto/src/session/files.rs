@@ -8,36 +8,54 @@ use crate::facts::{format_time_val, FileFacts};
 use crate::path::{PathError, VirtualPath};
 use crate::reply::{Reply, ReplyCode};
 
-/// Why a file-system request failed, in the terms replies need.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a file-system request failed, in the terms replies need. The
+/// `Display` form is the reason alone, without the path, for messages that
+/// name the file themselves (a streamed batch's cut, `docs/batch.md`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
+    #[error("no such file or directory")]
     NotFound,
+    #[error("permission denied")]
     PermissionDenied,
+    #[error("file exists")]
     AlreadyExists,
+    #[error("not a directory")]
     NotADirectory,
+    #[error("is a directory")]
     IsADirectory,
+    #[error("directory not empty")]
     DirectoryNotEmpty,
     /// The path (or a symbolic link on it) leads outside the root.
+    #[error("path leads outside the served directory")]
     Escapes,
     /// A name the server will not create (e.g. its own partial-file names).
+    #[error("file name not allowed: {0}")]
     InvalidName(String),
+    #[error("no space left on the server's disk")]
     NoSpace,
     /// A regular file with more than one hard link, which the server does
     /// not change in place: its other names may lie outside the root
     /// (`docs/security.md`, "Hard links").
+    #[error("file has other hard links")]
     HardLinked,
     /// A FIFO, socket or device where a regular file is needed: reading one
     /// could block for ever (`docs/security.md`, "Special files").
+    #[error("not a regular file")]
     NotRegularFile,
     /// Another session is uploading to this name (`docs/partial-files.md`).
+    #[error("an upload to this name is in progress in another session")]
     UploadInProgress,
     /// The operation would make a file larger than `max_file_size`.
+    #[error("beyond the largest file this server stores ({0} bytes)")]
     TooLarge(u64),
     /// ABOR stopped the operation.
+    #[error("aborted by ABOR")]
     Aborted,
     /// The request is understood but this server will not do it; the
     /// text says why (e.g. a group SITE CHGRP may not set).
+    #[error("{0}")]
     Refused(String),
+    #[error("{0}")]
     Other(String),
 }
 
