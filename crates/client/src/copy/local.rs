@@ -405,6 +405,10 @@ mod tests {
     fn a_small_download_replaces_an_existing_file_and_a_stale_partial() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("a");
+        // The directory's first file is new: anonymous files there.
+        let first = LocalSink::open_as(&dir.path().join("0"), false, meta(), true, Some(1)).unwrap();
+        assert!(first.is_anonymous());
+        first.finish(0).unwrap();
         std::fs::write(&target, b"old file").unwrap();
         std::fs::write(dir.path().join(".a.ferry-part"), b"stale partial").unwrap();
         let sink = LocalSink::open_as(&target, false, meta(), true, Some(3)).unwrap();
@@ -412,7 +416,7 @@ mod tests {
         write(&sink, b"new");
         assert_eq!(std::fs::read(&target).unwrap(), b"old file", "the old file is whole until the commit");
         sink.finish(3).unwrap();
-        assert_eq!(names(dir.path()), ["a"]);
+        assert_eq!(names(dir.path()), ["0", "a"]);
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         // A directory whose names are being replaced gets named partials.
         let sink = LocalSink::open_as(&dir.path().join("b"), false, meta(), true, Some(1)).unwrap();
@@ -420,6 +424,10 @@ mod tests {
         sink.finish(0).unwrap();
         let other = tempfile::tempdir().unwrap();
         assert!(LocalSink::open_as(&other.path().join("c"), false, meta(), true, Some(1)).unwrap().is_anonymous());
+        // A directory whose first file exists is seen replaced at once.
+        let full = tempfile::tempdir().unwrap();
+        std::fs::write(full.path().join("d"), b"old").unwrap();
+        assert!(!LocalSink::open_as(&full.path().join("d"), false, meta(), true, Some(1)).unwrap().is_anonymous());
     }
 
     #[test]

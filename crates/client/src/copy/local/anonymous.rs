@@ -29,11 +29,28 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// straight to named partials (one failing `open` a process, not a file).
 static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
-/// The directory where a link last found its name taken: a copy over an
-/// existing tree replaces every file, and an anonymous file there costs a
-/// failed link, a link and a rename where a named partial costs a create
-/// and a rename, so files of that directory get named partials.
-static REPLACING_IN: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+/// Directories this process has written to: whether names are being
+/// replaced there. A copy over an existing tree replaces every file, and
+/// an anonymous file there costs a failed link, a link and a rename where
+/// a named partial costs a create and a rename, so those directories get
+/// named partials. Decided by one look (`statx`) at the first file of each
+/// directory, and set when a link finds its name taken: a batch opens up
+/// to hundreds of files before its first commit, so waiting for a link
+/// to fail left thousands of files of a replaced tree anonymous
+/// (bench/results/small-files-s15-fs-prof, ab-overwrite).
+static REPLACING: std::sync::Mutex<Option<std::collections::HashMap<std::path::PathBuf, bool>>> =
+    std::sync::Mutex::new(None);
+
+fn replacing_in(dir: &Path, target: &Path) -> bool {
+    let mut seen = REPLACING.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = seen.get_or_insert_with(Default::default);
+    if let Some(&r) = seen.get(dir) {
+        return r;
+    }
+    let r = std::fs::symlink_metadata(target).is_ok();
+    seen.insert(dir.to_path_buf(), r);
+    r
+}
 
 /// Set once `linkat(AT_EMPTY_PATH)` was refused: links go through /proc.
 static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
@@ -58,7 +75,7 @@ pub(super) fn create(target: &Path) -> Option<File> {
         return None;
     }
     let dir = dir_of(target);
-    if REPLACING_IN.lock().unwrap_or_else(|e| e.into_inner()).as_deref() == Some(dir) {
+    if replacing_in(dir, target) {
         return None;
     }
     // open(2): "O_TMPFILE: Create an unnamed temporary regular file. The
@@ -96,7 +113,8 @@ pub(super) fn name(file: &File, partial: &Path, target: &Path, meta: &FileMeta) 
     match link(file, target) {
         Ok(()) => return Ok(()),
         Err(Errno::EEXIST) => {
-            *REPLACING_IN.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir_of(target).to_path_buf());
+            let mut seen = REPLACING.lock().unwrap_or_else(|e| e.into_inner());
+            seen.get_or_insert_with(Default::default).insert(dir_of(target).to_path_buf(), true);
         }
         Err(e) if !can_link(e) => return Err(local_err(target)(e.into())),
         Err(_) => return copy_to(file, partial, target, meta),
