@@ -3,6 +3,7 @@
 //! local files as MODE E endpoints (with or without `O_DIRECT`).
 
 use super::{local_err, Stats};
+mod anonymous;
 use crate::error::ClientError;
 use ferry_io::mode_e::{BlockSink, BlockSource};
 use ferry_proto::facts::FileFacts;
@@ -12,11 +13,27 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Fresh downloads of at most this many bytes whose size is known when
+/// their file is created (a batch's files) are written to an anonymous
+/// file (`O_TMPFILE`) in the target's directory and linked under their
+/// name when complete: one directory operation per file instead of two
+/// (a create and a rename), see docs/partial-files.md. An anonymous file
+/// vanishes with a killed process, so a restart copies these files again
+/// in full (at most this much each); larger files keep a named partial a
+/// restart resumes. The same bound as the server's small uploads
+/// (`ferry_io::root::SMALL_UPLOAD`).
+pub(super) const ANONYMOUS_PARTIAL_MAX: u64 = 1 << 20;
+
 /// A local destination file: a partial name until committed, unless the
 /// destination is a device such as /dev/null.
 pub(super) struct LocalSink {
     pub(super) file: File,
+    /// The partial's name beside the target (`None`: a device). For an
+    /// anonymous file, the name it is given only if the target must be
+    /// replaced (`linkat` refuses an existing name).
     pub(super) partial: Option<PathBuf>,
+    /// The file has no name yet (`O_TMPFILE`): committing links it.
+    anonymous: bool,
     target: PathBuf,
     pub(super) existing_len: u64,
     meta: FileMeta,
@@ -28,22 +45,38 @@ impl LocalSink {
     /// file is created owner-only (0600): until it is complete and given
     /// the source's mode, nobody else reads it.
     pub(super) fn open(target: &Path, keep: bool, meta: FileMeta) -> Result<Self, ClientError> {
-        Self::open_as(target, keep, meta, false)
+        Self::open_as(target, keep, meta, false, None)
     }
 
     /// [`open`](Self::open); with `known_regular`, the caller knows the
     /// name is free or a regular file (the tree walk listed its
     /// directory), so it is not looked at first: one `statx` less, which
     /// fails for every file of a fresh tree. A directory put there since
-    /// the walk then fails the file at its rename instead of here.
-    pub(super) fn open_as(target: &Path, keep: bool, meta: FileMeta, known_regular: bool) -> Result<Self, ClientError> {
+    /// the walk then fails the file at its rename instead of here. `size`:
+    /// the file's size when known; a fresh file of at most
+    /// [`ANONYMOUS_PARTIAL_MAX`] bytes is written to an anonymous file
+    /// where the file system has them.
+    pub(super) fn open_as(
+        target: &Path,
+        keep: bool,
+        meta: FileMeta,
+        known_regular: bool,
+        size: Option<u64>,
+    ) -> Result<Self, ClientError> {
         use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
         let looked = if known_regular { None } else { std::fs::metadata(target).ok() };
         if let Some(md) = looked {
             let ft = md.file_type();
             if ft.is_char_device() || ft.is_fifo() {
                 let file = std::fs::OpenOptions::new().write(true).open(target).map_err(local_err(target))?;
-                return Ok(Self { file, partial: None, target: target.to_path_buf(), existing_len: 0, meta });
+                return Ok(Self {
+                    file,
+                    partial: None,
+                    anonymous: false,
+                    target: target.to_path_buf(),
+                    existing_len: 0,
+                    meta,
+                });
             }
             if md.is_dir() {
                 return Err(ClientError::local(target.display(), std::io::ErrorKind::IsADirectory.into()));
@@ -52,6 +85,12 @@ impl LocalSink {
         let name =
             target.file_name().ok_or_else(|| ClientError::Usage(format!("{}: not a file name", target.display())))?;
         let partial = target.with_file_name(local_partial_name(name));
+        if !keep && size.is_some_and(|s| s <= ANONYMOUS_PARTIAL_MAX) {
+            if let Some(file) = anonymous::create(target) {
+                let target = target.to_path_buf();
+                return Ok(Self { file, partial: Some(partial), anonymous: true, target, existing_len: 0, meta });
+            }
+        }
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -61,7 +100,7 @@ impl LocalSink {
             .map_err(local_err(&partial))?;
         // A truncated file holds nothing: one `statx` less per fresh file.
         let existing_len = if keep { file.metadata().map_err(local_err(&partial))?.len() } else { 0 };
-        Ok(Self { file, partial: Some(partial), target: target.to_path_buf(), existing_len, meta })
+        Ok(Self { file, partial: Some(partial), anonymous: false, target: target.to_path_buf(), existing_len, meta })
     }
 
     /// Where received blocks go: the file, or — for `/dev/null` — a
@@ -124,9 +163,18 @@ impl LocalSink {
                 self.file.sync_data().map_err(local_err(partial))?;
             }
             self.meta.apply(&self.file).map_err(local_err(partial))?;
+            if self.anonymous {
+                return anonymous::name(&self.file, partial, &self.target, &self.meta);
+            }
             std::fs::rename(partial, &self.target).map_err(local_err(&self.target))?;
         }
         Ok(())
+    }
+
+    /// Whether the file is anonymous (`O_TMPFILE`) until committed.
+    #[cfg(test)]
+    pub(super) fn is_anonymous(&self) -> bool {
+        self.anonymous
     }
 }
 
@@ -304,4 +352,150 @@ pub(super) fn make_durable(root: &Path) -> Result<Duration, ClientError> {
     let dir = File::open(root).map_err(local_err(root))?;
     nix::unistd::syncfs(&dir).map_err(|e| ClientError::local(root.display(), std::io::Error::from(e)))?;
     Ok(started.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    fn meta() -> FileMeta {
+        FileMeta { mode: Some(0o640), modified: Some(1_700_000_000) }
+    }
+
+    fn write(sink: &LocalSink, data: &[u8]) {
+        sink.block_sink_sized(Some(data.len() as u64)).unwrap().write_at(data, 0).unwrap();
+    }
+
+    #[test]
+    fn a_small_fresh_download_has_no_name_until_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a");
+        let sink = LocalSink::open_as(&target, false, meta(), true, Some(5)).unwrap();
+        assert!(sink.is_anonymous());
+        write(&sink, b"hello");
+        assert!(names(dir.path()).is_empty(), "nothing in the directory before the commit");
+        sink.finish(5).unwrap();
+        assert_eq!(names(dir.path()), ["a"]);
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        let md = std::fs::metadata(&target).unwrap();
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        assert_eq!(md.permissions().mode() & 0o777, meta().local_mode());
+        assert_eq!(md.mtime(), 1_700_000_000);
+        assert_eq!(md.nlink(), 1);
+    }
+
+    #[test]
+    fn a_failed_small_download_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = LocalSink::open_as(&dir.path().join("a"), false, meta(), true, Some(5)).unwrap();
+        write(&sink, b"hel");
+        drop(sink);
+        assert!(names(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn a_small_download_replaces_an_existing_file_and_a_stale_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a");
+        // The directory's first file is new: anonymous files there.
+        let first = LocalSink::open_as(&dir.path().join("0"), false, meta(), true, Some(1)).unwrap();
+        assert!(first.is_anonymous());
+        first.finish(0).unwrap();
+        std::fs::write(&target, b"old file").unwrap();
+        std::fs::write(dir.path().join(".a.ferry-part"), b"stale partial").unwrap();
+        let sink = LocalSink::open_as(&target, false, meta(), true, Some(3)).unwrap();
+        assert!(sink.is_anonymous());
+        write(&sink, b"new");
+        assert_eq!(std::fs::read(&target).unwrap(), b"old file", "the old file is whole until the commit");
+        sink.finish(3).unwrap();
+        assert_eq!(names(dir.path()), ["0", "a"]);
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        // A directory whose names are being replaced gets named partials.
+        let sink = LocalSink::open_as(&dir.path().join("b"), false, meta(), true, Some(1)).unwrap();
+        assert!(!sink.is_anonymous());
+        sink.finish(0).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        assert!(LocalSink::open_as(&other.path().join("c"), false, meta(), true, Some(1)).unwrap().is_anonymous());
+        // A directory whose first file exists is seen replaced at once.
+        let full = tempfile::tempdir().unwrap();
+        std::fs::write(full.path().join("d"), b"old").unwrap();
+        assert!(!LocalSink::open_as(&full.path().join("d"), false, meta(), true, Some(1)).unwrap().is_anonymous());
+    }
+
+    #[test]
+    fn large_resumed_or_unsized_downloads_keep_a_named_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases =
+            [("big", false, Some(ANONYMOUS_PARTIAL_MAX + 1)), ("resumed", true, Some(5)), ("unsized", false, None)];
+        for (name, keep, size) in cases {
+            let sink = LocalSink::open_as(&dir.path().join(name), keep, meta(), true, size).unwrap();
+            assert!(!sink.is_anonymous(), "{name}");
+            assert!(dir.path().join(format!(".{name}.ferry-part")).exists(), "{name}: resumable by name");
+            (&sink.file).write_all(b"bytes").unwrap();
+            sink.finish(5).unwrap();
+            assert_eq!(std::fs::read(dir.path().join(name)).unwrap(), b"bytes");
+        }
+        assert_eq!(names(dir.path()), ["big", "resumed", "unsized"]);
+    }
+
+    #[test]
+    fn without_anonymous_files_a_named_partial_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a");
+        anonymous::FORCE_NO_TMPFILE.with(|f| f.set(true));
+        let sink = LocalSink::open_as(&target, false, meta(), true, Some(2));
+        anonymous::FORCE_NO_TMPFILE.with(|f| f.set(false));
+        let sink = sink.unwrap();
+        assert!(!sink.is_anonymous());
+        assert_eq!(names(dir.path()), [".a.ferry-part"]);
+        write(&sink, b"ok");
+        sink.finish(2).unwrap();
+        assert_eq!(names(dir.path()), ["a"]);
+        assert_eq!(std::fs::read(&target).unwrap(), b"ok");
+    }
+
+    #[test]
+    fn without_a_way_to_link_the_bytes_are_copied_to_a_named_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a");
+        let sink = LocalSink::open_as(&target, false, meta(), true, Some(4)).unwrap();
+        assert!(sink.is_anonymous());
+        write(&sink, b"data");
+        anonymous::FORCE_NO_LINK.with(|f| f.set(true));
+        let done = sink.finish(4);
+        anonymous::FORCE_NO_LINK.with(|f| f.set(false));
+        done.unwrap();
+        assert_eq!(names(dir.path()), ["a"]);
+        assert_eq!(std::fs::read(&target).unwrap(), b"data");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, meta().local_mode());
+    }
+
+    #[test]
+    fn unsupported_means_the_file_system_not_the_directory() {
+        for (errno, yes) in
+            [(libc::EOPNOTSUPP, true), (libc::EISDIR, true), (libc::ENOENT, false), (libc::EACCES, false)]
+        {
+            assert_eq!(anonymous::unsupported(&std::io::Error::from_raw_os_error(errno)), yes, "{errno}");
+        }
+    }
+
+    #[test]
+    fn a_directory_in_the_way_fails_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("a");
+        std::fs::create_dir(&target).unwrap();
+        let sink = LocalSink::open_as(&target, false, meta(), true, Some(1)).unwrap();
+        write(&sink, b"x");
+        assert!(sink.finish(1).is_err());
+        assert!(target.is_dir());
+    }
 }

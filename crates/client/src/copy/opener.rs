@@ -60,7 +60,7 @@ impl Opened {
         for (i, (path, facts)) in files.into_iter().enumerate() {
             let slot = match &failed {
                 Some(why) => Slot::Failed(why.clone()),
-                None => match LocalSink::open_as(&path, false, FileMeta::of(&facts), known)
+                None => match LocalSink::open_as(&path, false, FileMeta::of(&facts), known, Some(facts.size))
                     .and_then(|s| s.block_sink_sized(Some(facts.size)).map(|b| (s, b)))
                 {
                     Ok((sink, blocks)) => Slot::Open(Some(sink), blocks),
