@@ -619,7 +619,11 @@ mod tests {
     #[test]
     fn a_streamed_upload_line_round_trips_and_is_one_stor_with_a_final_reply() {
         let facts = Some(EntryFacts { mtime: "20261126203500".into(), mode: 0o644 });
-        let b = Batch::store_stream([("/t/a b".to_string(), 4096, facts), ("/t/e".into(), 0, None), ("/t/c".into(), 7, None)]);
+        let b = Batch::store_stream([
+            ("/t/a b".to_string(), 4096, facts),
+            ("/t/e".into(), 0, None),
+            ("/t/c".into(), 7, None),
+        ]);
         let line = b.to_string();
         assert_eq!(line, "BSTO STREAM 3 4096,20261126203500,644:/t/a%20b 0:/t/e 7:/t/c");
         assert_eq!(p(&line), Ok(Command::Batch(b.clone())));
@@ -633,7 +637,8 @@ mod tests {
             ]
         );
         assert_eq!(p("bsto stream 1 5:/x").map(|c| matches!(c, Command::Batch(b) if b.stream && b.sync)), Ok(true));
-        for line in ["BSTO STREAM", "BSTO STREAM 0", "BSTO STREAM 1 /a", "BSTO STREAM 2 5:/a", "BSTO STREAM 1 5,1,644:/a"]
+        for line in
+            ["BSTO STREAM", "BSTO STREAM 0", "BSTO STREAM 1 /a", "BSTO STREAM 2 5:/a", "BSTO STREAM 1 5,1,644:/a"]
         {
             let e = p(line).expect_err(line);
             assert_eq!(e.code().get(), 501, "{line}: {e}");

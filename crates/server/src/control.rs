@@ -692,6 +692,7 @@ impl Control {
             // `ALLO <total>`, the line as its first file's STOR, the
             // batch's final reply (`Batch::expand`).
             tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> BSTO STREAM ({} files)", b.files.len());
+            tracing::info!(peer = %self.peer, files = b.files.len(), "a BSTO STREAM line");
             let batch = Arc::new(BatchDurability::shared(self.ctx.config.batch_sync, self.ctx.batch_passes.clone()));
             let mut expanded = b.expand().into_iter();
             let allo = expanded.next();

@@ -523,13 +523,12 @@ impl ServerSession {
             }
             lines.push(from..from + k);
         }
-        let line = |r: &Range<usize>| {
-            Command::Batch(Batch::store_stream(
-                items[r.clone()].iter().enumerate().map(|(j, f)| {
+        let line =
+            |r: &Range<usize>| {
+                Command::Batch(Batch::store_stream(items[r.clone()].iter().enumerate().map(|(j, f)| {
                     (f.path.clone(), f.size, if with_facts { facts[r.start + j].clone() } else { None })
-                }),
-            ))
-        };
+                })))
+            };
         self.ensure_connecting();
         let Some(first) = lines.first() else { return (0, Ok(())) };
         let addr = match self.flush_connecting(&[line(first)]).await {
