@@ -618,3 +618,211 @@ fn a_file_changed_after_the_listing_cuts_its_streamed_line_and_the_rest_still_ar
         }
     }
 }
+
+/// The next reply that is not a 111/112 marker.
+fn reply_skipping_markers(c: &mut RawControl) -> String {
+    loop {
+        let r = c.reply();
+        if !(r.starts_with("111") || r.starts_with("112")) {
+            break r;
+        }
+    }
+}
+
+/// `BSTO STREAM` on the wire (docs/batch.md, "The streamed upload"): the
+/// line's files back to back as one MODE E transfer, blocks that straddle
+/// files split at their boundaries, one ALLO of the total, one 125, one
+/// 226, the batch's final reply; each file renamed into place only when
+/// its bytes are all there — a line cut short leaves the complete files
+/// under their names and the incomplete one as a partial recording what it
+/// holds, and says how many were stored; the session goes on.
+#[test]
+fn a_streamed_upload_is_one_transfer_and_each_file_appears_only_when_complete() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let server = FerryServer::start();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("FEAT").contains(",STREAM-STOR"), "FEAT lists the streamed upload");
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut d = std::net::TcpStream::connect(data).unwrap();
+    c.send(b"BSTO STREAM 4 4,20200102030405,600:/a 0:/e 3:/b 2:/c");
+    // a = "aaaa", e empty, b = "bbb", c = "cc": 9 bytes, the first block
+    // straddles a and b, the second b and c.
+    for (offset, payload) in [(0u64, &b"aaaabb"[..]), (6, &b"bcc"[..])] {
+        d.write_all(&BlockHeader::data(offset, payload.len() as u64).encode()).unwrap();
+        d.write_all(payload).unwrap();
+    }
+    d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+    let r = reply_skipping_markers(&mut c);
+    assert!(r.starts_with("200"), "ALLO of the line's total: {r}");
+    let r = reply_skipping_markers(&mut c);
+    assert!(r.starts_with("125") || r.starts_with("150"), "{r}");
+    let r = reply_skipping_markers(&mut c);
+    assert!(r.starts_with("226"), "one 226 for the line: {r}");
+    let r = reply_skipping_markers(&mut c);
+    assert!(r.starts_with("250") && r.contains("4 stored") && r.contains("durable"), "the line's final reply: {r}");
+    assert_eq!(std::fs::read(server.path("a")).unwrap(), b"aaaa");
+    assert_eq!(std::fs::read(server.path("e")).unwrap(), b"");
+    assert_eq!(std::fs::read(server.path("b")).unwrap(), b"bbb");
+    assert_eq!(std::fs::read(server.path("c")).unwrap(), b"cc");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let md = std::fs::metadata(server.path("a")).unwrap();
+        assert_eq!(md.permissions().mode() & 0o777, 0o600, "the entry's mode, set before the rename");
+        let t = md.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(t, 1_577_934_245, "the entry's time");
+    }
+    assert!(c.cmd("NOOP").starts_with("200"), "no other reply is pending");
+    // Cut short: p arrives whole, q half. p is under its name while the
+    // line still runs; q is not, and after the cut it is a partial that
+    // records what it holds.
+    c.send(b"BSTO STREAM 2 4:/p 4:/q");
+    d.write_all(&BlockHeader::data(0, 6).encode()).unwrap();
+    d.write_all(b"ppppqq").unwrap();
+    d.flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !server.path("p").exists() {
+        assert!(std::time::Instant::now() < deadline, "p never appeared under its name");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read(server.path("p")).unwrap(), b"pppp", "renamed only when complete");
+    assert!(!server.path("q").exists(), "q is not complete: not under its name");
+    drop(d);
+    let mut rs = Vec::new();
+    while !rs.last().is_some_and(|r: &String| r.starts_with("250") || r.starts_with("451") && r.contains("Batch")) {
+        let r = reply_skipping_markers(&mut c);
+        assert!(!r.is_empty() && rs.len() < 6, "{rs:?}");
+        rs.push(r);
+    }
+    let failed = rs.iter().find(|r| r.starts_with('4') && !r.contains("Batch")).expect("the line's failure");
+    assert!(failed.contains("1 of the line's 2 files stored"), "says what was stored: {rs:?}");
+    assert!(rs.last().unwrap().contains("1 stored are durable"), "{rs:?}");
+    assert!(!server.path("q").exists(), "no file under its name short of its size");
+    let held = c.cmd("SITE PARTIAL /q");
+    assert!(held.contains("0-2"), "q's partial records its two bytes: {held}");
+    assert!(c.cmd("NOOP").starts_with("200"), "the session goes on");
+}
+
+/// Hostile and refused `BSTO STREAM` lines: a name twice in a line (the
+/// second cannot be claimed), a directory, more bytes than a file
+/// declared, a block past the line's total, absurd counts and sizes. Each
+/// gets a clear 4xx/5xx, nothing appears under a name short or long, and
+/// the session goes on.
+#[test]
+fn hostile_and_refused_streamed_uploads_get_clear_replies_and_store_nothing_wrong() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let server = FerryServer::start();
+    std::fs::create_dir(server.path("adir")).unwrap();
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    for line in [
+        "BSTO STREAM 100000 1:/x".to_string(),
+        "BSTO STREAM 0".into(),
+        format!("BSTO STREAM 2 {}:/x 1:/y", u64::MAX),
+        "BSTO STREAM 2 1:/x".into(),
+        "BSTO STREAM 1 1:/x 1:/y".into(),
+    ] {
+        assert!(c.cmd(&line).starts_with("501"), "{line}");
+    }
+    // Refused before the 125, naming the file; nothing is written.
+    for (line, named) in [("BSTO STREAM 2 3:/twice 3:/twice", "/twice"), ("BSTO STREAM 2 3:/ok 3:/adir", "/adir")] {
+        let _ = pasv_addr(&c.cmd("PASV"));
+        c.send(line.as_bytes());
+        assert!(reply_skipping_markers(&mut c).starts_with("200"), "ALLO");
+        let r = reply_skipping_markers(&mut c);
+        assert!((r.starts_with('4') || r.starts_with('5')) && r.contains(named), "{line}: {r}");
+        let r = reply_skipping_markers(&mut c);
+        assert!(r.starts_with("451") && r.contains("failed"), "{line}: the batch's final reply: {r}");
+        assert!(!server.path("twice").exists() && !server.path("ok").exists(), "{line}");
+        assert!(c.cmd("NOOP").starts_with("200"));
+    }
+    // Data that does not fit what the line declared.
+    for (name, blocks) in [
+        // A block past the line's total.
+        ("past", vec![(0u64, b"abc".to_vec()), (3, b"zz".to_vec())]),
+        // One block of more bytes than the line declared.
+        ("long", vec![(0, b"abcde".to_vec())]),
+    ] {
+        let data = pasv_addr(&c.cmd("PASV"));
+        let mut d = std::net::TcpStream::connect(data).unwrap();
+        c.send(format!("BSTO STREAM 1 3:/{name}").as_bytes());
+        for (offset, payload) in &blocks {
+            d.write_all(&BlockHeader::data(*offset, payload.len() as u64).encode()).unwrap();
+            d.write_all(payload).unwrap();
+        }
+        let _ = d.write_all(&BlockHeader::eof(1).encode());
+        assert!(reply_skipping_markers(&mut c).starts_with("200"), "ALLO");
+        let mut rs = vec![reply_skipping_markers(&mut c)];
+        if rs[0].starts_with("125") || rs[0].starts_with("150") {
+            rs.push(reply_skipping_markers(&mut c));
+        }
+        assert!(rs.last().unwrap().starts_with('4') || rs.last().unwrap().starts_with('5'), "{name}: {rs:?}");
+        let end = reply_skipping_markers(&mut c);
+        assert!(end.starts_with("451"), "{name}: {end}");
+        if let Ok(bytes) = std::fs::read(server.path(name)) {
+            assert_eq!(bytes, b"abc", "{name}: never more than declared under its name");
+        }
+        assert!(c.cmd("NOOP").starts_with("200"), "{name}: the session goes on");
+    }
+}
+
+/// `ferry cp -r` to a server that lists `STREAM-STOR` sends its upload
+/// batches as `BSTO STREAM` lines (a tree with empty files and a name with
+/// a space arrives byte-identical, times and modes kept); with
+/// `FERRY_NO_STREAM_BATCH` it sends the per-file `BSTO SYNC` lines.
+#[test]
+fn a_tree_upload_goes_as_streamed_lines_and_arrives_whole() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    make_tree(&src, 40, 300_000);
+    std::fs::write(src.join("sub").join("empty"), b"").unwrap();
+    let stamps = stamp_tree(&src);
+    for (env, dir) in [(None, "up"), (Some("1"), "up2")] {
+        let mut cmd = Command::new(ferry_bin());
+        cmd.args(["cp", "--json", "-r", &format!("{}/", src.display()), &server.url(ALICE, &format!("/{dir}/"))])
+            .env("FERRY_STATE_DIR", state.path())
+            .env("FERRY_LOG", "ferry_client=debug");
+        if let Some(v) = env {
+            cmd.env("FERRY_NO_STREAM_BATCH", v);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert_eq!(tree_digest(&server.path(dir)), tree_digest(&src), "{dir}");
+        assert_kept(&server.path(dir), &stamps);
+        let streamed = err.contains("upload batch durable") && err.contains("stream=true");
+        assert_eq!(streamed, env.is_none(), "{dir}: {err}");
+    }
+    assert!(server.log_text().contains("BSTO STREAM"), "the server ran streamed lines");
+}
+
+/// A streamed upload killed mid-line: the next `ferry cp -r` keeps the
+/// files the line stored and resumes the one it cut range by range from
+/// what the server recorded (its restart markers, in the line's
+/// coordinates, mapped to the files' records).
+#[test]
+fn a_killed_streamed_upload_resumes_file_by_file_and_range_by_range() {
+    let server = FerryServer::start_with(&["--marker-interval", "1"]);
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    make_tree(&src, 14, 24 << 20);
+    let to = server.url(ALICE, "/tree/");
+    let from = format!("{}/", src.display());
+    start_and_kill(&["-r", &from, &to], state.path(), 8 << 20);
+    assert!(server.log_text().contains("BSTO STREAM"), "the killed copy streamed its lines");
+    let (ok, out, err) = cp(&["-r", "-p", "4", &from, &to], state.path());
+    assert!(ok, "{err}");
+    assert_eq!(tree_digest(&server.path("tree")), tree_digest(&src));
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
+    assert!(v["resumed"].as_u64().unwrap_or(0) > 0, "a cut file resumed from its ranges: {out}");
+    assert!(v["bytes"].as_u64().unwrap_or(u64::MAX) < 48 << 20, "moved everything again: {out}");
+}

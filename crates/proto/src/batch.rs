@@ -72,6 +72,12 @@ pub const FEAT_LINE_FACTS: &str = " BATCH RETR,STOR,SYNC,FACTS,STREAM";
 /// The word of FEAT's `BATCH` line, and of `BRET STREAM`, for a download
 /// batch sent as one MODE E transfer (docs/batch.md, "The streamed batch").
 pub const STREAM_WORD: &str = "STREAM";
+/// The word of FEAT's `BATCH` line for streamed upload batches
+/// (`BSTO STREAM`, docs/batch.md, "The streamed upload"). A token of its
+/// own: the servers of session 14 list `STREAM` and take only `BRET STREAM`.
+pub const STREAM_STOR_WORD: &str = "STREAM-STOR";
+/// The FEAT line of a server that also takes streamed uploads.
+pub const FEAT_LINE_STREAM_STOR: &str = " BATCH RETR,STOR,SYNC,FACTS,STREAM,STREAM-STOR";
 
 /// What an upload entry may carry besides its size: the file's
 /// modification time and mode, set by the server before the rename.
@@ -170,6 +176,17 @@ impl Batch {
         }
     }
 
+    /// Uploads of `(path, size, facts)` as one streamed transfer
+    /// (`BSTO STREAM`), durable per line as `BSTO SYNC`.
+    pub fn store_stream(files: impl IntoIterator<Item = (String, u64, Option<EntryFacts>)>) -> Batch {
+        Batch {
+            kind: BatchKind::Store,
+            files: files.into_iter().map(|(path, size, facts)| BatchEntry { path, size: Some(size), facts }).collect(),
+            sync: true,
+            stream: true,
+        }
+    }
+
     /// The offset of each file in a streamed batch's data, and the total:
     /// file `k` starts at the sum of the earlier sizes. `None` when the
     /// sizes overflow (refused at parse).
@@ -193,6 +210,18 @@ impl Batch {
     /// them as if they had been pipelined, and the client expects their
     /// replies.
     pub fn expand(&self) -> Vec<Command> {
+        if self.stream && self.kind == BatchKind::Store {
+            // One transfer of the line's total, then the batch's final
+            // reply after its durability pass (docs/batch.md, "The
+            // streamed upload").
+            let total = self.stream_offsets().map_or(0, |(_, t)| t);
+            let Some(first) = self.files.first() else { return Vec::new() };
+            return vec![
+                Command::Allo(Allo { size: total, record: None }),
+                Command::Stor(first.path.clone()),
+                Command::BatchEnd { files: self.files.len() },
+            ];
+        }
         if self.stream {
             // One transfer: one 125 and one final reply, matched as the
             // first file's RETR.
@@ -224,7 +253,9 @@ impl Batch {
             arg.map(str::trim).filter(|a| !a.is_empty()).ok_or_else(|| syntax(verb, "expected a count and paths"))?;
         let mut words = arg.split(' ').filter(|w| !w.is_empty()).peekable();
         let sync = kind == BatchKind::Store && words.next_if(|w| w.eq_ignore_ascii_case(SYNC_WORD)).is_some();
-        let stream = kind == BatchKind::Retrieve && words.next_if(|w| w.eq_ignore_ascii_case(STREAM_WORD)).is_some();
+        let stream = !sync && words.next_if(|w| w.eq_ignore_ascii_case(STREAM_WORD)).is_some();
+        // A streamed upload is durable per line, as `BSTO SYNC`.
+        let sync = sync || (stream && kind == BatchKind::Store);
         // A streamed download's entries carry sizes, as an upload's do.
         let sized = kind == BatchKind::Store || stream;
         let count = words.next().unwrap_or("");
@@ -249,7 +280,9 @@ impl Batch {
                     let (head, p) = w.split_once(':').ok_or_else(|| syntax(verb, "expected <size>:<path>"))?;
                     let (s, facts) = match head.split_once(',') {
                         None => (head, None),
-                        Some(_) if stream => return Err(syntax(verb, "a streamed entry is <size>:<path>")),
+                        Some(_) if stream && kind == BatchKind::Retrieve => {
+                            return Err(syntax(verb, "a streamed download entry is <size>:<path>"))
+                        }
                         Some((s, f)) => (s, Some(parse_facts(verb, f)?)),
                     };
                     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -344,7 +377,7 @@ pub fn encode_path(path: &str) -> String {
 impl fmt::Display for Batch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.verb())?;
-        if self.sync {
+        if self.sync && !self.stream {
             write!(f, " {SYNC_WORD}")?;
         }
         if self.stream {
@@ -571,7 +604,9 @@ mod tests {
             "BRET STREAM 1 99999999999999999999999:/a".into(),
             "BRET STREAM 1 4096,20261126203500,644:/a".into(),
             "BRET STREAM STREAM 1 5:/a".into(),
-            "BSTO STREAM 1 5:/a".into(),
+            "BSTO SYNC STREAM 1 5:/a".into(),
+            "BSTO STREAM STREAM 1 5:/a".into(),
+            format!("BSTO STREAM 2 {max}:/a 1:/b"),
             // Each size fits, their sum does not.
             format!("BRET STREAM 2 {max}:/a 1:/b"),
         ] {
@@ -579,6 +614,35 @@ mod tests {
             assert_eq!(e.code().get(), 501, "{line}: {e}");
         }
         assert!(p(&format!("BRET STREAM 2 {}:/a 1:/b", max - 1)).is_ok(), "a sum of exactly 2^64 - 1 is fine");
+    }
+
+    #[test]
+    fn a_streamed_upload_line_round_trips_and_is_one_stor_with_a_final_reply() {
+        let facts = Some(EntryFacts { mtime: "20261126203500".into(), mode: 0o644 });
+        let b = Batch::store_stream([
+            ("/t/a b".to_string(), 4096, facts),
+            ("/t/e".into(), 0, None),
+            ("/t/c".into(), 7, None),
+        ]);
+        let line = b.to_string();
+        assert_eq!(line, "BSTO STREAM 3 4096,20261126203500,644:/t/a%20b 0:/t/e 7:/t/c");
+        assert_eq!(p(&line), Ok(Command::Batch(b.clone())));
+        assert!(b.sync && b.stream);
+        assert_eq!(
+            b.expand(),
+            vec![
+                Command::Allo(Allo { size: 4103, record: None }),
+                Command::Stor("/t/a b".into()),
+                Command::BatchEnd { files: 3 }
+            ]
+        );
+        assert_eq!(p("bsto stream 1 5:/x").map(|c| matches!(c, Command::Batch(b) if b.stream && b.sync)), Ok(true));
+        for line in
+            ["BSTO STREAM", "BSTO STREAM 0", "BSTO STREAM 1 /a", "BSTO STREAM 2 5:/a", "BSTO STREAM 1 5,1,644:/a"]
+        {
+            let e = p(line).expect_err(line);
+            assert_eq!(e.code().get(), 501, "{line}: {e}");
+        }
     }
 
     #[test]

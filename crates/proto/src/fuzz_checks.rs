@@ -17,7 +17,21 @@ pub fn command_parser(data: &[u8]) {
         if let Command::Batch(b) = &cmd {
             assert!(!b.files.is_empty() && b.files.len() <= crate::batch::MAX_BATCH_FILES);
             let per = if b.kind == crate::batch::BatchKind::Store { 2 } else { 1 };
-            assert_eq!(b.expand().len(), b.files.len() * per + usize::from(b.sync));
+            match (b.stream, b.kind) {
+                // A streamed line is one transfer: its sizes add up within
+                // 64 bits; an upload's is its total's ALLO, the first
+                // file's STOR and the batch's final reply.
+                (true, kind) => {
+                    let (_, total) = b.stream_offsets().expect("a streamed line's sizes add up");
+                    let want = if kind == crate::batch::BatchKind::Store { 3 } else { 1 };
+                    assert_eq!(b.expand().len(), want);
+                    if kind == crate::batch::BatchKind::Store {
+                        assert!(b.sync, "a streamed upload is durable per line");
+                        assert_eq!(b.expand()[0], Command::Allo(crate::command::Allo { size: total, record: None }));
+                    }
+                }
+                (false, _) => assert_eq!(b.expand().len(), b.files.len() * per + usize::from(b.sync)),
+            }
             assert!(b.files.iter().all(|f| !f.path.is_empty() && !f.path.contains('\0')));
         }
     }

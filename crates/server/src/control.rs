@@ -463,7 +463,13 @@ impl Control {
                     let cmd = match cmd {
                         Ok(Command::Batch(b)) if b.stream && !b.files.is_empty() => {
                             self.stream = Some(Arc::new(self.stream_files(&b)));
-                            Ok(Command::Retr(b.files[0].path.clone()))
+                            match b.kind {
+                                // A streamed upload line: its ALLO (the
+                                // total) ran before, its final reply runs
+                                // after (docs/batch.md, "The streamed upload").
+                                ferry_proto::batch::BatchKind::Store => Ok(Command::Stor(b.files[0].path.clone())),
+                                ferry_proto::batch::BatchKind::Retrieve => Ok(Command::Retr(b.files[0].path.clone())),
+                            }
                         }
                         cmd => {
                             self.stream = None;
@@ -677,9 +683,23 @@ impl Control {
             queue.push_back((cmd, None, None, false));
             return;
         };
-        if b.stream {
+        if b.stream && b.kind == ferry_proto::batch::BatchKind::Retrieve {
             tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> BRET STREAM ({} files)", b.files.len());
             queue.push_back((Ok(Command::Batch(b)), None, None, true));
+            return;
+        }
+        if b.stream {
+            // `ALLO <total>`, the line as its first file's STOR, the
+            // batch's final reply (`Batch::expand`).
+            tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> BSTO STREAM ({} files)", b.files.len());
+            tracing::info!(peer = %self.peer, files = b.files.len(), "a BSTO STREAM line");
+            let batch = Arc::new(BatchDurability::shared(self.ctx.config.batch_sync, self.ctx.batch_passes.clone()));
+            let mut expanded = b.expand().into_iter();
+            let allo = expanded.next();
+            let end = expanded.last();
+            for c in [allo, Some(Command::Batch(b)), end].into_iter().flatten() {
+                queue.push_back((Ok(c), Some(batch.clone()), None, true));
+            }
             return;
         }
         tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> {} ({} files{})", b.verb(), b.files.len(), if b.sync { ", durable at the end" } else { "" });
@@ -705,6 +725,7 @@ impl Control {
                 .iter()
                 .map(|f| (cwd.resolve(&f.path).map_err(|e| e.to_string()), f.path.clone(), f.size.unwrap_or(0)))
                 .collect(),
+            facts: b.files.iter().map(|f| f.facts.clone()).collect(),
         }
     }
 

@@ -238,6 +238,292 @@ pub(crate) struct TransferContext {
 #[derive(Debug)]
 pub(crate) struct StreamFiles {
     pub files: Vec<(Result<VirtualPath, String>, String, u64)>,
+    /// A `BSTO STREAM` line's entries' time and mode (empty for a download).
+    pub facts: Vec<Option<ferry_proto::batch::EntryFacts>>,
+}
+
+/// A `BSTO STREAM` line's files as one sink (docs/batch.md, "The streamed
+/// upload"): stream byte `o` goes to the partial file whose range holds it
+/// (file `k` at the sum of the earlier sizes; a block that straddles files
+/// is split at their boundaries). Each file's arrived ranges are kept; a
+/// file is renamed into place (its facts set first, durable with the
+/// batch) the moment they cover its declared size, never before.
+pub(crate) struct StreamUpload {
+    parts: Vec<StreamPart>,
+    /// Where each file starts; `starts[k + 1]` where it ends.
+    starts: Vec<u64>,
+    batch: Arc<BatchDurability>,
+}
+
+/// Files of a streamed upload from this size up to `SMALL_UPLOAD` have
+/// their writeback started when complete (larger ones by their commit).
+const STREAM_WRITEBACK_MIN: u64 = 64 << 10;
+
+struct StreamPart {
+    upload: Arc<Upload>,
+    /// Where its blocks go: the partial file, with write-behind for a file
+    /// as large as a single upload would get it (`DiskPlan::for_write`).
+    sink: Arc<dyn BlockSink>,
+    named: String,
+    facts: Option<(i64, u32)>,
+    /// What arrived (file offsets), and whether the file is committed.
+    state: Mutex<(RangeSet, bool)>,
+}
+
+impl StreamUpload {
+    fn total(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    fn size(&self, k: usize) -> u64 {
+        self.starts[k + 1] - self.starts[k]
+    }
+
+    /// The file holding stream byte `offset`, its offset in that file and
+    /// the bytes of the file from there.
+    fn locate(&self, offset: u64) -> io::Result<(usize, u64, u64)> {
+        let k = self.starts[1..].partition_point(|&end| end <= offset);
+        if k >= self.parts.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a block at byte {offset}, past the line's {} bytes", self.total()),
+            ));
+        }
+        Ok((k, offset - self.starts[k], self.starts[k + 1] - offset))
+    }
+
+    fn open_for(&self, k: usize) -> io::Result<()> {
+        if self.parts[k].state.lock().unwrap_or_else(|e| e.into_inner()).1 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a block for {}, which is already complete", self.parts[k].named),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `at..at + n` of file `k` is written: the file is committed when its
+    /// ranges cover its size.
+    fn arrived(&self, k: usize, at: u64, n: u64) -> io::Result<()> {
+        let part = &self.parts[k];
+        let mut state = part.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.0.insert(at..at + n);
+        if !state.1 && state.0.covered() >= self.size(k) {
+            // Writeback of the file starts now, while the line's later
+            // files still arrive: the line's durability pass then finds
+            // less to write (session 15: a 256 KiB upload's time was in the
+            // passes). `commit_deferred` starts it itself for files above
+            // 1 MiB; a 4 KiB file's is left to the pass.
+            let size = self.size(k);
+            if (STREAM_WRITEBACK_MIN..=ferry_io::root::SMALL_UPLOAD).contains(&size) {
+                let _ = ferry_io::disk::start_writeback(&part.upload.file);
+            }
+            commit_to_batch(&part.upload, part.facts, &self.batch)
+                .map_err(|e| io::Error::other(format!("cannot store {}: {e:?}", part.named)))?;
+            state.1 = true;
+        }
+        Ok(())
+    }
+
+    /// Commits the empty files (complete before any byte).
+    fn commit_empty(&self) -> Result<(), TransferError> {
+        for k in (0..self.parts.len()).filter(|&k| self.size(k) == 0) {
+            self.arrived(k, 0, 0).map_err(|e| TransferError::Local(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// How many files are committed.
+    fn stored(&self) -> usize {
+        self.parts.iter().filter(|p| p.state.lock().unwrap_or_else(|e| e.into_inner()).1).count()
+    }
+
+    /// The line's data ended: every file must be complete.
+    fn finish(&self) -> Result<(), TransferError> {
+        if self.stored() < self.parts.len() {
+            return Err(TransferError::ConnectionLost("the line's data ended before every file was complete".into()));
+        }
+        Ok(())
+    }
+
+    /// A failure of the line, saying which of its files were stored.
+    fn annotate(&self, e: TransferError) -> TransferError {
+        let (stored, n) = (self.stored(), self.parts.len());
+        let more = format!("{stored} of the line's {n} files stored, the others kept as partial uploads for a resume");
+        match e {
+            TransferError::ConnectionLost(why) => TransferError::ConnectionLost(format!("{why}; {more}")),
+            TransferError::Local(why) => TransferError::Local(format!("{why}; {more}")),
+            e => e,
+        }
+    }
+
+    /// Syncs and records what each incomplete file holds; returns what the
+    /// line holds, in its own coordinates.
+    fn checkpoint(&self) -> io::Result<RangeSet> {
+        let mut line = RangeSet::new();
+        for (k, p) in self.parts.iter().enumerate() {
+            // Held while the record is written: the file is not renamed
+            // (and its record removed) meanwhile.
+            let state = p.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (ranges, committed) = (&state.0, state.1);
+            let start = self.starts[k];
+            if committed {
+                if self.size(k) > 0 {
+                    line.insert(start..start + self.size(k));
+                }
+                continue;
+            }
+            if ranges.is_empty() {
+                continue;
+            }
+            p.upload.checkpoint(ranges)?;
+            for r in ranges.ranges() {
+                line.insert(start + r.start..start + r.end);
+            }
+        }
+        Ok(line)
+    }
+
+    /// The line failed: the files not committed keep what arrived, for a
+    /// resume (their records), or go if nothing did.
+    fn abandon_incomplete(&self) {
+        for p in &self.parts {
+            let state = p.state.lock().unwrap_or_else(|e| e.into_inner());
+            if !state.1 {
+                p.upload.abandon(&state.0);
+            }
+        }
+    }
+}
+
+impl BlockSink for StreamUpload {
+    fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let (k, at, left) = self.locate(offset + pos as u64)?;
+            let n = (data.len() - pos).min(usize::try_from(left).unwrap_or(usize::MAX));
+            self.open_for(k)?;
+            self.parts[k].sink.write_at(&data[pos..pos + n], at)?;
+            self.arrived(k, at, n as u64)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    fn splice_from(&self, sock: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Option<io::Result<usize>> {
+        let (k, at, left) = match self.locate(offset) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        if let Err(e) = self.open_for(k) {
+            return Some(Err(e));
+        }
+        let n = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        let r = self.parts[k].sink.splice_from(sock, at, n);
+        if let Some(Ok(m)) = &r {
+            if *m > 0 {
+                if let Err(e) = self.arrived(k, at, *m as u64) {
+                    return Some(Err(e));
+                }
+            }
+        }
+        r
+    }
+}
+
+/// A streamed upload's file as a sink: the file itself, or for a file large
+/// enough, with the write-behind a single upload of it gets.
+fn stream_part_sink(file: &std::fs::File, size: u64) -> io::Result<Arc<dyn BlockSink>> {
+    // One write at a time per file, as a single upload's sink (several
+    // connections writing one file spin on its inode lock otherwise).
+    let sink: Arc<dyn BlockSink> = Arc::new(ferry_io::endpoint::SerialFile::new(file.try_clone()?));
+    if size < ferry_io::disk::WRITE_BEHIND_MIN_FILE {
+        return Ok(sink);
+    }
+    let plan = ferry_io::disk::DiskPlan::for_write(file, Some(size), false);
+    plan.wrap_sink(file, sink)
+}
+
+/// Takes a `BSTO STREAM` line's files before its 125: claims every name
+/// and opens every partial beneath the root, as each file's STOR would. A
+/// file that cannot be taken refuses the whole line, naming it (nothing is
+/// written; the claims go with the uploads already opened).
+fn prepare_stream_upload(
+    root: &Root,
+    config: &crate::config::ServerConfig,
+    req: &TransferRequest,
+    user: &str,
+    stream: &StreamFiles,
+    batch: Option<&Arc<BatchDurability>>,
+) -> Result<Arc<StreamUpload>, TransferError> {
+    let Some(batch) = batch else {
+        return Err(TransferError::Local("internal error: a streamed upload outside a batch".into()));
+    };
+    if req.restart.is_some() || req.window.is_some() || req.mode != TransferMode::ExtendedBlock {
+        return Err(TransferError::BadRestart(
+            "a streamed upload is sent whole in MODE E; resume its files one by one".into(),
+        ));
+    }
+    let mut parts = Vec::with_capacity(stream.files.len());
+    let mut starts = vec![0u64];
+    for (k, (path, named, size)) in stream.files.iter().enumerate() {
+        let refuse = |why: String| {
+            TransferError::Local(format!(
+                "file {} of {} ({named}) cannot be stored: {why}; the line is refused, send its files one by one",
+                k + 1,
+                stream.files.len()
+            ))
+        };
+        let opened = match path {
+            Err(why) => Err(refuse(why.clone())),
+            Ok(_) if *size > config.max_file_size => {
+                Err(refuse(format!("larger than this server stores ({} bytes)", config.max_file_size)))
+            }
+            Ok(path) => {
+                let info = UploadInfo { user: user.to_string(), allocation: Some(*size) };
+                root.begin_store(path, StoreMode::Replace, &info).map_err(|e| refuse(format!("{e:?}")))
+            }
+        };
+        let upload = match opened {
+            Ok(u) => u,
+            Err(e) => {
+                // Nothing was written: the partials opened so far go.
+                for p in &parts {
+                    let p: &StreamPart = p;
+                    p.upload.abandon(&RangeSet::new());
+                }
+                return Err(e);
+            }
+        };
+        let facts = stream
+            .facts
+            .get(k)
+            .cloned()
+            .flatten()
+            .map(|f| (ferry_proto::facts::parse_time_val(&f.mtime).unwrap_or(0), f.mode));
+        let end = starts[k].checked_add(*size).ok_or_else(|| TransferError::Local("sizes overflow".into()))?;
+        starts.push(end);
+        let sink = stream_part_sink(&upload.file, *size).map_err(|e| TransferError::Local(e.to_string()))?;
+        parts.push(StreamPart {
+            sink,
+            upload: Arc::new(upload),
+            named: named.clone(),
+            facts,
+            state: Mutex::new((RangeSet::new(), false)),
+        });
+    }
+    if req.allocation != Some(*starts.last().unwrap_or(&0)) {
+        for p in &parts {
+            p.upload.abandon(&RangeSet::new());
+        }
+        return Err(TransferError::Local(
+            "the line's ALLO (refused, or not the sum of its sizes) does not announce it; send its files one by one"
+                .into(),
+        ));
+    }
+    let up = Arc::new(StreamUpload { parts, starts, batch: batch.clone() });
+    up.commit_empty()?;
+    Ok(up)
 }
 
 /// A streamed batch's files as one source: file `k`'s bytes at the sum of
@@ -403,6 +689,8 @@ enum Destination {
     Upload { upload: Arc<Upload>, mode: StoreMode },
     /// The memory-to-memory sink (`/dev/null` with `memory_paths`).
     Discard,
+    /// A `BSTO STREAM` line's files.
+    Stream(Arc<StreamUpload>),
 }
 
 impl Destination {
@@ -435,6 +723,7 @@ impl Destination {
                 }
             }
             Destination::Discard => Ok(Arc::new(NullSink)),
+            Destination::Stream(up) => Ok(up.clone()),
         }
     }
 }
@@ -517,6 +806,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         permits: Arc::default(),
         failure: Arc::default(),
         cut: None,
+        stream_up: None,
     };
     // On the data runtime: its blocking threads are the data connections'.
     let rt = task.ctx.server.data_runtime.handle().clone();
@@ -617,6 +907,9 @@ struct Task {
     /// A `BRET STREAM` line cut before one of its files (changed or gone):
     /// the files before it are sent, then this is the failure.
     cut: Option<String>,
+    /// A `BSTO STREAM` line's files: on failure the incomplete ones are
+    /// abandoned (kept for a resume).
+    stream_up: Option<Arc<StreamUpload>>,
 }
 
 /// Registers a data connection with the profiler, if one runs.
@@ -689,6 +982,15 @@ impl Task {
             tracing::debug!(error = ?e, held = %held, "upload failed; partial kept for a resume");
             let _ = tokio::task::spawn_blocking(move || upload.abandon(&held)).await;
         }
+        let outcome = match (outcome, &self.stream_up) {
+            (TransferOutcome::Failed(e), Some(up)) => {
+                let up2 = up.clone();
+                let _ = tokio::task::spawn_blocking(move || up2.abandon_incomplete()).await;
+                TransferOutcome::Failed(up.annotate(e))
+            }
+            (o, _) => o,
+        };
+        self.stream_up = None;
         self.upload = None;
         self.wait_delivered().await;
         // The kept connections keep their places in the budget.
@@ -729,13 +1031,22 @@ impl Task {
         let server = self.ctx.server.clone();
         let user = self.ctx.user.clone();
         let stream = self.ctx.stream.clone();
+        let batch = self.ctx.batch.clone();
         let (prepared, size, cut) = tokio::task::spawn_blocking(move || match stream {
             Some(files) if req.kind == TransferKind::Retrieve => prepare_stream(&root, &req, &files),
+            Some(files) => {
+                prepare_stream_upload(&root, &server.config, &req, &user, &files, batch.as_ref()).map(|up| {
+                    (Prepared::Receive { sink: Destination::Stream(up), base: 0, done: RangeSet::new() }, None, None)
+                })
+            }
             _ => prepare(&root, &server.config, &req, &user).map(|(p, s)| (p, s, None)),
         })
         .await
         .map_err(|e| TransferError::Local(e.to_string()))??;
         self.cut = cut;
+        if let Prepared::Receive { sink: Destination::Stream(up), .. } = &prepared {
+            self.stream_up = Some(up.clone());
+        }
         if let Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } = &prepared {
             self.written_to.store(*base, Ordering::Relaxed);
             self.upload = Some((upload.clone(), UploadPlan { mode: *mode, base: *base, done: done.clone() }));
@@ -829,6 +1140,12 @@ impl Task {
                 self.cut = cut;
                 (p, s)
             }
+            Some(files) => {
+                let up =
+                    prepare_stream_upload(&root, &server.config, &req, &self.ctx.user, files, self.ctx.batch.as_ref())?;
+                self.stream_up = Some(up.clone());
+                (Prepared::Receive { sink: Destination::Stream(up), base: 0, done: RangeSet::new() }, None)
+            }
             _ => prepare(&root, &server.config, &req, &self.ctx.user)?,
         };
         // The 125 goes before any data, as on the usual path — unless the
@@ -891,6 +1208,14 @@ impl Task {
                     }
                 })
             }
+            Prepared::Receive { sink: Destination::Stream(up), .. } => {
+                let spec = ReceiveSpec { base: 0, limit: Some(up.total()), max_connections };
+                match mode_e::receive_stream(conn, &*up, spec, &self.received, &self.ctl, None) {
+                    Err(e) => Err(copy_error(e, timeout, max)),
+                    Ok(rest) if !self.received.is_complete() => Ok(Step::Rest(rest)),
+                    Ok(rest) => up.finish().map(|()| Step::Done(rest)),
+                }
+            }
             _ => Err(TransferError::Local("internal error: not a one-thread transfer".into())),
         };
         if let Some(started) = started.take() {
@@ -903,6 +1228,15 @@ impl Task {
             }
             Step::Rest(finished) => {
                 tracing::info!(path = %self.request.path, "the sender counts more data connections than the cached one; the rest of the file comes on them");
+                if let Some(up) = self.stream_up.clone() {
+                    return rt.block_on(self.receive_rest(
+                        Destination::Stream(up),
+                        0,
+                        RangeSet::new(),
+                        Vec::new(),
+                        finished,
+                    ));
+                }
                 let Some((upload, plan)) = self.upload.clone() else {
                     return Err(TransferError::Local("internal error: no upload to go on with".into()));
                 };
@@ -1080,6 +1414,10 @@ impl Task {
         match copied {
             Copied::Sent(n) => Ok(n),
             Copied::Received { sink: Destination::Discard, bytes, .. } => Ok(bytes),
+            // Refused before any data (`prepare_stream_upload`: MODE E only).
+            Copied::Received { sink: Destination::Stream(_), .. } => {
+                Err(TransferError::Local("a streamed upload needs MODE E".into()))
+            }
             Copied::Received { sink: Destination::Upload { upload, .. }, bytes, end } => {
                 self.check_stream_complete(end, &upload, ended).await?;
                 self.commit(upload).await?;
@@ -1093,7 +1431,7 @@ impl Task {
     /// intervals up to the restart-marker interval.
     async fn with_checkpoints<T>(&self, fut: impl std::future::Future<Output = T>) -> T {
         tokio::pin!(fut);
-        if self.upload.is_none() {
+        if self.upload.is_none() && self.stream_up.is_none() {
             return fut.await;
         }
         let interval = Duration::from_secs(
@@ -1142,6 +1480,21 @@ impl Task {
     /// Syncs the upload's data and records it; then the 111 marker may
     /// report it.
     async fn checkpoint(&self) {
+        if let Some(up) = self.stream_up.clone() {
+            // A streamed upload: each incomplete file's arrived ranges
+            // synced and recorded; the marker reports them in the line's
+            // coordinates (complete files whole), which the client maps
+            // back to its files' restart records.
+            match tokio::task::spawn_blocking(move || up.checkpoint()).await {
+                Ok(Ok(header)) => {
+                    *self.durable.lock().unwrap_or_else(|e| e.into_inner()) = header;
+                    let _ = self.tx.try_send(TransferEvent::Checkpointed);
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, path = %self.request.path, "checkpoint failed"),
+                Err(_) => {}
+            }
+            return;
+        }
         let Some((upload, _)) = &self.upload else { return };
         let (header, file) = self.held_now();
         let upload = upload.clone();
@@ -1290,6 +1643,7 @@ impl Task {
         let limit = match &dest {
             Destination::Upload { upload, mode } => Some(self.limit(*mode, base, upload)),
             Destination::Discard => None,
+            Destination::Stream(up) => Some(up.total()),
         };
         let spec = ReceiveSpec {
             base,
@@ -1308,6 +1662,9 @@ impl Task {
         let max = self.ctx.server.config.max_file_size;
         self.ctx.channels.cached = result.map_err(|e| copy_error(e, timeout, max))?;
         self.ctx.channels.cached.extend(finished);
+        if let Destination::Stream(up) = &dest {
+            up.finish()?;
+        }
         if let Destination::Upload { upload, mode } = dest {
             self.check_block_complete(&done)?;
             if self.control_gone().await {

@@ -15,7 +15,8 @@ use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
 use ferry_io::stream::CopyError;
 use ferry_proto::batch::{
-    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, FACTS_WORD, STREAM_WORD, SYNC_WORD,
+    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, FACTS_WORD, STREAM_STOR_WORD, STREAM_WORD,
+    SYNC_WORD,
 };
 use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::{Allo, Command};
@@ -95,6 +96,14 @@ impl ServerSession {
     pub fn supports_batch_stream(&self) -> bool {
         self.ctrl.features.line("BATCH").is_some_and(|l| {
             l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(STREAM_WORD)))
+        })
+    }
+
+    /// Whether the server takes an upload batch as one transfer (FEAT
+    /// lists `BATCH ...,STREAM-STOR`; docs/batch.md, "The streamed upload").
+    pub fn supports_batch_stream_stor(&self) -> bool {
+        self.ctrl.features.line("BATCH").is_some_and(|l| {
+            l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(STREAM_STOR_WORD)))
         })
     }
 
@@ -282,6 +291,9 @@ impl ServerSession {
     ) -> (usize, Result<(), ClientError>) {
         if !self.supports_batch() {
             return self.store_many(items, window, control, on_marker, on_done).await;
+        }
+        if self.supports_batch_stream_stor() && std::env::var_os("FERRY_NO_STREAM_BATCH").is_none() {
+            return self.store_batch_stream_lines(items, facts, control, on_marker, on_stored, on_done).await;
         }
         if self.supports_batch_sync() {
             return self.store_batch_streamed(items, facts, window, control, on_marker, on_stored, on_done).await;
@@ -476,6 +488,206 @@ impl ServerSession {
         }
     }
 
+    /// [`store_batch`](Self::store_batch) as `BSTO STREAM` lines
+    /// (docs/batch.md, "The streamed upload"): each line's files go back
+    /// to back as one MODE E transfer (file `k` at the sum of the earlier
+    /// sizes), answered with the line's ALLO, one 125, one 226 (every file
+    /// complete under its name: `on_stored`) and the batch's final reply
+    /// (durable: `on_done`). One thread sends every line's data while this
+    /// task reads the replies; the next line goes out while the current
+    /// one's data flows. The server's restart markers are in the line's
+    /// coordinates and are mapped to its files (`on_marker`). A failure
+    /// stops at its line: the lines before it are done, the caller copies
+    /// the rest one by one.
+    async fn store_batch_stream_lines(
+        &mut self,
+        items: &[BatchFile<Arc<dyn BlockSource>>],
+        facts: &[Option<EntryFacts>],
+        control: impl Fn() -> TransferControl,
+        on_marker: &mut (dyn FnMut(usize, Marker) + Send),
+        on_stored: &mut (dyn FnMut(usize) + Send),
+        on_done: &mut (dyn FnMut(usize) + Send),
+    ) -> (usize, Result<(), ClientError>) {
+        let with_facts = !facts.is_empty();
+        let mut lines: Vec<Range<usize>> = Vec::new();
+        while lines.last().map_or(0, |r| r.end) < items.len() {
+            let from = lines.last().map_or(0, |r| r.end);
+            let n = next_chunk_facts(BatchKind::Store, items, from, with_facts).len();
+            // A line's total stays within STREAM_LINE_BYTES (at least one
+            // file), so a line is one transfer of bounded length.
+            let mut total = 0u64;
+            let mut k = 0;
+            while k < n && (k == 0 || total.saturating_add(items[from + k].size) <= STREAM_LINE_BYTES) {
+                total = total.saturating_add(items[from + k].size);
+                k += 1;
+            }
+            lines.push(from..from + k);
+        }
+        let line =
+            |r: &Range<usize>| {
+                Command::Batch(Batch::store_stream(items[r.clone()].iter().enumerate().map(|(j, f)| {
+                    (f.path.clone(), f.size, if with_facts { facts[r.start + j].clone() } else { None })
+                })))
+            };
+        self.ensure_connecting();
+        let Some(first) = lines.first() else { return (0, Ok(())) };
+        // A file worth resuming gets its restart record (no ranges yet)
+        // when its line goes out: a copy killed before the server's first
+        // marker resumes it from what the server recorded (`SITE PARTIAL`).
+        let mark_under_way = |r: &Range<usize>, on_marker: &mut (dyn FnMut(usize, Marker) + Send)| {
+            for i in r.clone().filter(|&i| items[i].size >= RECORD_AT_START) {
+                on_marker(i, Marker::Restart(ferry_proto::RangeSet::new()));
+            }
+        };
+        mark_under_way(first, on_marker);
+        let addr = match self.flush_connecting(&[line(first)]).await {
+            Ok(a) => a,
+            Err(e) => return (0, Err(e)),
+        };
+        let streams = match self.batch_streams(addr).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.reset_after_batch();
+                return (0, Err(e));
+            }
+        };
+        let ctl = control();
+        for s in &streams {
+            if let Err(e) = ctl.abort.register(&**s) {
+                self.reset_after_batch();
+                return (0, Err(ClientError::Data(e.to_string())));
+            }
+        }
+        let block_size = self.opts.block_size;
+        let work: Vec<(Arc<dyn BlockSource>, SendPlan)> = lines
+            .iter()
+            .map(|r| {
+                let src = ConcatSource::new(items[r.clone()].iter().map(|f| (f.data.clone(), f.size)));
+                let total = src.total();
+                (Arc::new(src) as Arc<dyn BlockSource>, SendPlan::whole(total, block_size))
+            })
+            .collect();
+        let data_ctl = ctl.clone();
+        let mut data = tokio::task::spawn_blocking(move || {
+            let mut streams = streams;
+            for (source, plan) in &work {
+                streams = mode_e::send(streams, &**source, plan, &data_ctl)?;
+            }
+            Ok::<_, CopyError>(streams)
+        });
+        let mut data_result: Option<Result<Vec<ferry_io::transport::DataConn>, CopyError>> = None;
+        let mut done = 0;
+        let result = {
+            let done = &mut done;
+            let mut replies = Box::pin(async {
+                let mut sent = 1;
+                for (li, r) in lines.iter().enumerate() {
+                    if sent < lines.len() && sent <= li + 1 {
+                        mark_under_way(&lines[sent], on_marker);
+                        self.ctrl.send(&line(&lines[sent])).await?;
+                        sent += 1;
+                    }
+                    let total: u64 = items[r.clone()].iter().map(|f| f.size).sum();
+                    let allo = self.ctrl.reply_untimed().await?;
+                    if !allo.code.is_positive_completion() {
+                        return Err(refused(&Command::Allo(Allo { size: total, record: None }), allo));
+                    }
+                    let cmd = Command::Stor(items[r.start].path.clone());
+                    let mut starts = Vec::with_capacity(r.len());
+                    let mut at = 0u64;
+                    for f in &items[r.clone()] {
+                        starts.push(at);
+                        at += f.size;
+                    }
+                    loop {
+                        match self.ctrl.next_event_untimed().await? {
+                            PipelineEvent::Marker { marker, .. } => match marker {
+                                Some(Marker::Restart(ranges)) => {
+                                    // The line's coordinates to each file's.
+                                    for (j, f) in items[r.clone()].iter().enumerate() {
+                                        let (s, e) = (starts[j], starts[j] + f.size);
+                                        let mut mine = ferry_proto::RangeSet::new();
+                                        for x in ranges.ranges() {
+                                            let (a, b) = (x.start.max(s), x.end.min(e));
+                                            if a < b {
+                                                mine.insert(a - s..b - s);
+                                            }
+                                        }
+                                        if f.size > 0 && mine.covered() == f.size {
+                                            // Complete, so renamed under
+                                            // its name: nothing to resume.
+                                            on_stored(r.start + j);
+                                        } else if !mine.is_empty() {
+                                            on_marker(r.start + j, Marker::Restart(mine));
+                                        }
+                                    }
+                                }
+                                Some(m) => on_marker(r.start, m),
+                                None => {}
+                            },
+                            PipelineEvent::Preliminary { .. } => {}
+                            PipelineEvent::Final { reply, .. } if reply.code.is_positive_completion() => {
+                                for i in r.clone() {
+                                    on_stored(i);
+                                }
+                                break;
+                            }
+                            ev => return Err(refused(&cmd, event_reply(ev))),
+                        }
+                    }
+                    let end = Command::BatchEnd { files: r.len() };
+                    let reply = self.ctrl.reply_untimed().await?;
+                    if !reply.code.is_positive_completion() {
+                        return Err(refused(&end, reply));
+                    }
+                    tracing::debug!(files = r.len(), stream = true, "upload batch durable");
+                    for j in r.clone() {
+                        on_done(j);
+                    }
+                    *done = r.end;
+                }
+                Ok::<(), ClientError>(())
+            });
+            loop {
+                tokio::select! {
+                    r = &mut replies => break r,
+                    d = &mut data, if data_result.is_none() => {
+                        let d = d.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string()))));
+                        if let Err(e) = &d {
+                            let e = ClientError::Data(e.to_string());
+                            data_result = Some(d);
+                            break Err(e);
+                        }
+                        data_result = Some(d);
+                    }
+                }
+            }
+        };
+        if result.is_err() {
+            ctl.abort.abort();
+        }
+        let data_result = match data_result {
+            Some(d) => d,
+            None => data.await.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string())))),
+        };
+        match (result, data_result) {
+            (Ok(()), Ok(streams)) => {
+                if let Channel::Connecting { cached, .. } = &mut self.channel {
+                    *cached = streams;
+                }
+                (done, Ok(()))
+            }
+            (Ok(()), Err(e)) => {
+                self.reset_after_batch();
+                (done, Err(ClientError::Data(e.to_string())))
+            }
+            (Err(e), _) => {
+                self.reset_after_batch();
+                (done, Err(e))
+            }
+        }
+    }
+
     /// The session's cached upload connections, topped up to its number
     /// of parallel streams.
     async fn batch_streams(
@@ -489,6 +701,73 @@ impl ServerSession {
         let missing = (self.parallelism as usize).saturating_sub(streams.len());
         streams.extend(self.connect_many(addr, missing).await?);
         Ok(streams)
+    }
+}
+
+/// Most bytes one `BSTO STREAM` line carries (at least one file): a line
+/// is one transfer, and a failure or a kill costs at most its
+/// incomplete files' resumes.
+const STREAM_LINE_BYTES: u64 = 256 << 20;
+
+/// Files of a streamed upload from this size up get a restart record when
+/// their line goes out (smaller ones are sent again whole after a kill).
+const RECORD_AT_START: u64 = 1 << 20;
+
+/// A streamed upload line's files as one source: file `k`'s bytes at the
+/// sum of the earlier sizes (docs/batch.md, "The streamed upload").
+struct ConcatSource {
+    sources: Vec<Arc<dyn BlockSource>>,
+    /// Where each file starts; `starts[k + 1]` where it ends.
+    starts: Vec<u64>,
+}
+
+impl ConcatSource {
+    fn new(files: impl IntoIterator<Item = (Arc<dyn BlockSource>, u64)>) -> Self {
+        let mut starts = vec![0u64];
+        let mut sources = Vec::new();
+        for (src, size) in files {
+            starts.push(starts.last().copied().unwrap_or(0).saturating_add(size));
+            sources.push(src);
+        }
+        Self { sources, starts }
+    }
+
+    fn total(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    /// The file holding byte `offset`, the offset in it and its bytes from
+    /// there (`None` past the end).
+    fn locate(&self, offset: u64) -> Option<(usize, u64, u64)> {
+        let k = self.starts[1..].partition_point(|&end| end <= offset);
+        (k < self.sources.len()).then(|| (k, offset - self.starts[k], self.starts[k + 1] - offset))
+    }
+}
+
+impl BlockSource for ConcatSource {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        let Some((k, at, left)) = self.locate(offset) else { return Ok(0) };
+        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let got = self.sources[k].read_at(&mut buf[..n], at)?;
+        if got == 0 && n > 0 {
+            // A source shorter than listed: the line cannot be sent as
+            // declared (the server would store a short file otherwise).
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "a file of the line is shorter than when it was listed",
+            ));
+        }
+        Ok(got)
+    }
+
+    fn file_range(&self, offset: u64, len: usize) -> Option<ferry_io::endpoint::FileRange<'_>> {
+        let (k, at, left) = self.locate(offset)?;
+        let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+        self.sources[k].file_range(at, len)
+    }
+
+    fn zero_copy(&self) -> bool {
+        self.sources.iter().all(|s| s.zero_copy())
     }
 }
 

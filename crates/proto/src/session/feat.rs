@@ -31,7 +31,7 @@ impl Session {
             " UTF8".into(),
         ];
         if self.config.batch {
-            lines.insert(0, crate::batch::FEAT_LINE_FACTS.into());
+            lines.insert(0, crate::batch::FEAT_LINE_STREAM_STOR.into());
         }
         if self.config.tls_available && self.config.transports.iter().any(|t| t.as_str() == "udt") {
             // UDT data under PROT P, encrypted (docs/udt.md): a Ferry
