@@ -319,7 +319,7 @@ impl StreamUpload {
                 let _ = ferry_io::disk::start_writeback(&part.upload.file);
             }
             commit_to_batch(&part.upload, part.facts, &self.batch)
-                .map_err(|e| io::Error::other(format!("cannot store {}: {e:?}", part.named)))?;
+                .map_err(|e| io::Error::other(format!("cannot store {}: {e}", part.named)))?;
             state.1 = true;
         }
         Ok(())
@@ -481,7 +481,7 @@ fn prepare_stream_upload(
             }
             Ok(path) => {
                 let info = UploadInfo { user: user.to_string(), allocation: Some(*size) };
-                root.begin_store(path, StoreMode::Replace, &info).map_err(|e| refuse(format!("{e:?}")))
+                root.begin_store(path, StoreMode::Replace, &info).map_err(|e| refuse(e.to_string()))
             }
         };
         let upload = match opened {

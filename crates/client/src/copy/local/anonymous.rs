@@ -41,6 +41,9 @@ static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 static REPLACING: std::sync::Mutex<Option<std::collections::HashMap<std::path::PathBuf, bool>>> =
     std::sync::Mutex::new(None);
 
+/// How many directories `REPLACING` remembers before it starts afresh.
+const REPLACING_CAP: usize = 4096;
+
 fn replacing_in(dir: &Path, target: &Path) -> bool {
     let mut seen = REPLACING.lock().unwrap_or_else(|e| e.into_inner());
     let seen = seen.get_or_insert_with(Default::default);
@@ -48,6 +51,11 @@ fn replacing_in(dir: &Path, target: &Path) -> bool {
         return r;
     }
     let r = std::fs::symlink_metadata(target).is_ok();
+    // Bounded: a long-lived process (the transfer service) meets
+    // directories without end, and a forgotten one only costs a new look.
+    if seen.len() >= REPLACING_CAP {
+        seen.clear();
+    }
     seen.insert(dir.to_path_buf(), r);
     r
 }
