@@ -463,6 +463,22 @@ impl ServerSession {
                 }
             }
         };
+        self.end_upload_batch(done, result, &ctl, data_result, data).await
+    }
+
+    /// The end of an upload batch whose data went out on its own thread
+    /// (`store_batch_streamed`, `store_batch_stream_lines`): a failure of
+    /// the replies stops the data, which is waited for; when both
+    /// succeeded, its channels stay cached for the next batch, otherwise
+    /// the session is not reused.
+    async fn end_upload_batch(
+        &mut self,
+        done: usize,
+        result: Result<(), ClientError>,
+        ctl: &TransferControl,
+        data_result: Option<Result<Vec<ferry_io::transport::DataConn>, CopyError>>,
+        data: tokio::task::JoinHandle<Result<Vec<ferry_io::transport::DataConn>, CopyError>>,
+    ) -> (usize, Result<(), ClientError>) {
         if result.is_err() {
             ctl.abort.abort();
         }
@@ -477,14 +493,8 @@ impl ServerSession {
                 }
                 (done, Ok(()))
             }
-            (Ok(()), Err(e)) => {
-                self.reset_after_batch();
-                (done, Err(ClientError::Data(e.to_string())))
-            }
-            (Err(e), _) => {
-                self.reset_after_batch();
-                (done, Err(e))
-            }
+            (Ok(()), Err(e)) => self.batch_outcome(done, Err(ClientError::Data(e.to_string()))),
+            (Err(e), _) => self.batch_outcome(done, Err(e)),
         }
     }
 
@@ -663,29 +673,7 @@ impl ServerSession {
                 }
             }
         };
-        if result.is_err() {
-            ctl.abort.abort();
-        }
-        let data_result = match data_result {
-            Some(d) => d,
-            None => data.await.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string())))),
-        };
-        match (result, data_result) {
-            (Ok(()), Ok(streams)) => {
-                if let Channel::Connecting { cached, .. } = &mut self.channel {
-                    *cached = streams;
-                }
-                (done, Ok(()))
-            }
-            (Ok(()), Err(e)) => {
-                self.reset_after_batch();
-                (done, Err(ClientError::Data(e.to_string())))
-            }
-            (Err(e), _) => {
-                self.reset_after_batch();
-                (done, Err(e))
-            }
-        }
+        self.end_upload_batch(done, result, &ctl, data_result, data).await
     }
 
     /// The session's cached upload connections, topped up to its number
