@@ -447,21 +447,7 @@ impl ServerSession {
                 }
                 Ok::<(), ClientError>(())
             });
-            loop {
-                tokio::select! {
-                    r = &mut replies => break r,
-                    d = &mut data, if data_result.is_none() => {
-                        let d = d.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string()))));
-                        if let Err(e) = &d {
-                            // The server waits for data that will not come.
-                            let e = ClientError::Data(e.to_string());
-                            data_result = Some(d);
-                            break Err(e);
-                        }
-                        data_result = Some(d);
-                    }
-                }
-            }
+            replies_or_failed_data(replies.as_mut(), &mut data, &mut data_result).await
         };
         self.end_upload_batch(done, result, &ctl, data_result, data).await
     }
@@ -477,7 +463,7 @@ impl ServerSession {
         result: Result<(), ClientError>,
         ctl: &TransferControl,
         data_result: Option<Result<Vec<ferry_io::transport::DataConn>, CopyError>>,
-        data: tokio::task::JoinHandle<Result<Vec<ferry_io::transport::DataConn>, CopyError>>,
+        data: UploadData,
     ) -> (usize, Result<(), ClientError>) {
         if result.is_err() {
             ctl.abort.abort();
@@ -658,20 +644,7 @@ impl ServerSession {
                 }
                 Ok::<(), ClientError>(())
             });
-            loop {
-                tokio::select! {
-                    r = &mut replies => break r,
-                    d = &mut data, if data_result.is_none() => {
-                        let d = d.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string()))));
-                        if let Err(e) = &d {
-                            let e = ClientError::Data(e.to_string());
-                            data_result = Some(d);
-                            break Err(e);
-                        }
-                        data_result = Some(d);
-                    }
-                }
-            }
+            replies_or_failed_data(replies.as_mut(), &mut data, &mut data_result).await
         };
         self.end_upload_batch(done, result, &ctl, data_result, data).await
     }
@@ -852,3 +825,30 @@ impl BlockSink for StreamSink {
         r
     }
 }
+
+/// Reads an upload batch's replies while its data goes out on its own
+/// thread. The data's end is kept in `data_result`; if it failed, the
+/// replies are not waited for: the server waits for data that will not
+/// come.
+async fn replies_or_failed_data(
+    mut replies: std::pin::Pin<&mut impl std::future::Future<Output = Result<(), ClientError>>>,
+    data: &mut UploadData,
+    data_result: &mut Option<Result<Vec<ferry_io::transport::DataConn>, CopyError>>,
+) -> Result<(), ClientError> {
+    loop {
+        tokio::select! {
+            r = &mut replies => return r,
+            d = &mut *data, if data_result.is_none() => {
+                let d = d.unwrap_or_else(|e| Err(CopyError::Network(std::io::Error::other(e.to_string()))));
+                let failed = d.as_ref().err().map(|e| ClientError::Data(e.to_string()));
+                *data_result = Some(d);
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// An upload batch's data thread: its channels back when it is done.
+type UploadData = tokio::task::JoinHandle<Result<Vec<ferry_io::transport::DataConn>, CopyError>>;
