@@ -126,19 +126,26 @@ fn directory_copies_are_pipelined_over_cached_channels() {
     }
     let contents = format!("{}/", tree.display());
     // One session (the default picks two for 40 files, each with its own
-    // channels): every file after the first reuses the channel.
-    let (ok, _, err) = ferry(&["cp", "-q", "-r", "-p", "2", "-cc", "1", &contents, &server.url(ALICE, "/many")]);
+    // channels): every file after the first reuses the channel. Per-file
+    // lines both ways: a streamed batch (docs/batch.md) would be one
+    // transfer for the 40 files, which this test does not count.
+    let no_stream = || {
+        let mut c = std::process::Command::new(ferry_bin());
+        c.env("FERRY_STATE_DIR", state_dir())
+            .env("FERRY_PATH_CACHE", state_dir().join("path-rates.json"))
+            .env("FERRY_NO_STREAM_BATCH", "1");
+        c
+    };
+    let (ok, _, err) = ferry_with(
+        &["cp", "-q", "-r", "-p", "2", "-cc", "1", &contents, &server.url(ALICE, "/many")],
+        &mut no_stream(),
+    );
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&server.path("many")), tree_digest(&tree));
     let back = local.path().join("back");
-    // Per-file BRET lines: a streamed batch (docs/batch.md) would be one
-    // transfer for the 40 files, which this test does not count.
     let (ok, _, err) = ferry_with(
         &["cp", "-q", "-r", "-p", "2", "-cc", "1", &server.url(ALICE, "/many/"), back.to_str().unwrap()],
-        std::process::Command::new(ferry_bin())
-            .env("FERRY_STATE_DIR", state_dir())
-            .env("FERRY_PATH_CACHE", state_dir().join("path-rates.json"))
-            .env("FERRY_NO_STREAM_BATCH", "1"),
+        &mut no_stream(),
     );
     assert!(ok, "{err}");
     assert_eq!(tree_digest(&back), tree_digest(&tree));
