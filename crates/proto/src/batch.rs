@@ -434,8 +434,81 @@ fn fits_entries(kind: BatchKind, files: &[(&str, u64)], max_line: usize, extra: 
     n.max(1).min(files.len().max(1))
 }
 
+/// Where each file of a streamed line lies in the line's one byte stream:
+/// file `k` at the sum of the earlier sizes (docs/batch.md, "The streamed
+/// batch"). Both ends of both directions map MODE E offsets to files
+/// through it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamLayout {
+    /// `starts[k]` where file `k` starts, `starts[k + 1]` where it ends.
+    starts: Vec<u64>,
+}
+
+impl Default for StreamLayout {
+    fn default() -> Self {
+        Self { starts: vec![0] }
+    }
+}
+
+impl StreamLayout {
+    /// Appends a file of `size` bytes. `false` when the line's total
+    /// would pass `u64::MAX` (the file is then laid out saturated: the
+    /// caller refuses the line).
+    pub fn push(&mut self, size: u64) -> bool {
+        let end = self.total().checked_add(size);
+        self.starts.push(end.unwrap_or(u64::MAX));
+        end.is_some()
+    }
+
+    /// How many files.
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The line's bytes.
+    pub fn total(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    /// Where file `k` starts in the stream.
+    pub fn start(&self, k: usize) -> u64 {
+        self.starts[k]
+    }
+
+    /// File `k`'s size.
+    pub fn size(&self, k: usize) -> u64 {
+        self.starts[k + 1] - self.starts[k]
+    }
+
+    /// The file holding stream byte `offset`, the offset in it and its
+    /// bytes from there; `None` at or past the end. Empty files hold no
+    /// byte and are never returned.
+    pub fn locate(&self, offset: u64) -> Option<(usize, u64, u64)> {
+        let k = self.starts[1..].partition_point(|&end| end <= offset);
+        (k < self.len()).then(|| (k, offset - self.starts[k], self.starts[k + 1] - offset))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stream_layout_maps_offsets_to_files_past_empty_ones() {
+        let mut l = StreamLayout::default();
+        for size in [4, 0, 3, 0] {
+            assert!(l.push(size));
+        }
+        assert_eq!((l.len(), l.total(), l.start(2), l.size(1)), (4, 7, 4, 0));
+        assert_eq!(l.locate(0), Some((0, 0, 4)));
+        assert_eq!(l.locate(3), Some((0, 3, 1)));
+        assert_eq!(l.locate(4), Some((2, 0, 3)), "the empty file 1 holds no byte");
+        assert_eq!(l.locate(7), None);
+        assert!(!l.push(u64::MAX), "a total past u64::MAX is refused");
+    }
+
     use super::*;
     use crate::command::Command;
 

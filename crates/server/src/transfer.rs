@@ -33,6 +33,7 @@ use ferry_io::root::{BatchDurability, Listing, Root, StoreMode, Upload, UploadIn
 use ferry_io::stream::{self, AbortSignal, CopyError, ReceiveTo};
 use ferry_io::tls::DataProtection;
 use ferry_io::transport::{ChannelOptions, Connection, DataConn, DataListener};
+use ferry_proto::batch::StreamLayout;
 use ferry_proto::command::{RestArg, TransferMode, TransferType};
 use ferry_proto::session::{
     DataEndpoint, FsError, ListFormat, PassiveKind, TransferError, TransferKind, TransferOutcome, TransferRequest,
@@ -250,8 +251,7 @@ pub(crate) struct StreamFiles {
 /// batch) the moment they cover its declared size, never before.
 pub(crate) struct StreamUpload {
     parts: Vec<StreamPart>,
-    /// Where each file starts; `starts[k + 1]` where it ends.
-    starts: Vec<u64>,
+    layout: StreamLayout,
     batch: Arc<BatchDurability>,
 }
 
@@ -271,25 +271,19 @@ struct StreamPart {
 }
 
 impl StreamUpload {
-    fn total(&self) -> u64 {
-        self.starts.last().copied().unwrap_or(0)
-    }
-
     fn size(&self, k: usize) -> u64 {
-        self.starts[k + 1] - self.starts[k]
+        self.layout.size(k)
     }
 
     /// The file holding stream byte `offset`, its offset in that file and
     /// the bytes of the file from there.
     fn locate(&self, offset: u64) -> io::Result<(usize, u64, u64)> {
-        let k = self.starts[1..].partition_point(|&end| end <= offset);
-        if k >= self.parts.len() {
-            return Err(io::Error::new(
+        self.layout.locate(offset).ok_or_else(|| {
+            io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("a block at byte {offset}, past the line's {} bytes", self.total()),
-            ));
-        }
-        Ok((k, offset - self.starts[k], self.starts[k + 1] - offset))
+                format!("a block at byte {offset}, past the line's {} bytes", self.layout.total()),
+            )
+        })
     }
 
     fn open_for(&self, k: usize) -> io::Result<()> {
@@ -366,7 +360,7 @@ impl StreamUpload {
             // (and its record removed) meanwhile.
             let state = p.state.lock().unwrap_or_else(|e| e.into_inner());
             let (ranges, committed) = (&state.0, state.1);
-            let start = self.starts[k];
+            let start = self.layout.start(k);
             if committed {
                 if self.size(k) > 0 {
                     line.insert(start..start + self.size(k));
@@ -465,7 +459,7 @@ fn prepare_stream_upload(
         ));
     }
     let mut parts = Vec::with_capacity(stream.files.len());
-    let mut starts = vec![0u64];
+    let mut layout = StreamLayout::default();
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let refuse = |why: String| {
             TransferError::Local(format!(
@@ -501,8 +495,9 @@ fn prepare_stream_upload(
             .cloned()
             .flatten()
             .map(|f| (ferry_proto::facts::parse_time_val(&f.mtime).unwrap_or(0), f.mode));
-        let end = starts[k].checked_add(*size).ok_or_else(|| TransferError::Local("sizes overflow".into()))?;
-        starts.push(end);
+        if !layout.push(*size) {
+            return Err(TransferError::Local("sizes overflow".into()));
+        }
         let sink = stream_part_sink(&upload.file, *size).map_err(|e| TransferError::Local(e.to_string()))?;
         parts.push(StreamPart {
             sink,
@@ -512,7 +507,7 @@ fn prepare_stream_upload(
             state: Mutex::new((RangeSet::new(), false)),
         });
     }
-    if req.allocation != Some(*starts.last().unwrap_or(&0)) {
+    if req.allocation != Some(layout.total()) {
         for p in &parts {
             p.upload.abandon(&RangeSet::new());
         }
@@ -521,7 +516,7 @@ fn prepare_stream_upload(
                 .into(),
         ));
     }
-    let up = Arc::new(StreamUpload { parts, starts, batch: batch.clone() });
+    let up = Arc::new(StreamUpload { parts, layout, batch: batch.clone() });
     up.commit_empty()?;
     Ok(up)
 }
@@ -531,32 +526,18 @@ fn prepare_stream_upload(
 /// open, and its size checked against the line, before the first byte.
 struct ConcatSource {
     files: Vec<std::fs::File>,
-    /// Where each file starts in the stream; `starts[k + 1]` where it ends.
-    starts: Vec<u64>,
-}
-
-impl ConcatSource {
-    /// The file holding stream byte `offset`, its offset in that file and
-    /// the bytes of the file from there (`None` past the end).
-    fn locate(&self, offset: u64) -> Option<(usize, u64, u64)> {
-        // The last file starting at or before `offset` that is not empty.
-        let k = self.starts[1..].partition_point(|&end| end <= offset);
-        if k >= self.files.len() {
-            return None;
-        }
-        Some((k, offset - self.starts[k], self.starts[k + 1] - offset))
-    }
+    layout: StreamLayout,
 }
 
 impl BlockSource for ConcatSource {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let Some((k, at, left)) = self.locate(offset) else { return Ok(0) };
+        let Some((k, at, left)) = self.layout.locate(offset) else { return Ok(0) };
         let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         BlockSource::read_at(&self.files[k], &mut buf[..n], at)
     }
 
     fn file_range(&self, offset: u64, len: usize) -> Option<ferry_io::endpoint::FileRange<'_>> {
-        let Some((k, at, left)) = self.locate(offset) else {
+        let Some((k, at, left)) = self.layout.locate(offset) else {
             // Past the end: nothing (as a file's range past its end).
             return self.files.first().map(|f| ferry_io::endpoint::FileRange { fd: f.as_fd(), offset: 0, len: 0 });
         };
@@ -584,7 +565,7 @@ fn prepare_stream(
         return Err(TransferError::BadRestart("a streamed batch is sent whole; resume its files one by one".into()));
     }
     let mut files = Vec::with_capacity(stream.files.len());
-    let mut starts = vec![0u64];
+    let mut layout = StreamLayout::default();
     let mut cut = None;
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let opened = match path {
@@ -594,8 +575,9 @@ fn prepare_stream(
         let why = match opened {
             Ok((file, facts)) if facts.size == *size => {
                 files.push(file);
-                let end = starts[k].checked_add(*size).ok_or_else(|| TransferError::Local("sizes overflow".into()))?;
-                starts.push(end);
+                if !layout.push(*size) {
+                    return Err(TransferError::Local("sizes overflow".into()));
+                }
                 continue;
             }
             Ok((_, facts)) => {
@@ -619,9 +601,9 @@ fn prepare_stream(
         ));
         break;
     }
-    let total = *starts.last().unwrap_or(&0);
+    let total = layout.total();
     let ranges: Vec<Range<u64>> = (total > 0).then_some(0..total).into_iter().collect();
-    let source: Arc<dyn BlockSource> = Arc::new(ConcatSource { files, starts });
+    let source: Arc<dyn BlockSource> = Arc::new(ConcatSource { files, layout });
     Ok((Prepared::Send { source, ranges, header_base: 0 }, Some(total), cut))
 }
 
@@ -1209,7 +1191,7 @@ impl Task {
                 })
             }
             Prepared::Receive { sink: Destination::Stream(up), .. } => {
-                let spec = ReceiveSpec { base: 0, limit: Some(up.total()), max_connections };
+                let spec = ReceiveSpec { base: 0, limit: Some(up.layout.total()), max_connections };
                 match mode_e::receive_stream(conn, &*up, spec, &self.received, &self.ctl, None) {
                     Err(e) => Err(copy_error(e, timeout, max)),
                     Ok(rest) if !self.received.is_complete() => Ok(Step::Rest(rest)),
@@ -1643,7 +1625,7 @@ impl Task {
         let limit = match &dest {
             Destination::Upload { upload, mode } => Some(self.limit(*mode, base, upload)),
             Destination::Discard => None,
-            Destination::Stream(up) => Some(up.total()),
+            Destination::Stream(up) => Some(up.layout.total()),
         };
         let spec = ReceiveSpec {
             base,

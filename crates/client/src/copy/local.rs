@@ -20,9 +20,8 @@ use std::time::Duration;
 /// (a create and a rename), see docs/partial-files.md. An anonymous file
 /// vanishes with a killed process, so a restart copies these files again
 /// in full (at most this much each); larger files keep a named partial a
-/// restart resumes. The same bound as the server's small uploads
-/// (`ferry_io::root::SMALL_UPLOAD`).
-pub(super) const ANONYMOUS_PARTIAL_MAX: u64 = 1 << 20;
+/// restart resumes. The server's bound for small uploads.
+pub(super) const ANONYMOUS_PARTIAL_MAX: u64 = ferry_io::root::SMALL_UPLOAD;
 
 /// A local destination file: a partial name until committed, unless the
 /// destination is a device such as /dev/null.

@@ -15,8 +15,8 @@ use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
 use ferry_io::stream::CopyError;
 use ferry_proto::batch::{
-    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, FACTS_WORD, STREAM_STOR_WORD, STREAM_WORD,
-    SYNC_WORD,
+    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, StreamLayout, FACTS_WORD, STREAM_STOR_WORD,
+    STREAM_WORD, SYNC_WORD,
 };
 use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::{Allo, Command};
@@ -589,11 +589,9 @@ impl ServerSession {
                         return Err(refused(&Command::Allo(Allo { size: total, record: None }), allo));
                     }
                     let cmd = Command::Stor(items[r.start].path.clone());
-                    let mut starts = Vec::with_capacity(r.len());
-                    let mut at = 0u64;
+                    let mut layout = StreamLayout::default();
                     for f in &items[r.clone()] {
-                        starts.push(at);
-                        at += f.size;
+                        layout.push(f.size);
                     }
                     loop {
                         match self.ctrl.next_event_untimed().await? {
@@ -601,7 +599,7 @@ impl ServerSession {
                                 Some(Marker::Restart(ranges)) => {
                                     // The line's coordinates to each file's.
                                     for (j, f) in items[r.clone()].iter().enumerate() {
-                                        let (s, e) = (starts[j], starts[j] + f.size);
+                                        let (s, e) = (layout.start(j), layout.start(j) + f.size);
                                         let mut mine = ferry_proto::RangeSet::new();
                                         for x in ranges.ranges() {
                                             let (a, b) = (x.start.max(s), x.end.min(e));
@@ -678,36 +676,28 @@ const RECORD_AT_START: u64 = 1 << 20;
 /// sum of the earlier sizes (docs/batch.md, "The streamed upload").
 struct ConcatSource {
     sources: Vec<Arc<dyn BlockSource>>,
-    /// Where each file starts; `starts[k + 1]` where it ends.
-    starts: Vec<u64>,
+    layout: StreamLayout,
 }
 
 impl ConcatSource {
     fn new(files: impl IntoIterator<Item = (Arc<dyn BlockSource>, u64)>) -> Self {
-        let mut starts = vec![0u64];
+        let mut layout = StreamLayout::default();
         let mut sources = Vec::new();
         for (src, size) in files {
-            starts.push(starts.last().copied().unwrap_or(0).saturating_add(size));
+            layout.push(size);
             sources.push(src);
         }
-        Self { sources, starts }
+        Self { sources, layout }
     }
 
     fn total(&self) -> u64 {
-        self.starts.last().copied().unwrap_or(0)
-    }
-
-    /// The file holding byte `offset`, the offset in it and its bytes from
-    /// there (`None` past the end).
-    fn locate(&self, offset: u64) -> Option<(usize, u64, u64)> {
-        let k = self.starts[1..].partition_point(|&end| end <= offset);
-        (k < self.sources.len()).then(|| (k, offset - self.starts[k], self.starts[k + 1] - offset))
+        self.layout.total()
     }
 }
 
 impl BlockSource for ConcatSource {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-        let Some((k, at, left)) = self.locate(offset) else { return Ok(0) };
+        let Some((k, at, left)) = self.layout.locate(offset) else { return Ok(0) };
         let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         let got = self.sources[k].read_at(&mut buf[..n], at)?;
         if got == 0 && n > 0 {
@@ -722,7 +712,7 @@ impl BlockSource for ConcatSource {
     }
 
     fn file_range(&self, offset: u64, len: usize) -> Option<ferry_io::endpoint::FileRange<'_>> {
-        let (k, at, left) = self.locate(offset)?;
+        let (k, at, left) = self.layout.locate(offset)?;
         let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
         self.sources[k].file_range(at, len)
     }
@@ -738,8 +728,7 @@ impl BlockSource for ConcatSource {
 /// record). A file whose byte count reaches its size is reported complete.
 struct StreamSink {
     sinks: Vec<Arc<dyn BlockSink>>,
-    /// Where each file starts; `starts[k + 1]` where it ends.
-    starts: Vec<u64>,
+    layout: StreamLayout,
     counts: Vec<std::sync::atomic::AtomicU64>,
     states: Vec<Arc<ReceiveState>>,
     completed: tokio::sync::mpsc::UnboundedSender<usize>,
@@ -751,14 +740,13 @@ impl StreamSink {
         states: &[Arc<ReceiveState>],
         completed: tokio::sync::mpsc::UnboundedSender<usize>,
     ) -> Self {
-        let mut starts = vec![0u64];
+        let mut layout = StreamLayout::default();
         for f in items {
-            let end = starts.last().copied().unwrap_or(0).saturating_add(f.size);
-            starts.push(end);
+            layout.push(f.size);
         }
         Self {
             sinks: items.iter().map(|f| f.data.clone()).collect(),
-            starts,
+            layout,
             counts: items.iter().map(|_| Default::default()).collect(),
             states: states.to_vec(),
             completed,
@@ -766,25 +754,23 @@ impl StreamSink {
     }
 
     fn total(&self) -> u64 {
-        self.starts.last().copied().unwrap_or(0)
+        self.layout.total()
     }
 
     /// The file holding stream byte `offset`, the offset in it and the
     /// bytes of it from there.
     fn locate(&self, offset: u64) -> std::io::Result<(usize, u64, u64)> {
-        let k = self.starts[1..].partition_point(|&end| end <= offset);
-        if k >= self.sinks.len() {
-            return Err(std::io::Error::new(
+        self.layout.locate(offset).ok_or_else(|| {
+            std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("a block at byte {offset} beyond the streamed batch's {} bytes", self.total()),
-            ));
-        }
-        Ok((k, offset - self.starts[k], self.starts[k + 1] - offset))
+            )
+        })
     }
 
     fn arrived(&self, k: usize, at: u64, n: u64) {
         self.states[k].written(at..at + n);
-        let size = self.starts[k + 1] - self.starts[k];
+        let size = self.layout.size(k);
         let before = self.counts[k].fetch_add(n, std::sync::atomic::Ordering::AcqRel);
         if before < size && before + n >= size {
             let _ = self.completed.send(k);
