@@ -153,7 +153,6 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         batch: None,
         facts: None,
         batch_passes: SessionPasses::new(Duration::from_millis(batch_sync_interval_ms)),
-        pass: None,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -300,20 +299,6 @@ struct Control {
     facts: Option<ferry_proto::batch::EntryFacts>,
     /// This session's rate of batch durability passes (docs/batch.md).
     batch_passes: SessionPasses,
-    /// The durability pass of the last batch that ended, while it runs
-    /// beside the next line's data (docs/batch.md, "The pass beside the
-    /// next line"): every reply written after it waits behind its final
-    /// reply.
-    pass: Option<DurabilityPass>,
-}
-
-/// A batch's durability pass running in the background, and what its
-/// final reply needs.
-struct DurabilityPass {
-    task: JoinHandle<std::io::Result<usize>>,
-    batch: Arc<BatchDurability>,
-    files: usize,
-    started: Instant,
 }
 
 /// A queued command and the durability-per-batch handle of the
@@ -368,13 +353,8 @@ fn perf_marker(bytes: u64) -> Reply {
 impl Control {
     /// Writes `reply` now, after any replies held by [`Control::send_later`]
     /// (in one write with them).
-    ///
-    /// A durability pass still running is waited for first: its final
-    /// reply goes before `reply` (the client may be waiting for `reply`,
-    /// which must not sit behind a pass that ends at its own pace).
     async fn send(&mut self, reply: &Reply) -> std::io::Result<()> {
         self.send_later(reply);
-        self.settle_pass().await;
         self.flush().await
     }
 
@@ -393,15 +373,8 @@ impl Control {
         self.pending.extend_from_slice(&bytes);
     }
 
-    /// Writes the held replies — unless a batch's durability pass runs:
-    /// then they stay held behind its final reply, which the pass's end
-    /// puts in front of them ([`Control::pass_ended`]).
+    /// Writes the held replies.
     async fn flush(&mut self) -> std::io::Result<()> {
-        if self.pass.is_some() {
-            self.holding = false;
-            self.hold_until = None;
-            return Ok(());
-        }
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -587,10 +560,6 @@ impl Control {
                         _ => queue.push_back((cmd, None, None, false)),
                     }
                 }
-                result = pass_done(&mut self.pass) => {
-                    self.pass_ended(result);
-                    self.flush().await?;
-                }
                 done = running_done(&mut self.running) => {
                     let result = done.unwrap_or_else(|_| Err(FsError::Other("internal error".into())));
                     self.running = None;
@@ -774,71 +743,49 @@ impl Control {
 
     /// The end of a `BSTO SYNC` batch: one durability pass over the files
     /// it committed (each already renamed under its name), then the final
-    /// reply — 250 only when every one of them is durable. The pass runs in
-    /// the background while the loop goes on to the next line, whose data
-    /// the client has already sent: the next line's replies are held
-    /// behind this one's final reply (docs/batch.md, "The pass beside the
-    /// next line"). At most one pass per session runs: the one before is
-    /// waited for first.
+    /// reply — 250 only when every one of them is durable.
     async fn end_batch(&mut self, files: usize) -> std::io::Result<Flow> {
-        // The pass before this one, and with it its reply and everything
-        // held behind it (this batch's replies).
-        self.settle_pass().await;
         // The batch's last replies go out before its durability pass.
         self.flush().await?;
-        let Some(batch) = self.batch.take() else {
-            self.send(&Reply::new(ReplyCode::BAD_SEQUENCE, "No batch to end.")).await?;
-            return Ok(Flow::Continue);
-        };
-        let started = Instant::now();
-        // At most one pass per interval for this session.
-        let wait = if batch.pending() > 0 { self.batch_passes.next_pass() } else { Duration::ZERO };
-        let pass = batch.clone();
-        let task = tokio::spawn(async move {
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
+        let reply = match self.batch.take() {
+            Some(batch) => {
+                let started = Instant::now();
+                if batch.pending() > 0 {
+                    // At most one pass per interval for this session.
+                    let wait = self.batch_passes.next_pass();
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+                let pass = batch.clone();
+                let result = tokio::task::spawn_blocking(move || pass.finish())
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+                match result {
+                    Ok(synced) if batch.has_failed() => Reply::new(
+                        ReplyCode::LOCAL_ERROR,
+                        format!("Batch of {files} files failed; the {synced} stored are durable."),
+                    ),
+                    Ok(synced) => {
+                        tracing::info!(peer = %self.peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
+                        Reply::new(
+                            ReplyCode::FILE_ACTION_OK,
+                            format!("Batch of {files} files: {synced} stored, durable."),
+                        )
+                    }
+                    Err(e) => {
+                        tracing::warn!(peer = %self.peer, files, error = %e, "the batch's durability pass failed");
+                        Reply::new(
+                            ReplyCode::LOCAL_ERROR,
+                            format!("Batch of {files} files: could not make them durable ({e}); send them again."),
+                        )
+                    }
+                }
             }
-            tokio::task::spawn_blocking(move || pass.finish())
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-        });
-        self.pass = Some(DurabilityPass { task, batch, files, started });
+            None => Reply::new(ReplyCode::BAD_SEQUENCE, "No batch to end."),
+        };
+        self.send(&reply).await?;
         Ok(Flow::Continue)
-    }
-
-    /// Waits for the running durability pass, if any, and puts its final
-    /// reply in front of the replies held behind it.
-    async fn settle_pass(&mut self) {
-        if self.pass.is_some() {
-            let result = pass_done(&mut self.pass).await;
-            self.pass_ended(result);
-        }
-    }
-
-    /// The durability pass ended with `result`: its final reply goes in
-    /// front of the replies held while it ran.
-    fn pass_ended(&mut self, result: std::io::Result<usize>) {
-        let Some(DurabilityPass { batch, files, started, .. }) = self.pass.take() else { return };
-        let reply = match result {
-            Ok(synced) if batch.has_failed() => Reply::new(
-                ReplyCode::LOCAL_ERROR,
-                format!("Batch of {files} files failed; the {synced} stored are durable."),
-            ),
-            Ok(synced) => {
-                tracing::info!(peer = %self.peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
-                Reply::new(ReplyCode::FILE_ACTION_OK, format!("Batch of {files} files: {synced} stored, durable."))
-            }
-            Err(e) => {
-                tracing::warn!(peer = %self.peer, files, error = %e, "the batch's durability pass failed");
-                Reply::new(
-                    ReplyCode::LOCAL_ERROR,
-                    format!("Batch of {files} files: could not make them durable ({e}); send them again."),
-                )
-            }
-        };
-        let held = std::mem::take(&mut self.pending);
-        self.send_later(&reply);
-        self.pending.extend_from_slice(&held);
     }
 
     /// Stops a running file operation (a checksum stops between reads).
@@ -1323,15 +1270,6 @@ fn describe(t: &ActiveTransfer) -> String {
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The running durability pass's result (pending while none runs; the
-/// pass stays in its slot for [`Control::pass_ended`]).
-async fn pass_done(pass: &mut Option<DurabilityPass>) -> std::io::Result<usize> {
-    match pass {
-        Some(p) => (&mut p.task).await.unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))),
         None => std::future::pending().await,
     }
 }
