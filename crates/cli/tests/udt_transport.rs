@@ -1354,3 +1354,38 @@ fn a_third_party_copy_does_not_start_at_the_rate_remembered_for_the_clients_path
     let src = controllers_opened(&a);
     assert_eq!(started_at(src.last().unwrap()), 5e6, "{src:?}");
 }
+
+/// Session 16: the MSS from the path. Loopback's MTU is 65 536, so both
+/// ends offer the cap, 9 000, and a download moves in 8 956-byte payloads,
+/// byte-identical; a client told `FERRY_UDT_MSS=1500` (as a libudt peer
+/// offers) brings the connection down to 1 500 at both ends — the
+/// handshake takes the smaller offer — and the bytes still arrive intact.
+#[test]
+fn udt_on_loopback_uses_9000_byte_packets_and_the_smaller_offer_wins() {
+    let server = FerryServer::start();
+    random_file(&server.path("m.bin"), (6 << 20) + 13, 11);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("m.bin");
+    let url = server.url(ALICE, "/m.bin");
+    let args = ["cp", "--json", "--transport", "udt", "-p", "1", "--no-resume", &url, dst.to_str().unwrap()];
+    let udt_mss = |out: &str| -> u64 {
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
+        v["udt"]["mss"].as_u64().unwrap_or(0)
+    };
+    let (ok, out, err) = ferry(&args);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("m.bin")));
+    assert_eq!(udt_mss(&out), 9000, "{out}");
+    assert!(server.log_text().contains("mss=9000"), "{}", server.log_text());
+    std::fs::remove_file(&dst).unwrap();
+    let (ok, out, err) = ferry_with(
+        &args,
+        Command::new(ferry_bin())
+            .env("FERRY_STATE_DIR", state_dir())
+            .env("FERRY_PATH_CACHE", state_dir().join("path-rates.json"))
+            .env("FERRY_UDT_MSS", "1500"),
+    );
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("m.bin")));
+    assert_eq!(udt_mss(&out), 1500, "{out}");
+}
