@@ -812,6 +812,24 @@ fn nanos(timeout: Option<Duration>) -> u64 {
 mod counter_tests {
     use super::*;
 
+    /// A connection to a loopback peer gets the path's MSS (the cap) with
+    /// buffers of the same bytes as at 1 500; `with_mss` fixes the offer.
+    #[test]
+    fn a_peer_gets_the_paths_mss_and_buffers_of_the_same_bytes() {
+        let c = UdtConfig::default();
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let p = c.for_peer(peer);
+        let bytes = |x: &Config| x.recv_buffer_packets as usize * Config::payload_size(x.mss);
+        if c.mss_from_path {
+            assert_eq!(p.mss, MAX_PATH_MSS);
+            assert!(bytes(&p) >= bytes(&c.protocol) && bytes(&p) < bytes(&c.protocol) + Config::payload_size(p.mss));
+            assert_eq!(p.send_buffer_bytes, c.protocol.send_buffer_bytes);
+        }
+        let fixed = UdtConfig::default().with_mss(1500);
+        assert_eq!(fixed.for_peer(peer).mss, 1500);
+        assert_eq!(fixed.for_peer(peer).recv_buffer_packets, DEFAULT_BUFFER_PACKETS);
+    }
+
     /// One set of counters for a connection and for the sum: adding a
     /// connection's and taking the difference since an earlier reading
     /// give back exactly its counters, and the JSON keeps its flat shape.

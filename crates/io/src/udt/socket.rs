@@ -283,3 +283,18 @@ impl UdpEndpointSocket {
         Ok(res.count())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loopback's MTU is 65 536: the path gives the cap, for IPv4 and
+    /// IPv6 (whose 20 more header bytes still leave it above the cap).
+    #[test]
+    fn loopback_paths_get_the_capped_mss() {
+        assert_eq!(path_mss("127.0.0.1:9".parse().unwrap()), Some(MAX_PATH_MSS));
+        if std::net::UdpSocket::bind("[::1]:0").is_ok() {
+            assert_eq!(path_mss("[::1]:9".parse().unwrap()), Some(MAX_PATH_MSS));
+        }
+    }
+}
