@@ -40,3 +40,5 @@ exec timeout 600 target/release/ferry-bench --ferry target/release/ferry \
   --rows ferry-udt,globus-p4 --reps 3 --row-secs 10 \
   --ferry-old /var/tmp/old-s16/ferry --results bench/results/udt-long-s16-1g-c --shm-dir /dev/shm/s16-mss --work-dir /var/tmp/s16-mss/work
 
+### udt-table3-s16-mtu1500
+target/release/ferry-bench --ferry target/release/ferry --scenario udt-table3 --paths rtt20 --rows ferry-udt --reps 1 --row-secs 25 --ferry-old /var/tmp/old-s16/ferry --results bench/results/udt-table3-s16-mtu1500 --shm-dir /dev/shm/s16-mss --work-dir /var/tmp/s16-mss/work
