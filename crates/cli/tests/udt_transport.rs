@@ -1154,7 +1154,12 @@ fn a_udt_copy_reports_udt_statistics_in_json_and_the_server_log() {
     assert_eq!(v["transport"], "udt", "{out}");
     let udt = &v["udt"];
     assert!(udt["connections"].as_u64().unwrap_or(0) >= 1, "{out}");
-    assert!(udt["packets_received"].as_u64().unwrap_or(0) >= (4 << 20) / 1500, "{out}");
+    // Packets of the MSS the path gave (loopback: 9 000, session 16), 44
+    // bytes of it headers.
+    let mss = udt["mss"].as_u64().unwrap_or(0);
+    assert!((1500..=9000).contains(&mss), "{out}");
+    let payload = mss - 44;
+    assert!(udt["packets_received"].as_u64().unwrap_or(0) >= (4 << 20) / payload, "{out}");
     assert!(udt["bytes_received"].as_u64().unwrap_or(0) >= 4 << 20, "{out}");
     for field in ["packets_sent", "retransmitted", "lost_reported", "lost_detected", "naks_sent", "naks_received"] {
         assert!(udt[field].is_u64(), "{field} missing: {out}");
@@ -1168,9 +1173,10 @@ fn a_udt_copy_reports_udt_statistics_in_json_and_the_server_log() {
     // The server's figures are taken once the client acknowledged every
     // byte (before, a snapshot when the last block was queued: CI saw 64
     // of ~2,800 packets), so they count the whole file: 4 MiB in packets
-    // of at most 1,456 payload bytes.
+    // of at most `payload` bytes.
+    assert!(line.contains(&format!("mss={mss}")), "{line}");
     let n: u64 = line.split("packets_sent=").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
-    assert!(n >= (4 << 20) / 1456, "{line}");
+    assert!(n >= (4 << 20) / payload, "{line}");
     // A TCP copy has no UDT section.
     let (ok, out, _) = ferry(&["cp", "--json", "--no-resume", &url, dst.to_str().unwrap()]);
     assert!(ok);
@@ -1353,4 +1359,39 @@ fn a_third_party_copy_does_not_start_at_the_rate_remembered_for_the_clients_path
     third_party(&["--path-rate", "5000000"], "/t2.bin");
     let src = controllers_opened(&a);
     assert_eq!(started_at(src.last().unwrap()), 5e6, "{src:?}");
+}
+
+/// Session 16: the MSS from the path. Loopback's MTU is 65 536, so both
+/// ends offer the cap, 9 000, and a download moves in 8 956-byte payloads,
+/// byte-identical; a client told `FERRY_UDT_MSS=1500` (as a libudt peer
+/// offers) brings the connection down to 1 500 at both ends — the
+/// handshake takes the smaller offer — and the bytes still arrive intact.
+#[test]
+fn udt_on_loopback_uses_9000_byte_packets_and_the_smaller_offer_wins() {
+    let server = FerryServer::start();
+    random_file(&server.path("m.bin"), (6 << 20) + 13, 11);
+    let local = tempfile::tempdir().unwrap();
+    let dst = local.path().join("m.bin");
+    let url = server.url(ALICE, "/m.bin");
+    let args = ["cp", "--json", "--transport", "udt", "-p", "1", "--no-resume", &url, dst.to_str().unwrap()];
+    let udt_mss = |out: &str| -> u64 {
+        let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap();
+        v["udt"]["mss"].as_u64().unwrap_or(0)
+    };
+    let (ok, out, err) = ferry(&args);
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("m.bin")));
+    assert_eq!(udt_mss(&out), 9000, "{out}");
+    assert!(server.log_text().contains("mss=9000"), "{}", server.log_text());
+    std::fs::remove_file(&dst).unwrap();
+    let (ok, out, err) = ferry_with(
+        &args,
+        Command::new(ferry_bin())
+            .env("FERRY_STATE_DIR", state_dir())
+            .env("FERRY_PATH_CACHE", state_dir().join("path-rates.json"))
+            .env("FERRY_UDT_MSS", "1500"),
+    );
+    assert!(ok, "{err}\n{}", server.log_text());
+    assert_eq!(sha256_file(&dst), sha256_file(&server.path("m.bin")));
+    assert_eq!(udt_mss(&out), 1500, "{out}");
 }

@@ -135,10 +135,13 @@ impl SendBuffer {
 /// receiving I/O thread's arena grew and shrank all transfer long (page
 /// faults in `sysmalloc`, `mprotect`, 0.05–0.07 CPU s/GB of the client;
 /// session 13, docs/udt.md "The driver"). 1 024 slots of one MSS hold at
-/// most ~1.5 MB per connection at MSS 1 500 (~9 MB at 9 000), kept while
-/// it lives; they are payloads a read freed, so the buffer's allocations
-/// stay within its capacity plus these.
+/// most ~1.5 MB per connection at MSS 1 500, kept while it lives; they are
+/// payloads a read freed, so the buffer's allocations stay within its
+/// capacity plus these. Larger packets keep fewer ([`SPARE_BYTES`]: 171 of
+/// MSS 9 000, session 16), so the bound is in bytes.
 pub const SPARE_PACKETS: usize = 1024;
+/// The spare payloads' bytes at most (1 024 of MSS 1 500).
+pub const SPARE_BYTES: usize = SPARE_PACKETS * 1500;
 
 /// Received packets waiting to be read, in a ring of `capacity` slots.
 #[derive(Debug)]
@@ -237,7 +240,7 @@ impl RecvBuffer {
             self.read_pos += take;
             if self.read_pos == p.len() {
                 if let Some(v) = self.slots[i].take() {
-                    if self.spare.len() < SPARE_PACKETS {
+                    if self.spare.len() < SPARE_PACKETS.min(SPARE_BYTES / v.capacity().max(1)) {
                         self.spare.push(v);
                     }
                 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 pub struct Config {
     /// Maximum segment size: the largest IP packet, IP and UDP headers
     /// included (`UDT_MSS`, default 1500). The smaller of the two ends' MSS
-    /// is used. Payload per packet is `mss − 28 − 16`.
+    /// is used. Payload per packet is `mss − 28 − 16`. The packet counts
+    /// below are packets of this MSS ([`Config::at_mss`] recounts them).
     pub mss: u32,
     /// Largest flow window we advertise, packets (`UDT_FC`, default 25600).
     pub flight_flag_size: u32,
@@ -83,6 +84,29 @@ impl Config {
     /// Payload bytes per data packet at MSS `mss`.
     pub fn payload_size(mss: u32) -> usize {
         mss as usize - crate::packet::IP_UDP_OVERHEAD - crate::packet::HEADER_LEN
+    }
+
+    /// The same buffers in packets of MSS `mss`: the receive buffer and
+    /// flow window, counted in packets of the configured MSS, are recounted
+    /// so that they hold the same bytes (rounded up, at least 32 packets);
+    /// the send buffer is in bytes already. A connection calls this once
+    /// the handshake settled its MSS, so a 9 000-byte MSS does not make a
+    /// 16 384-packet receive buffer six times larger in memory, and a peer
+    /// that brings it down to 1 500 does not shrink it six times.
+    pub fn at_mss(mut self, mss: u32) -> Config {
+        let mss = mss.max(Self::MIN_MSS);
+        if mss == self.mss {
+            return self;
+        }
+        let (from, to) = (Self::payload_size(self.mss.max(Self::MIN_MSS)) as u64, Self::payload_size(mss) as u64);
+        let recount = |packets: u32| -> u32 {
+            let n = (u64::from(packets) * from).div_ceil(to).clamp(32, i32::MAX as u64);
+            n as u32
+        };
+        self.recv_buffer_packets = recount(self.recv_buffer_packets);
+        self.flight_flag_size = recount(self.flight_flag_size);
+        self.mss = mss;
+        self
     }
 
     /// Buffers sized for a path of `rate` bytes/s and `rtt`: the receive

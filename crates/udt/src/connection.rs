@@ -285,6 +285,8 @@ impl Connection {
         let mut c = Connection::new(config, Role::Accepted, local_id, peer, now);
         // "Uses the smaller MSS between the peers"
         let mss = (request.mss.max(Config::MIN_MSS as i32) as u32).min(c.config.mss);
+        // Our buffers in packets of that MSS, before the response names them.
+        c.config = c.config.clone().at_mss(mss);
         let isn = base_pn(request.isn);
         let mut res = *request;
         res.mss = mss as i32;
@@ -519,6 +521,10 @@ impl Connection {
     }
 
     fn establish(&mut self, now: Time, mss: u32, isn: u64, peer_isn: u64, peer_flow_window: i32) {
+        // The buffers keep their bytes whatever MSS the handshake settled
+        // (a caller's request named its flow window at its own MSS; the
+        // first ACK advertises the recounted one).
+        self.config = self.config.clone().at_mss(mss);
         self.mss = mss;
         self.payload_size = Config::payload_size(mss);
         self.isn = isn;

@@ -35,6 +35,44 @@ fn handshake_negotiates_mss_windows_and_ids() {
     assert!(c.stats().rtt >= Duration::from_millis(20) && c.stats().rtt < Duration::from_millis(25));
 }
 
+/// Session 16: an MSS taken from a 9 000-byte path. Two ends that both
+/// offer 9 000 use it (8 956 payload bytes a packet) and move the bytes
+/// intact; each end's buffers, configured in packets of 1 500, are
+/// recounted to hold the same bytes (the flow window the receiver
+/// advertises in its ACKs is six times fewer packets, not six times more
+/// memory).
+#[test]
+fn a_9000_byte_mss_is_used_when_both_offer_it_and_buffers_keep_their_bytes() {
+    let at_1500 = Config { recv_buffer_packets: 12_000, ..cfg() };
+    let big = at_1500.clone().at_mss(9000);
+    assert_eq!((big.mss, big.recv_buffer_packets), (9000, (12_000u64 * 1456).div_ceil(8956) as u32));
+    let up = LinkConfig::new(5).rate_mbit(400.0).loss(0.005);
+    let mut s = Sim::upload(big.clone(), big, up, LinkConfig::new(5), 16 << 20, 99, 3);
+    assert!(s.run_transfer(secs(30)), "read {} corrupt={}", s.server.read, s.server.corrupt);
+    let (c, srv) = (s.client(), s.server());
+    assert_eq!((c.mss(), srv.mss(), c.payload_size()), (9000, 9000, 8956));
+    // (12 000 × 1 456) / 8 956 = 1 951 packets at most, never 12 000
+    assert!(c.stats().flow_window <= 1951, "{:?}", c.stats());
+    assert!(c.stats().retransmitted > 0, "{:?}", c.stats());
+}
+
+/// A listener offering 9 000 to a caller that offers 1 500 (libudt, Globus
+/// UDT) settles on 1 500, and its receive buffer, counted at 9 000 in its
+/// configuration, is recounted at 1 500 before the response names it: the
+/// caller sees the flow window an all-1 500 listener gives (to rounding).
+#[test]
+fn a_listener_at_9000_meeting_1500_answers_with_its_buffer_at_1500() {
+    let server = cfg().at_mss(9000);
+    assert!(server.recv_buffer_packets < cfg().recv_buffer_packets / 5);
+    let mut s = Sim::upload(cfg(), server, LinkConfig::new(5).rate_mbit(100.0), LinkConfig::new(5), 4 << 20, 7, 4);
+    assert!(s.run_until(secs(1), |s| s.client.conn.as_ref().unwrap().is_established()));
+    assert_eq!((s.client().mss(), s.server().mss()), (1500, 1500));
+    // 8 192 packets recounted to 1 332 and back: 8 194 (rounded up twice)
+    let w = s.client().stats().flow_window;
+    assert!((8192..=8194).contains(&w), "{w}");
+    assert!(s.run_transfer(secs(30)), "read {} corrupt={}", s.server.read, s.server.corrupt);
+}
+
 #[test]
 fn lost_handshake_packets_are_retried_and_repeated_requests_answered() {
     // 40 % loss each way: the caller retries every 250 ms; the listener

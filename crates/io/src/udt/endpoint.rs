@@ -274,6 +274,7 @@ impl OutBatch {
     fn next_buf(&mut self) -> &mut Vec<u8> {
         let i = self.to.len();
         if self.bufs.len() <= i {
+            // grows to the connection's MSS on first use
             self.bufs.push(Vec::with_capacity(1500));
         }
         &mut self.bufs[i]
@@ -539,7 +540,7 @@ fn dispatch(shared: &Shared, st: &mut State, now: Time, from: SocketAddr, d: &[u
                 return;
             }
             let id = st.new_id();
-            let conn = Connection::accept(shared.config.protocol.clone(), id, from, &hs, now);
+            let conn = Connection::accept(shared.config.for_peer(from), id, from, &hs, now);
             st.conns.insert(id, Entry::new(conn));
             st.accept_queue.push_back(id);
         }

@@ -16,7 +16,7 @@ mod endpoint;
 mod socket;
 mod trace;
 
-pub use socket::SocketInfo;
+pub use socket::{path_mss, SocketInfo, MAX_PATH_MSS};
 
 use endpoint::{Entry, Shared};
 use ferry_udt::{Config, CongestionKind, Connection, ConnectionError, State};
@@ -29,7 +29,17 @@ use std::time::{Duration, Instant};
 /// Settings of a UDT endpoint: the protocol's, and the socket's.
 #[derive(Debug, Clone)]
 pub struct UdtConfig {
+    /// The protocol's settings; its buffers are counted in packets of
+    /// `protocol.mss` (1 500 unless [`UdtConfig::with_mss`] said otherwise)
+    /// and keep their bytes at whatever MSS a connection uses.
     pub protocol: Config,
+    /// Offer each peer the MSS of the path to it ([`path_mss`]: the
+    /// route's MTU, at most [`MAX_PATH_MSS`]) instead of `protocol.mss`
+    /// (session 16, docs/udt.md "The MSS from the path"). The handshake
+    /// then takes the smaller of the two offers, so a libudt or Globus
+    /// peer (1 500) is unaffected. On by default; `FERRY_UDT_MSS=N` in the
+    /// environment, or [`UdtConfig::with_mss`], fixes the offer instead.
+    pub mss_from_path: bool,
     /// `SO_SNDBUF`/`SO_RCVBUF`, bytes.
     pub socket_buffer: usize,
     /// Use UDP GSO / GRO when the kernel has them.
@@ -58,8 +68,27 @@ impl Default for UdtConfig {
         protocol.recv_buffer_packets = DEFAULT_BUFFER_PACKETS;
         protocol.flight_flag_size = protocol.flight_flag_size.max(DEFAULT_BUFFER_PACKETS);
         protocol.send_buffer_bytes = DEFAULT_BUFFER_PACKETS as usize * Config::payload_size(protocol.mss);
-        UdtConfig { protocol, socket_buffer: 8 << 20, gso: true, gro: true, batch: 256, backlog: 64 }
+        let c = UdtConfig {
+            protocol,
+            mss_from_path: true,
+            socket_buffer: 8 << 20,
+            gso: true,
+            gro: true,
+            batch: 256,
+            backlog: 64,
+        };
+        match mss_override() {
+            Some(mss) => c.with_mss(mss),
+            None => c,
+        }
     }
+}
+
+/// `FERRY_UDT_MSS=N`: the MSS every connection of this process offers,
+/// whatever the path (tests and benchmarks comparing 1 500 with 9 000 on
+/// one path). Ignored unless a number from 76 to 65 535.
+fn mss_override() -> Option<u32> {
+    std::env::var("FERRY_UDT_MSS").ok()?.trim().parse().ok().filter(|m| (Config::MIN_MSS..=65_535).contains(m))
 }
 
 impl UdtConfig {
@@ -81,9 +110,23 @@ impl UdtConfig {
         self
     }
 
+    /// Offers `mss` to every peer whatever the path (the buffers keep
+    /// their bytes).
     pub fn with_mss(mut self, mss: u32) -> UdtConfig {
-        self.protocol.mss = mss;
+        self.protocol = self.protocol.at_mss(mss);
+        self.mss_from_path = false;
         self
+    }
+
+    /// The protocol settings of a connection to `peer`: at the path's MSS
+    /// when [`Self::mss_from_path`] (or `protocol.mss` if the kernel knows
+    /// no route), buffers recounted to keep their bytes.
+    pub fn for_peer(&self, peer: SocketAddr) -> Config {
+        if !self.mss_from_path {
+            return self.protocol.clone();
+        }
+        let mss = path_mss(peer).unwrap_or(self.protocol.mss);
+        self.protocol.clone().at_mss(mss)
     }
 }
 
@@ -199,6 +242,8 @@ pub struct UdtTotals {
     pub last_rtt_us: u64,
     pub last_pacing_rate: f64,
     pub congestion: String,
+    /// The MSS it used (the smaller of the two ends' offers).
+    pub mss: u32,
 }
 
 impl UdtTotals {
@@ -207,6 +252,7 @@ impl UdtTotals {
         self.counters = self.counters.plus(&s.counters);
         self.last_rtt_us = s.rtt_us;
         self.last_pacing_rate = s.pacing_rate;
+        self.mss = s.mss;
         self.congestion = s.congestion.clone();
     }
 
@@ -230,7 +276,7 @@ impl std::fmt::Display for UdtTotals {
             f,
             "connections={} packets_sent={} packets_received={} retransmitted={} lost_reported={} \
              lost_detected={} naks_sent={} naks_received={} dropped={} exp_timeouts={} rtt_us={} \
-             pacing_rate={:.0} congestion={}",
+             pacing_rate={:.0} congestion={} mss={}",
             self.connections,
             c.packets_sent,
             c.packets_received,
@@ -243,7 +289,8 @@ impl std::fmt::Display for UdtTotals {
             c.exp_timeouts,
             self.last_rtt_us,
             self.last_pacing_rate,
-            self.congestion
+            self.congestion,
+            self.mss
         )
     }
 }
@@ -254,6 +301,7 @@ static TOTALS: std::sync::Mutex<UdtTotals> = std::sync::Mutex::new(UdtTotals {
     last_rtt_us: 0,
     last_pacing_rate: 0.0,
     congestion: String::new(),
+    mss: 0,
 });
 
 /// The streams open now (endpoint, connection id), for [`totals`].
@@ -392,7 +440,7 @@ impl UdtStream {
             let mut st = shared.lock();
             let id = st.new_id();
             let isn = (endpoint::random_u64() & 0x7FFF_FFFF) as u32;
-            let conn = Connection::connect(shared.config.protocol.clone(), id, peer, isn, now);
+            let conn = Connection::connect(shared.config.for_peer(peer), id, peer, isn, now);
             st.conns.insert(id, Entry::new(conn));
             id
         };
@@ -763,6 +811,24 @@ fn nanos(timeout: Option<Duration>) -> u64 {
 #[cfg(test)]
 mod counter_tests {
     use super::*;
+
+    /// A connection to a loopback peer gets the path's MSS (the cap) with
+    /// buffers of the same bytes as at 1 500; `with_mss` fixes the offer.
+    #[test]
+    fn a_peer_gets_the_paths_mss_and_buffers_of_the_same_bytes() {
+        let c = UdtConfig::default();
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let p = c.for_peer(peer);
+        let bytes = |x: &Config| x.recv_buffer_packets as usize * Config::payload_size(x.mss);
+        if c.mss_from_path {
+            assert_eq!(p.mss, MAX_PATH_MSS);
+            assert!(bytes(&p) >= bytes(&c.protocol) && bytes(&p) < bytes(&c.protocol) + Config::payload_size(p.mss));
+            assert_eq!(p.send_buffer_bytes, c.protocol.send_buffer_bytes);
+        }
+        let fixed = UdtConfig::default().with_mss(1500);
+        assert_eq!(fixed.for_peer(peer).mss, 1500);
+        assert_eq!(fixed.for_peer(peer).recv_buffer_packets, DEFAULT_BUFFER_PACKETS);
+    }
 
     /// One set of counters for a connection and for the sum: adding a
     /// connection's and taking the difference since an earlier reading

@@ -37,6 +37,35 @@ const RECV_BUF: usize = 65_536;
 const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_000;
 
+/// The largest MSS a path is given ([`path_mss`]): jumbo frames. Beyond it
+/// a packet lost costs more than the system calls saved (and loopback's
+/// 65 536-byte MTU would make every packet a 64 KiB datagram).
+pub const MAX_PATH_MSS: u32 = 9000;
+
+/// The UDT MSS (IP packet size: IP and UDP headers included, as libudt
+/// counts it) for datagrams to `peer`: the path MTU the kernel knows for
+/// that destination (`IP_MTU` of a UDP socket connected to it, which is
+/// the route's MTU or its interface's, lowered by any PMTU discovery),
+/// at most [`MAX_PATH_MSS`]. `None` when the kernel cannot tell (no
+/// route). Connecting a UDP socket sends nothing.
+///
+/// UDT counts 28 bytes of IPv4 and UDP headers in the MSS; an IPv6
+/// header is 20 bytes longer, so a path to an IPv6 peer gets 20 less.
+pub fn path_mss(peer: SocketAddr) -> Option<u32> {
+    let domain = Domain::for_address(peer);
+    let socket = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).ok()?;
+    socket.connect(&peer.into()).ok()?;
+    // Linux answers IP_MTU for an IPv6 socket too (`ipv6_getsockopt`
+    // hands SOL_IP to the IPv4 code, which reads the socket's route).
+    let mtu = nix::sys::socket::getsockopt(&socket, sockopt::IpMtu).ok()?;
+    let ipv4 = match peer {
+        SocketAddr::V4(_) => true,
+        SocketAddr::V6(a) => a.ip().to_ipv4_mapped().is_some(),
+    };
+    let ipv6_extra = if ipv4 { 0 } else { 20 };
+    u32::try_from(mtu).ok().map(|m| m.saturating_sub(ipv6_extra).min(MAX_PATH_MSS)).filter(|&m| m >= 76)
+}
+
 /// What the socket ended up with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SocketInfo {
@@ -252,5 +281,20 @@ impl UdpEndpointSocket {
         let res = sendmmsg(self.socket.as_raw_fd(), &mut headers, &iovs, addrs, [], MsgFlags::MSG_DONTWAIT)
             .map_err(io::Error::from)?;
         Ok(res.count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loopback's MTU is 65 536: the path gives the cap, for IPv4 and
+    /// IPv6 (whose 20 more header bytes still leave it above the cap).
+    #[test]
+    fn loopback_paths_get_the_capped_mss() {
+        assert_eq!(path_mss("127.0.0.1:9".parse().unwrap()), Some(MAX_PATH_MSS));
+        if std::net::UdpSocket::bind("[::1]:0").is_ok() {
+            assert_eq!(path_mss("[::1]:9".parse().unwrap()), Some(MAX_PATH_MSS));
+        }
     }
 }
