@@ -53,7 +53,11 @@ fn main() {
             "--start-mbit" => start_mbit = Some(args[i + 1].parse::<f64>().expect("rate")),
             "--max-mbit" => max_mbit = Some(args[i + 1].parse::<f64>().expect("rate")),
             "--cc" => cfg.protocol.congestion = CongestionKind::parse(&args[i + 1]).expect("congestion control"),
-            "--mss" => cfg.protocol.mss = args[i + 1].parse().expect("mss"),
+            "--mss" => {
+                // A fixed MSS, not the path's (which loopback would make 9 000).
+                cfg.protocol.mss = args[i + 1].parse().expect("mss");
+                cfg.mss_from_path = false;
+            }
             "--rtt-ms" => rtt_ms = Some(args[i + 1].parse::<f64>().expect("rtt")),
             "--rate-mbit" => rate_mbit = Some(args[i + 1].parse::<f64>().expect("rate")),
             other => panic!("unknown option {other}"),

@@ -757,6 +757,7 @@ impl Control {
                         tokio::time::sleep(wait).await;
                     }
                 }
+                let noun = if files == 1 { "file" } else { "files" };
                 let pass = batch.clone();
                 let result = tokio::task::spawn_blocking(move || pass.finish())
                     .await
@@ -764,20 +765,20 @@ impl Control {
                 match result {
                     Ok(synced) if batch.has_failed() => Reply::new(
                         ReplyCode::LOCAL_ERROR,
-                        format!("Batch of {files} files failed; the {synced} stored are durable."),
+                        format!("Batch of {files} {noun} failed; the {synced} stored are durable."),
                     ),
                     Ok(synced) => {
                         tracing::info!(peer = %self.peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
                         Reply::new(
                             ReplyCode::FILE_ACTION_OK,
-                            format!("Batch of {files} files: {synced} stored, durable."),
+                            format!("Batch of {files} {noun}: {synced} stored, durable."),
                         )
                     }
                     Err(e) => {
                         tracing::warn!(peer = %self.peer, files, error = %e, "the batch's durability pass failed");
                         Reply::new(
                             ReplyCode::LOCAL_ERROR,
-                            format!("Batch of {files} files: could not make them durable ({e}); send them again."),
+                            format!("Batch of {files} {noun}: could not make them durable ({e}); send them again."),
                         )
                     }
                 }
