@@ -190,7 +190,7 @@ fn chunks(pending: Vec<Pending>, sessions: usize, depth: usize) -> VecDeque<(Vec
         cut.push(run);
     }
     // Stable: chunks of equal bytes keep the walk's order.
-    cut.sort_by(|a, b| b.0.cmp(&a.0));
+    cut.sort_by_key(|c| std::cmp::Reverse(c.0));
     let mut out = VecDeque::new();
     if !resume.is_empty() {
         out.push_back((resume, true));

@@ -495,6 +495,25 @@ mod tests {
     }
 
     #[test]
+    fn a_sized_download_has_its_blocks_reserved_and_its_length_kept() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let size = 2 << 20;
+        let sink = LocalSink::open_as(&dir.path().join("big"), false, meta(), true, Some(size)).unwrap();
+        let md = sink.file.metadata().unwrap();
+        assert_eq!(md.len(), 0, "KEEP_SIZE: the length grows with what arrives");
+        assert!(md.blocks() * 512 >= size, "reserved: {} blocks", md.blocks());
+        // A resumed partial keeps what it holds.
+        (&sink.file).write_all(b"held").unwrap();
+        drop(sink);
+        let again = LocalSink::open_as(&dir.path().join("big"), true, meta(), true, Some(size)).unwrap();
+        assert_eq!(again.existing_len, 4);
+        // Below the bound, nothing is reserved.
+        let small = LocalSink::open_as(&dir.path().join("small"), false, meta(), true, Some(4096)).unwrap();
+        assert_eq!(small.file.metadata().unwrap().blocks(), 0);
+    }
+
+    #[test]
     fn without_anonymous_files_a_named_partial_is_used() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("a");
