@@ -186,8 +186,31 @@ fn chunks(pending: Vec<Pending>, sessions: usize, depth: usize) -> VecDeque<(Vec
             cut.push(std::mem::take(&mut run));
         }
     }
-    if !run.1.is_empty() {
-        cut.push(run);
+    match cut.last_mut() {
+        // A lone file left over joins the chunk before it.
+        Some(last) if run.1.len() == 1 && last.1.len() < MAX_CHUNK => {
+            last.0 += run.0;
+            last.1.append(&mut run.1);
+        }
+        _ if !run.1.is_empty() => cut.push(run),
+        _ => {}
+    }
+    // A batch is two files or more: a lone file goes on its own, with a
+    // round trip of set-up and (uploaded) a sync of its own. A chunk the
+    // bytes closed at its first file takes the last file of the last
+    // chunk that can spare one (where a tree is listed largest first, one
+    // of the smallest), so it stays a batch without taking a big neighbour.
+    for i in 0..cut.len() {
+        if cut[i].1.len() != 1 {
+            continue;
+        }
+        if let Some(j) = (i + 1..cut.len()).rev().find(|&j| cut[j].1.len() > 2) {
+            let p = cut[j].1.pop().expect("more than two files");
+            let w = weight(&p);
+            cut[j].0 -= w;
+            cut[i].0 += w;
+            cut[i].1.push(p);
+        }
     }
     // Stable: chunks of equal bytes keep the walk's order.
     cut.sort_by_key(|c| std::cmp::Reverse(c.0));
@@ -545,13 +568,40 @@ mod tests {
         assert_eq!(c.iter().map(|(x, _)| x.len()).sum::<usize>(), 1000);
         // No chunk but the one holding the largest file alone carries more
         // than twice a sixteenth of the bytes (by count: 63 files, ~60 %).
-        assert_eq!(c[0].0.len(), 1, "the largest file first, alone");
+        // The largest file first, in a batch with one of the smallest.
+        assert_eq!(c[0].0.len(), 2);
+        assert_eq!((c[0].0[0].2.name.as_str(), c[0].0[1].2.size), ("0", sizes[999]));
+        assert!(c.iter().all(|(x, _)| x.len() >= 2), "every chunk a batch");
         assert!(bytes.iter().skip(1).all(|b| *b <= total / 8), "{bytes:?}");
         assert!(bytes.windows(2).all(|w| w[0] >= w[1]), "biggest first: {bytes:?}");
         // Within a chunk the walk's order stands.
         assert!(c.iter().all(|(x, _)| x
             .windows(2)
             .all(|w| w[0].2.name.parse::<usize>().unwrap() < w[1].2.name.parse::<usize>().unwrap())));
+    }
+
+    #[test]
+    fn no_chunk_is_a_lone_file() {
+        let f = |i: u64| {
+            let size = if i % 7 == 0 { 300_000 } else { 1 + i * 997 % 70_000 };
+            let facts = FileFacts {
+                name: i.to_string(),
+                kind: ferry_proto::facts::FileKind::File,
+                size,
+                modified: 0,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                nlink: 1,
+                unique: (0, 0),
+            };
+            (Location::Local(i.to_string().into()), Location::Local(i.to_string().into()), facts, false)
+        };
+        for (n, sessions, depth) in [(60, 2, 16), (60, 8, 16), (61, 2, 16), (200, 4, 16), (1000, 8, 256)] {
+            let c = chunks((0..n).map(f).collect(), sessions, depth);
+            assert_eq!(c.iter().map(|(x, _)| x.len() as u64).sum::<u64>(), n);
+            assert!(c.iter().all(|(x, _)| x.len() >= 2 && x.len() <= MAX_CHUNK), "{n}/{sessions}: {c:?}");
+        }
     }
 
     #[test]
