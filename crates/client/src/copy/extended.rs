@@ -27,6 +27,7 @@ impl Client {
         meta: FileMeta,
     ) -> Result<u64, ClientError> {
         let sink = LocalSink::open(dst, !resume.is_empty(), meta)?;
+        sink.preallocate(Some(size))?;
         if sink.partial.is_some() && !resume.is_empty() && sink.existing_len == 0 {
             // The partial file is gone: the record describes nothing.
             resume.clear();
