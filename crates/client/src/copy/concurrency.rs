@@ -466,6 +466,22 @@ impl Client {
 mod tests {
     use super::*;
 
+    /// A pending file named `name` of `size` bytes (resumed or fresh).
+    fn pending(name: &str, size: u64, resume: bool) -> Pending {
+        let facts = FileFacts {
+            name: name.into(),
+            kind: ferry_proto::facts::FileKind::File,
+            size,
+            modified: 0,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            unique: (0, 0),
+        };
+        (Location::Local(name.into()), Location::Local(name.into()), facts, resume)
+    }
+
     #[test]
     fn small_files_get_more_sessions_on_long_paths() {
         let small = vec![4096u64; 2000];
@@ -519,20 +535,7 @@ mod tests {
 
     #[test]
     fn chunks_keep_resumed_files_apart() {
-        let f = |name: &str, resume| {
-            let facts = FileFacts {
-                name: name.into(),
-                kind: ferry_proto::facts::FileKind::File,
-                size: 1,
-                modified: 0,
-                mode: 0o644,
-                uid: 0,
-                gid: 0,
-                nlink: 1,
-                unique: (0, 0),
-            };
-            (Location::Local(name.into()), Location::Local(name.into()), facts, resume)
-        };
+        let f = |name: &str, resume| pending(name, 1, resume);
         let pending: Vec<Pending> = (0..1000).map(|i| f(&i.to_string(), i % 100 == 0)).collect();
         let c = chunks(pending, 4, 16);
         assert!(c[0].1 && c[0].0.len() == 10);
@@ -545,20 +548,7 @@ mod tests {
 
     #[test]
     fn a_zipf_tree_is_cut_by_bytes_and_its_biggest_chunks_go_first() {
-        let f = |i: usize, size: u64| {
-            let facts = FileFacts {
-                name: i.to_string(),
-                kind: ferry_proto::facts::FileKind::File,
-                size,
-                modified: 0,
-                mode: 0o644,
-                uid: 0,
-                gid: 0,
-                nlink: 1,
-                unique: (0, 0),
-            };
-            (Location::Local(i.to_string().into()), Location::Local(i.to_string().into()), facts, false)
-        };
+        let f = |i: usize, size: u64| pending(&i.to_string(), size, false);
         // The mixed tree: 1,000 files, Zipf by rank, largest first.
         let sizes: Vec<u64> = (1..=1000u64).map(|k| 133_600_000 / k).collect();
         let total: u64 = sizes.iter().sum();
@@ -584,18 +574,7 @@ mod tests {
     fn no_chunk_is_a_lone_file() {
         let f = |i: u64| {
             let size = if i % 7 == 0 { 300_000 } else { 1 + i * 997 % 70_000 };
-            let facts = FileFacts {
-                name: i.to_string(),
-                kind: ferry_proto::facts::FileKind::File,
-                size,
-                modified: 0,
-                mode: 0o644,
-                uid: 0,
-                gid: 0,
-                nlink: 1,
-                unique: (0, 0),
-            };
-            (Location::Local(i.to_string().into()), Location::Local(i.to_string().into()), facts, false)
+            pending(&i.to_string(), size, false)
         };
         for (n, sessions, depth) in [(60, 2, 16), (60, 8, 16), (61, 2, 16), (200, 4, 16), (1000, 8, 256)] {
             let c = chunks((0..n).map(f).collect(), sessions, depth);
@@ -606,20 +585,7 @@ mod tests {
 
     #[test]
     fn every_session_gets_a_chunk_on_a_long_path() {
-        let f = |i: usize| {
-            let facts = FileFacts {
-                name: i.to_string(),
-                kind: ferry_proto::facts::FileKind::File,
-                size: 4096,
-                modified: 0,
-                mode: 0o644,
-                uid: 0,
-                gid: 0,
-                nlink: 1,
-                unique: (0, 0),
-            };
-            (Location::Local(i.to_string().into()), Location::Local(i.to_string().into()), facts, false)
-        };
+        let f = |i: usize| pending(&i.to_string(), 4096, false);
         // 80 ms: depth 256. 2,000 files for 8 sessions: 8 chunks, not 4.
         let c = chunks((0..2000).map(f).collect(), 8, 256);
         assert_eq!(c.len(), 8);
