@@ -493,8 +493,23 @@ impl StreamLayout {
     }
 }
 
+/// A line's layout from its files' sizes, in order; a total past
+/// `u64::MAX` saturates (a server refuses such a line: [`StreamLayout::push`]).
+impl FromIterator<u64> for StreamLayout {
+    fn from_iter<I: IntoIterator<Item = u64>>(sizes: I) -> Self {
+        let mut layout = Self::default();
+        for size in sizes {
+            layout.push(size);
+        }
+        layout
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::command::Command;
+
     #[test]
     fn a_stream_layout_maps_offsets_to_files_past_empty_ones() {
         let mut l = StreamLayout::default();
@@ -507,10 +522,9 @@ mod tests {
         assert_eq!(l.locate(4), Some((2, 0, 3)), "the empty file 1 holds no byte");
         assert_eq!(l.locate(7), None);
         assert!(!l.push(u64::MAX), "a total past u64::MAX is refused");
+        let c: StreamLayout = [4, 0, 3, 0].into_iter().collect();
+        assert_eq!((c.len(), c.total(), c.locate(4)), (4, 7, Some((2, 0, 3))));
     }
-
-    use super::*;
-    use crate::command::Command;
 
     fn p(line: &str) -> Result<Command, CommandError> {
         Command::parse(line.as_bytes())

@@ -56,7 +56,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            mss: 1500,
+            mss: Self::DEFAULT_MSS,
             flight_flag_size: 25_600,
             recv_buffer_packets: 8192,
             send_buffer_bytes: 8192 * 1456,
@@ -80,6 +80,8 @@ impl Default for Config {
 impl Config {
     /// The smallest MSS libudt accepts (`28 + 48`, room for a handshake).
     pub const MIN_MSS: u32 = 76;
+    /// UDT4's default MSS (`UDT_MSS`), what libudt and Globus UDT offer.
+    pub const DEFAULT_MSS: u32 = 1500;
 
     /// Payload bytes per data packet at MSS `mss`.
     pub fn payload_size(mss: u32) -> usize {
@@ -92,13 +94,19 @@ impl Config {
     /// the send buffer is in bytes already. A connection calls this once
     /// the handshake settled its MSS, so a 9 000-byte MSS does not make a
     /// 16 384-packet receive buffer six times larger in memory, and a peer
-    /// that brings it down to 1 500 does not shrink it six times.
+    /// that brings it down to 1 500 does not shrink it six times. Below
+    /// 1 500 (or the configured MSS, if smaller) the counts stay those of
+    /// that size and the bytes shrink: the receive buffer keeps a slot per
+    /// packet, so a hostile peer offering the 76-byte minimum would
+    /// otherwise make it ~786,000 slots (19 MB of bookkeeping) for 24 MB.
     pub fn at_mss(mut self, mss: u32) -> Config {
         let mss = mss.max(Self::MIN_MSS);
         if mss == self.mss {
             return self;
         }
-        let (from, to) = (Self::payload_size(self.mss.max(Self::MIN_MSS)) as u64, Self::payload_size(mss) as u64);
+        let floor = self.mss.min(Self::DEFAULT_MSS);
+        let from = Self::payload_size(self.mss.max(Self::MIN_MSS)) as u64;
+        let to = Self::payload_size(mss.max(floor)) as u64;
         let recount = |packets: u32| -> u32 {
             let n = (u64::from(packets) * from).div_ceil(to).clamp(32, i32::MAX as u64);
             n as u32
@@ -123,5 +131,30 @@ impl Config {
         self.flight_flag_size = self.flight_flag_size.max(packets);
         self.send_buffer_bytes = self.send_buffer_bytes.max(packets as usize * payload as usize);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recounting keeps the bytes at and above 1 500, and keeps the counts
+    /// below it: the 76-byte minimum a hostile peer may offer does not
+    /// multiply the receive buffer's slots.
+    #[test]
+    fn a_small_mss_does_not_multiply_the_packet_counts() {
+        let base = Config::default();
+        let tiny = base.clone().at_mss(Config::MIN_MSS);
+        assert_eq!(
+            (tiny.mss, tiny.recv_buffer_packets, tiny.flight_flag_size),
+            (Config::MIN_MSS, base.recv_buffer_packets, base.flight_flag_size)
+        );
+        let jumbo = base.clone().at_mss(9000);
+        assert!(jumbo.recv_buffer_packets < base.recv_buffer_packets / 5);
+        // From a path's 9 000 down to a peer's 76: back to the 1 500 counts
+        // (to rounding), not 117 times more.
+        let down = jumbo.at_mss(Config::MIN_MSS);
+        assert!(down.recv_buffer_packets.abs_diff(base.recv_buffer_packets) <= 8, "{down:?}");
+        assert!(down.flight_flag_size.abs_diff(base.flight_flag_size) <= 8, "{down:?}");
     }
 }

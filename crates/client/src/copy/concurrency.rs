@@ -199,12 +199,13 @@ fn chunks(pending: Vec<Pending>, sessions: usize, depth: usize) -> VecDeque<(Vec
     // round trip of set-up and (uploaded) a sync of its own. A chunk the
     // bytes closed at its first file takes the last file of the last
     // chunk that can spare one (where a tree is listed largest first, one
-    // of the smallest), so it stays a batch without taking a big neighbour.
+    // of the smallest), so it stays a batch without taking a big neighbour;
+    // where none after it can (a tree listed largest last), one before it.
     for i in 0..cut.len() {
         if cut[i].1.len() != 1 {
             continue;
         }
-        if let Some(j) = (i + 1..cut.len()).rev().find(|&j| cut[j].1.len() > 2) {
+        if let Some(j) = (0..cut.len()).rev().find(|&j| j != i && cut[j].1.len() > 2) {
             let p = cut[j].1.pop().expect("more than two files");
             let w = weight(&p);
             cut[j].0 -= w;
@@ -581,6 +582,14 @@ mod tests {
             assert_eq!(c.iter().map(|(x, _)| x.len() as u64).sum::<u64>(), n);
             assert!(c.iter().all(|(x, _)| x.len() >= 2 && x.len() <= MAX_CHUNK), "{n}/{sessions}: {c:?}");
         }
+        // Listed largest last: twelve 1-byte files cut by count into chunks
+        // of four, then two 1 GB files that the bytes close alone; no chunk
+        // follows them, so each borrows from a chunk before it.
+        let sizes: Vec<u64> = [1; 12].into_iter().chain([1 << 30, 1 << 30]).collect();
+        let c = chunks(sizes.iter().enumerate().map(|(i, s)| pending(&i.to_string(), *s, false)).collect(), 2, 2);
+        assert_eq!(c.iter().map(|(x, _)| x.len()).sum::<usize>(), 14);
+        let lens: Vec<usize> = c.iter().map(|(x, _)| x.len()).collect();
+        assert!(lens.iter().all(|l| *l >= 2), "{lens:?}");
     }
 
     #[test]

@@ -589,17 +589,14 @@ impl ServerSession {
                         return Err(refused(&Command::Allo(Allo { size: total, record: None }), allo));
                     }
                     let cmd = Command::Stor(items[r.start].path.clone());
-                    let mut layout = StreamLayout::default();
-                    for f in &items[r.clone()] {
-                        layout.push(f.size);
-                    }
+                    let layout: StreamLayout = items[r.clone()].iter().map(|f| f.size).collect();
                     loop {
                         match self.ctrl.next_event_untimed().await? {
                             PipelineEvent::Marker { marker, .. } => match marker {
                                 Some(Marker::Restart(ranges)) => {
                                     // The line's coordinates to each file's.
                                     for (j, f) in items[r.clone()].iter().enumerate() {
-                                        let (s, e) = (layout.start(j), layout.start(j) + f.size);
+                                        let (s, e) = (layout.start(j), layout.start(j) + layout.size(j));
                                         let mut mine = ferry_proto::RangeSet::new();
                                         for x in ranges.ranges() {
                                             let (a, b) = (x.start.max(s), x.end.min(e));
@@ -681,13 +678,8 @@ struct ConcatSource {
 
 impl ConcatSource {
     fn new(files: impl IntoIterator<Item = (Arc<dyn BlockSource>, u64)>) -> Self {
-        let mut layout = StreamLayout::default();
-        let mut sources = Vec::new();
-        for (src, size) in files {
-            layout.push(size);
-            sources.push(src);
-        }
-        Self { sources, layout }
+        let (sources, sizes): (Vec<_>, Vec<u64>) = files.into_iter().unzip();
+        Self { sources, layout: sizes.into_iter().collect() }
     }
 
     fn total(&self) -> u64 {
@@ -740,10 +732,7 @@ impl StreamSink {
         states: &[Arc<ReceiveState>],
         completed: tokio::sync::mpsc::UnboundedSender<usize>,
     ) -> Self {
-        let mut layout = StreamLayout::default();
-        for f in items {
-            layout.push(f.size);
-        }
+        let layout = items.iter().map(|f| f.size).collect();
         Self {
             sinks: items.iter().map(|f| f.data.clone()).collect(),
             layout,
