@@ -47,6 +47,25 @@ impl SendBuffer {
         self.capacity - self.data.len()
     }
 
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Lets the buffer hold up to `capacity` bytes (never less than now).
+    /// The storage is reserved exactly, so a grown buffer's memory is its
+    /// capacity, not the next power of two a doubling `VecDeque` takes.
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity > self.capacity {
+            self.capacity = capacity;
+            self.data.reserve_exact(capacity - self.data.len());
+        }
+    }
+
+    /// Bytes sent and not yet acknowledged.
+    pub fn unacked(&self) -> usize {
+        self.data.len() - self.unsent()
+    }
+
     /// Bytes held (unacknowledged plus unsent).
     pub fn len(&self) -> usize {
         self.data.len()
@@ -173,6 +192,33 @@ impl RecvBuffer {
         self.slots.len()
     }
 
+    /// Grows the ring to `capacity` slots (never shrinks it): every held
+    /// packet moves to its slot in the larger ring. The window can only
+    /// widen, so no packet the old ring accepted falls outside the new one.
+    pub fn grow(&mut self, capacity: usize) {
+        if capacity <= self.slots.len() {
+            return;
+        }
+        let old = std::mem::take(&mut self.slots);
+        let len = old.len() as u64;
+        self.slots = (0..capacity).map(|_| None).collect();
+        for (i, v) in old.into_iter().enumerate() {
+            if let Some(v) = v {
+                // slot i holds the packet pn in [read_pn, read_pn + len) with pn % len == i
+                let base = self.read_pn - self.read_pn % len;
+                let mut pn = base + i as u64;
+                if pn < self.read_pn {
+                    pn += len;
+                }
+                let j = self.slot(pn);
+                self.slots[j] = Some(v);
+            }
+        }
+        // packets that arrived beyond the old limit were refused, so the
+        // contiguous prefix is unchanged; it may now extend no further
+        // either (the new slots are empty).
+    }
+
     /// One past the highest packet number the buffer can take now
     /// (libudt keeps one slot empty to tell full from empty).
     pub fn limit(&self) -> u64 {
@@ -256,6 +302,34 @@ impl RecvBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grown_receive_ring_keeps_its_packets_and_takes_more() {
+        let mut b = RecvBuffer::new(8, 1000);
+        for pn in [1000u64, 1001, 1003, 1006] {
+            assert!(b.insert(pn, &[pn as u8; 3]));
+        }
+        let mut out = [0u8; 3];
+        assert_eq!(b.read(&mut out), 3);
+        assert!(!b.insert(1009, b"x"), "beyond the old ring");
+        b.grow(32);
+        assert_eq!(b.capacity(), 32);
+        assert!(b.has(1003) && b.has(1006) && !b.has(1002));
+        assert!(b.insert(1009, &[9; 3]));
+        assert!(b.insert(1002, &[2; 3]));
+        assert_eq!(b.contiguous_end(), 1004);
+        let mut all = [0u8; 9];
+        assert_eq!(b.read(&mut all), 9);
+        assert_eq!(
+            all,
+            [1001u16 as u8, 1001u16 as u8, 1001u16 as u8, 2, 2, 2, 1003u16 as u8, 1003u16 as u8, 1003u16 as u8]
+        );
+        let mut s = SendBuffer::new(4, 0);
+        assert_eq!(s.write(b"abcdef"), 4);
+        s.grow(8);
+        assert_eq!(s.write(b"ef"), 2);
+        assert_eq!(s.capacity(), 8);
+    }
 
     #[test]
     fn send_buffer_cuts_acks_and_retransmits() {

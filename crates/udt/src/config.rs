@@ -51,6 +51,14 @@ pub struct Config {
     /// Queued control packets beyond this many are dropped (ACKs and NAKs
     /// are periodic; a peer cannot make us queue without bound).
     pub max_control_queue: usize,
+    /// How far the buffers may grow with the measured path, bytes (0, the
+    /// default: they stay as configured, as libudt's do). A receiver sizes
+    /// its buffer, and so the flow window it advertises, at
+    /// [`Config::PATH_BUFFER_BDPS`] times its arrival rate times the RTT
+    /// when that is more than configured; a sender lets its send buffer
+    /// hold the window the peer advertises. Neither exceeds this, and
+    /// neither shrinks (docs/udt.md, "Session 17").
+    pub max_path_buffer_bytes: usize,
 }
 
 impl Default for Config {
@@ -73,6 +81,7 @@ impl Default for Config {
             nak_min_interval: Duration::from_millis(20),
             max_burst: Duration::from_millis(1),
             max_control_queue: 256,
+            max_path_buffer_bytes: 0,
         }
     }
 }
@@ -82,6 +91,12 @@ impl Config {
     pub const MIN_MSS: u32 = 76;
     /// UDT4's default MSS (`UDT_MSS`), what libudt and Globus UDT offer.
     pub const DEFAULT_MSS: u32 = 1500;
+
+    /// Bandwidth-delay products a receive buffer grown with the path holds
+    /// ([`Config::max_path_buffer_bytes`]), as [`Config::for_path`]'s: the
+    /// data behind a hole waits a round trip and the NAK's delay for its
+    /// repair, two or three more when the repair is lost too.
+    pub const PATH_BUFFER_BDPS: f64 = 8.0;
 
     /// Payload bytes per data packet at MSS `mss`.
     pub fn payload_size(mss: u32) -> usize {

@@ -393,6 +393,21 @@ impl Connection {
         self.payload_size
     }
 
+    /// The receive buffer's packets at [`Config::max_path_buffer_bytes`]
+    /// (0 when buffers do not grow with the path).
+    fn path_buffer_packets(&self) -> usize {
+        match self.config.max_path_buffer_bytes {
+            0 => 0,
+            cap => (cap / self.payload_size.max(1)).max(32),
+        }
+    }
+
+    /// The largest flow window a peer may advertise to us: our configured
+    /// one, or as far as a buffer grown with the path may reach.
+    fn max_flow_window(&self) -> i64 {
+        (self.config.flight_flag_size.max(2) as usize).max(self.path_buffer_packets()) as i64
+    }
+
     /// How much state the connection holds now (tests check it stays bounded).
     pub fn footprint(&self) -> Footprint {
         Footprint {
@@ -529,7 +544,7 @@ impl Connection {
         self.payload_size = Config::payload_size(mss);
         self.isn = isn;
         self.peer_isn = peer_isn;
-        let flow = i64::from(peer_flow_window).clamp(2, i64::from(self.config.flight_flag_size.max(2)));
+        let flow = i64::from(peer_flow_window).clamp(2, self.max_flow_window());
         if let Some(rtt) = self.handshake_rtt {
             self.rtt_us = (rtt.as_micros() as i64).max(1);
             self.rtt_var_us = self.rtt_us / 2;
@@ -537,7 +552,7 @@ impl Connection {
         self.snd = Some(Sender {
             buf: SendBuffer::new(self.config.send_buffer_bytes, isn),
             records: VecDeque::new(),
-            loss: LossList::new((flow as usize).max(16)),
+            loss: LossList::new((self.max_flow_window() as usize).max(16)),
             last_ack: isn,
             flow_window: flow,
             next_send: now,
@@ -553,7 +568,7 @@ impl Connection {
         let rcv_packets = self.config.recv_buffer_packets.max(32) as usize;
         self.rcv = Some(Receiver {
             buf: RecvBuffer::new(rcv_packets, peer_isn),
-            loss: LossList::new(rcv_packets),
+            loss: LossList::new(rcv_packets.max(self.path_buffer_packets())),
             curr: peer_isn - 1,
             last_ack: peer_isn,
             last_ack_ack: peer_isn,
@@ -858,6 +873,7 @@ impl Connection {
 
     fn handle_ack(&mut self, now: Time, ack_no: u32, ack: SeqNo, info: AckInfo) {
         let mss = u64::from(self.mss);
+        let max_flow = self.max_flow_window();
         let Some(s) = self.snd.as_mut() else { return };
         // ACK2 for every full ACK: libudt's own test (more than one SYN since
         // the last ACK2) compares CPU ticks with microseconds and so is
@@ -876,8 +892,17 @@ impl Connection {
             return;
         }
         if pn >= s.last_ack {
-            s.flow_window = i64::from(info.avail_buf).clamp(2, i64::from(self.config.flight_flag_size.max(2)));
+            s.flow_window = i64::from(info.avail_buf).clamp(2, max_flow);
             s.last_ack = pn;
+            if self.config.max_path_buffer_bytes > 0 {
+                // Hold as much as is in flight twice over, so the send
+                // buffer never limits what is unacknowledged; at most the
+                // window the peer grew with the path (bounded by our cap
+                // through `max_flow`) and a quarter more unsent.
+                let window = (s.flow_window as usize * self.payload_size).saturating_mul(5) / 4;
+                let want = s.buf.unacked().saturating_mul(2).min(window);
+                s.buf.grow(want.min(self.config.max_path_buffer_bytes));
+            }
             self.cc.set_max_window(s.flow_window as u64 * mss);
         }
         let first = s.buf.first_unacked();
@@ -1137,6 +1162,20 @@ impl Connection {
         } else {
             None
         };
+        if rates.is_some() && self.config.max_path_buffer_bytes > 0 {
+            // Size the buffer from the path: PATH_BUFFER_BDPS times what
+            // arrives per round trip, when more than configured, up to the
+            // cap; grown by a quarter at a time at least (each growth moves
+            // the held packets), never shrunk.
+            let speed = f64::from(r.arrivals.receive_speed());
+            let rtt = self.rtt_us.max(0) as f64 / 1e6;
+            let want = (Config::PATH_BUFFER_BDPS * speed * rtt).ceil() as usize;
+            let cap = (self.config.max_path_buffer_bytes / self.payload_size.max(1)).max(32);
+            let have = r.buf.capacity();
+            if want > have && have < cap {
+                r.buf.grow(want.max(have + have / 4).min(cap));
+            }
+        }
         let info = AckInfo {
             rtt_us: self.rtt_us.clamp(0, i64::from(i32::MAX)) as i32,
             rtt_var_us: self.rtt_var_us.clamp(0, i64::from(i32::MAX)) as i32,

@@ -42,14 +42,43 @@ fn bench2_row(
     trace: bool,
     trace_ms: u64,
 ) -> Row {
-    let mbit = 150.0;
+    let path = Path { mbit: 150.0, mss: 1500, buffer_packets: DRIVER_BUFFER_PACKETS, grow_cap: 0 };
+    path_row(&path, initial, loss, seed, secs, tick_us, late_ms, trace, trace_ms)
+}
+
+/// A benchmark-2 path: the link's rate, the MSS both ends use, and the
+/// driver's buffers in packets of 1 500 bytes (recounted at the MSS as
+/// `Config::at_mss` does).
+struct Path {
+    mbit: f64,
+    mss: u32,
+    buffer_packets: u32,
+    /// `Config::max_path_buffer_bytes` (0: buffers as configured).
+    grow_cap: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn path_row(
+    path: &Path,
+    initial: Option<f64>,
+    loss: f64,
+    seed: u64,
+    secs: u64,
+    tick_us: u64,
+    late_ms: u64,
+    trace: bool,
+    trace_ms: u64,
+) -> Row {
+    let mbit = path.mbit;
     let rate = mbit * MBIT;
     let kind = CongestionKind::Ferry { initial_rate: initial, max_rate: None };
-    let n = DRIVER_BUFFER_PACKETS;
+    let n = path.buffer_packets;
     let mut c = Config { congestion: kind, ..Config::default() };
     c.recv_buffer_packets = n;
     c.flight_flag_size = c.flight_flag_size.max(n);
     c.send_buffer_bytes = n as usize * 1456;
+    c.max_path_buffer_bytes = path.grow_cap;
+    let c = c.at_mss(path.mss);
     let mut up = LinkConfig::new(80).rate_mbit(mbit).loss(loss).queue((rate * 0.2) as usize + 262_144);
     let mut down = LinkConfig::new(80).loss(loss);
     if tick_us > 0 {
@@ -64,7 +93,8 @@ fn bench2_row(
         s.client_late = Duration::from_millis(late_ms);
     }
     let t0 = s.now;
-    let capacity = rate * 1456.0 / 1500.0;
+    let mss = f64::from(path.mss);
+    let capacity = rate * (mss - 44.0) / mss;
     let mut last = t0;
     let (mut last_sent, mut last_retx, mut last_drops, mut last_lost) = (0, 0, 0, 0);
     while s.now < t0 + Duration::from_secs(secs) {
@@ -74,7 +104,7 @@ fn bench2_row(
             last = s.now;
             let st = s.client().stats();
             println!(
-                "{:5.2}s g {g:.2} sent {} retx {} lost {} qdrop {} exp {} rtt {:?} | {}",
+                "{:5.2}s g {g:.2} sent {} retx {} lost {} qdrop {} exp {} rtt {:?} fw {} | {}",
                 s.now.saturating_since(t0).as_secs_f64(),
                 st.packets_sent - last_sent,
                 st.retransmitted - last_retx,
@@ -82,6 +112,7 @@ fn bench2_row(
                 s.up.dropped_queue - last_drops,
                 st.exp_timeouts,
                 st.rtt,
+                st.flow_window,
                 s.client().congestion().describe()
             );
             (last_sent, last_retx, last_drops, last_lost) =
@@ -119,6 +150,51 @@ fn sweep_bench2_rows() {
             env("SECS", 30),
             env("TICK_US", 0),
             env("LATE_MS", 0),
+            std::env::var("TRACE").is_ok(),
+            env("TRACE_MS", 1000),
+        );
+        println!("seed {seed}: {:.3} of the link, {} queue drops; {}", r.share, r.queue_drops, r.describe);
+        sum += r.share;
+        n += 1;
+        worst = worst.min(r.share);
+    }
+    println!("mean {:.3} worst {worst:.3} over {n} seeds", sum / n as f64);
+}
+
+/// Benchmark 2 at 1 Gbit/s (session 17): seeds of the cold row with MSS
+/// 9000, printed. `LOSS` % (1), `SEEDS` (1-4), `SECS` (20), `MBIT` (1000),
+/// `MSS` (9000), `BUF` (the driver's buffers, packets of 1 500 bytes:
+/// 16 384), `GROW_MB` (buffers grown with the path up to this many MB; 0),
+/// `TRACE=1`, `TRACE_MS` (1000), `RATE=1` to start at the link's
+/// payload rate.
+#[test]
+#[ignore]
+fn sweep_1g_rows() {
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let loss = std::env::var("LOSS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(1.0) / 100.0;
+    let seeds = std::env::var("SEEDS").unwrap_or("1-4".into());
+    let (a, b) = seeds.split_once('-').map_or_else(
+        || (seeds.parse().unwrap(), seeds.parse().unwrap()),
+        |(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()),
+    );
+    let path = Path {
+        mbit: env("MBIT", 1000) as f64,
+        mss: env("MSS", 9000) as u32,
+        buffer_packets: env("BUF", u64::from(DRIVER_BUFFER_PACKETS)) as u32,
+        grow_cap: env("GROW_MB", 0) as usize * 1_000_000,
+    };
+    let mss = f64::from(path.mss);
+    let initial = (env("RATE", 0) == 1).then_some(path.mbit * MBIT * (mss - 44.0) / mss);
+    let (mut sum, mut n, mut worst) = (0.0, 0, f64::MAX);
+    for seed in a..=b {
+        let r = path_row(
+            &path,
+            initial,
+            loss,
+            seed,
+            env("SECS", 20),
+            0,
+            0,
             std::env::var("TRACE").is_ok(),
             env("TRACE_MS", 1000),
         );
