@@ -321,3 +321,18 @@ fn a_lossy_start_up_leaves_on_the_prompt_samples_before_the_queue_overflows() {
         assert!(r.describe.contains("delay_exits 1"), "seed {seed}: {}", r.describe);
     }
 }
+
+/// Benchmark 2 at 1 Gbit/s, 160 ms, MSS 9000, 1 % loss, cold, 20 s
+/// (session 17): the driver's 24 MB buffers are 1.2 bandwidth-delay
+/// products there, and every hole holds the window for a round trip and
+/// the NAK's delay, so the row ran at 0.41 of the link (ferry-wan: 0.37).
+/// Buffers grown with the path (8x the arrival rate x RTT, up to the
+/// driver's ~191 MB) reach 0.85.
+#[test]
+fn buffers_grown_with_the_path_fill_a_lossy_gigabit_path() {
+    let path = |grow_cap| Path { mbit: 1000.0, mss: 9000, buffer_packets: DRIVER_BUFFER_PACKETS, grow_cap };
+    let fixed = path_row(&path(0), None, 0.01, 1, 20, 0, 0, false, 1000);
+    assert!(fixed.share < 0.6, "the fixed buffers no longer bind: {:.3}", fixed.share);
+    let grown = path_row(&path(8 * DRIVER_BUFFER_PACKETS as usize * 1456), None, 0.01, 1, 20, 0, 0, false, 1000);
+    assert!(grown.share >= 0.8, "{:.3} of the link; {}", grown.share, grown.describe);
+}
