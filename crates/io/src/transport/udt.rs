@@ -19,7 +19,9 @@
 //!   (SBUF, `--tcp-bs`) that is the path's bandwidth-delay product, and the
 //!   protocol's windows are eight of it ([`UdtConfig::for_path`]: on a
 //!   lossy path the ACK point waits behind holes whose repair was lost
-//!   again); without one, 16,384 packets (about 24 MB at MSS 1500).
+//!   again); without one, 16,384 packets (about 24 MB), grown with the
+//!   measured path up to `MAX_PATH_BUFFER_BYTES` (about 191 MB: at
+//!   1 Gbit/s and 160 ms, 24 MB is 1.2 bandwidth-delay products).
 //! * **Stalls.** A read or write that makes no progress for the session's
 //!   data timeout fails with `TimedOut` (`UdtStream::set_read_timeout`), as
 //!   on TCP; the driver also declares a silent peer dead (UDT's EXP timer,
