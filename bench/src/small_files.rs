@@ -411,14 +411,16 @@ fn truncate_files(dir: &Path) {
     }
 }
 
-/// How long a freed inode counts as recently deleted for ext4: the
-/// writeback expiry (`vm.dirty_expire_centisecs`, 30 s by default).
+/// How long a freed inode counts as recently deleted for ext4 without a
+/// journal: `RECENTCY_MIN` in `fs/ext4/ialloc.c` (60 s since Linux 5.7;
+/// 300 s more while the inode's table block is still dirty, which
+/// [`empty_trash`]'s `syncfs` rules out), plus a margin. Measured here
+/// (docs/trees.md, session 17): creates next to 5,000 deleted files cost
+/// 630–970 µs each 20–61 s after the delete and 25–40 µs from 81 s on. The
+/// writeback expiry this used to read (30 s) was too short: a run started
+/// right after another still paid for the other's deletes.
 fn recently_deleted_window() -> Duration {
-    let cs = fs::read_to_string("/proc/sys/vm/dirty_expire_centisecs")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(3000);
-    Duration::from_millis(cs * 10 + 1000)
+    Duration::from_secs(65)
 }
 
 /// Removes the retired destinations and notes when (`stamp`), so the
@@ -428,6 +430,11 @@ fn empty_trash(trash: &Path, stamp: &Path) -> Result<()> {
     let had = fs::read_dir(trash).map(|mut d| d.next().is_some()).unwrap_or(false);
     data::remove_path(trash)?;
     if had {
+        // The freed inodes' table blocks written back: ext4 counts a
+        // deleted inode recent for 300 s more while its block is dirty.
+        if let Some(parent) = trash.parent() {
+            flush_work(parent);
+        }
         fs::write(stamp, b"").map_err(io_err("writing", stamp))?;
     }
     Ok(())
@@ -867,8 +874,9 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
            the file system back, waits for the dirty pages to drain, and runs the `ferry` and `ferry-old` rows once \
            untimed on that case's tree (the first rows of a run, and the first upload rows after the downloads, \
            read slow otherwise: docs/trees.md, session 13). Destinations are emptied (files truncated) after each row and deleted only at the \
-           end of the run: on this machine's ext4 a create scans the inodes freed in the last 30 s, so a deleted \
-           destination slowed whichever row came next (docs/trees.md, session 7). \
+           end of the run: on this machine's ext4 (no journal) a create skips the inodes freed in the last 60 s, \
+           so a deleted destination slowed whichever row came next (docs/trees.md, sessions 7 and 17); a run \
+           starts 65 s after the last run's deletes were written back. \
            **load** is the 1-minute load average before the run (the machine has 2 cores shared with other \
            work).\n\n";
     md += "Invocations whose runs are on this page:\n\n";

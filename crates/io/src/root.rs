@@ -111,7 +111,7 @@ pub struct UploadInfo {
 /// The partial file of an upload, in its directory's hidden area.
 #[derive(Debug)]
 struct PartialFile {
-    area: Dir,
+    area: Arc<Dir>,
     part: String,
     meta: String,
 }
@@ -130,7 +130,10 @@ pub struct Upload {
     /// partial's record; the whole file when writing in place): what a
     /// resume may claim to have sent.
     pub held: RangeSet,
-    parent: Dir,
+    parent: Arc<Dir>,
+    /// `parent`'s (device, inode), its claim key: a batch's pass finds
+    /// what to `syncfs` and which areas to remove without an `fstat` a file.
+    dir_key: DirKey,
     name: OsString,
     partial: Option<PartialFile>,
     record: Mutex<Record>,
@@ -214,11 +217,11 @@ impl Upload {
             let _ = crate::disk::start_writeback(&self.file);
         }
         let file = self.file.try_clone().map_err(|e| fs_error(&e))?;
-        let parent = self.parent.try_clone().map_err(|e| fs_error(&e))?;
+        let parent = self.parent.clone();
         // The partial area stays for the batch's next file (one `mkdir`
         // and `rmdir` per batch, not per file); the pass removes it.
         self.rename_keeping_area()?;
-        batch.add(PendingFile { file, parent });
+        batch.add(PendingFile { file, parent, dir_key: self.dir_key });
         Ok(())
     }
 
@@ -290,6 +293,48 @@ impl Upload {
         if let Err(e) = self.checkpoint(ranges) {
             tracing::warn!(error = %e, "cannot record what a failed upload holds");
         }
+    }
+}
+
+/// The directory a run of uploads goes into, kept open between them
+/// ([`Root::begin_store_in`]): its descriptor, its identity (the key of
+/// the claims) and its partial area. Each upload still holds its own
+/// reference, and confinement is as for a single upload: the directory
+/// is opened beneath the root once, where each upload opened it before.
+/// An area removed meanwhile (another upload's commit found it empty) is
+/// opened again.
+#[derive(Debug, Default)]
+pub struct StoreDirs {
+    parent: Option<(VirtualPath, Arc<Dir>, DirKey)>,
+    area: Option<Arc<Dir>>,
+}
+
+impl StoreDirs {
+    fn parent(&mut self, root: &Root, dir: &VirtualPath) -> Result<(Arc<Dir>, DirKey), FsError> {
+        if let Some((p, d, k)) = &self.parent {
+            if p == dir {
+                return Ok((d.clone(), *k));
+            }
+        }
+        self.area = None;
+        let d = root.dir.open_dir(Root::rel(dir)).map_err(|e| fs_error(&e))?;
+        let k = Root::key(&d)?;
+        let d = Arc::new(d);
+        self.parent = Some((dir.clone(), d.clone(), k));
+        Ok((d, k))
+    }
+
+    fn area(&mut self, parent: &Dir) -> Result<Arc<Dir>, FsError> {
+        if let Some(a) = &self.area {
+            return Ok(a.clone());
+        }
+        let a = Arc::new(open_area(parent)?);
+        self.area = Some(a.clone());
+        Ok(a)
+    }
+
+    fn area_gone(&mut self) {
+        self.area = None;
     }
 }
 
@@ -371,7 +416,9 @@ impl CommitGroup {
 #[derive(Debug)]
 pub struct PendingFile {
     file: std::fs::File,
-    parent: Dir,
+    parent: Arc<Dir>,
+    /// `parent`'s (device, inode).
+    dir_key: DirKey,
 }
 
 /// How a batch's one durability pass is made.
@@ -471,12 +518,10 @@ impl BatchDurability {
         // The partial areas the batch kept, removed when empty.
         let mut seen: Vec<(u64, u64)> = Vec::new();
         for f in &files {
-            if let Ok(m) = f.parent.dir_metadata() {
-                if seen.contains(&(m.dev(), m.ino())) {
-                    continue;
-                }
-                seen.push((m.dev(), m.ino()));
+            if seen.contains(&f.dir_key) {
+                continue;
             }
+            seen.push(f.dir_key);
             let _ = f.parent.remove_dir(AREA);
         }
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
@@ -572,11 +617,10 @@ impl SyncPasses {
     /// Returns when a pass that started after this call has synced every
     /// file system holding a file of `files`.
     fn sync(&self, files: &[PendingFile]) -> io::Result<()> {
-        use std::os::unix::fs::MetadataExt as _;
         let slot: PassSlot = Arc::default();
         let mut mine: Vec<(u64, std::fs::File, PassSlot)> = Vec::new();
         for f in files {
-            let dev = f.file.metadata()?.dev();
+            let dev = f.dir_key.0;
             if !mine.iter().any(|(d, ..)| *d == dev) {
                 mine.push((dev, f.file.try_clone()?, slot.clone()));
             }
@@ -691,10 +735,9 @@ fn syncfs(file: &std::fs::File) -> io::Result<()> {
 
 /// `syncfs(2)` once for each file system (device) of `files`.
 fn syncfs_of(files: &[PendingFile]) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt as _;
     let mut devices: Vec<u64> = Vec::new();
     for f in files {
-        let dev = f.file.metadata()?.dev();
+        let dev = f.dir_key.0;
         if devices.contains(&dev) {
             continue;
         }
@@ -1075,10 +1118,25 @@ impl Root {
     /// Starts an upload to `p`: claims the name (`UploadInProgress` while
     /// another upload holds it) and opens where the data goes.
     pub fn begin_store(&self, p: &VirtualPath, mode: StoreMode, info: &UploadInfo) -> Result<Upload, FsError> {
+        self.begin_store_in(p, mode, info, &mut StoreDirs::default())
+    }
+
+    /// [`begin_store`](Self::begin_store) for one of several uploads begun
+    /// together (a streamed batch line's files): the directory, its
+    /// identity and its partial area are opened once for the run of files
+    /// that share them (`dirs`), not once per file — five system calls
+    /// less for each file after the first (docs/trees.md, session 17).
+    pub fn begin_store_in(
+        &self,
+        p: &VirtualPath,
+        mode: StoreMode,
+        info: &UploadInfo,
+        dirs: &mut StoreDirs,
+    ) -> Result<Upload, FsError> {
         Self::check_name(p)?;
-        let (parent, name) = self.parent_of(p)?;
+        let name = os(p.file_name().ok_or(FsError::IsADirectory)?);
+        let (parent, key) = dirs.parent(self, &p.parent())?;
         let id = partial::id(name.as_bytes());
-        let key = Self::key(&parent)?;
         let claim = self.claims.claim(key, &id).ok_or(FsError::UploadInProgress)?;
         self.sweep(&parent, key);
         let target = match parent.metadata(&name) {
@@ -1110,6 +1168,7 @@ impl Root {
                 existing_len: md.len(),
                 held: RangeSet::from_range(0..md.len()),
                 parent,
+                dir_key: key,
                 name,
                 partial: None,
                 record: Mutex::new(record),
@@ -1133,11 +1192,30 @@ impl Root {
         // record of it be (a record is written only beside its partial,
         // and removed after the partial is renamed away).
         let mut existed;
-        let (area, file, md) = loop {
-            let area = open_area(&parent)?;
+        let (area, file, len) = loop {
+            let area = dirs.area(&parent)?;
+            existed = false;
+            // A fresh upload's partial is usually not there: created
+            // exclusively, it is a new empty regular file with one link —
+            // no `statx` before, no `fstat` and no `O_NONBLOCK` round trip
+            // after (four calls less per file). A resume needs what is
+            // there, and a name taken falls through to the checks below.
+            if mode != StoreMode::Resume {
+                let mut fresh = OpenOptions::new();
+                fresh.read(true).write(true).create_new(true);
+                match area.open_with(&part, &fresh) {
+                    Ok(file) => break (area, file.into_std(), 0),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 5 => {
+                        dirs.area_gone();
+                        attempts += 1;
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(fs_error(&e)),
+                }
+            }
             // The partial is never a symlink we follow, nor a hard link to
             // another file: remove one if planted (it is not ours to resume).
-            existed = false;
             if let Ok(md) = area.symlink_metadata(&part) {
                 if !md.is_file() || md.nlink() > 1 {
                     area.remove_file(&part).map_err(|e| fs_error(&e))?;
@@ -1146,23 +1224,26 @@ impl Root {
                 }
             }
             match open_regular(&area, Path::new(&part), &mut opts) {
-                Err(FsError::NotFound) if attempts < 5 => attempts += 1,
+                Err(FsError::NotFound) if attempts < 5 => {
+                    dirs.area_gone();
+                    attempts += 1;
+                }
                 r => {
                     let (file, md) = r?;
-                    break (area, file, md);
+                    // Checked on the open file (a link made meanwhile),
+                    // before it is truncated: nothing is written through a
+                    // hard link.
+                    not_hard_linked(&md)?;
+                    break (area, file.into_std(), md.len());
                 }
             }
         };
-        // Checked on the open file (a link made meanwhile), before it is
-        // truncated: nothing is written through a hard link.
-        not_hard_linked(&md)?;
-        let file = file.into_std();
         let (existing_len, held) = match mode {
             // A record without its partial (a crash between a commit's
             // rename and its unlink) describes no bytes here.
             StoreMode::Resume => {
                 let old = existed.then(|| read_record(&area, &meta)).flatten().filter(|r| r.name == record.name);
-                (md.len(), old.map(|r| r.held()).unwrap_or_default())
+                (len, old.map(|r| r.held()).unwrap_or_default())
             }
             StoreMode::Replace | StoreMode::Patch => {
                 // No partial before: no record of it to remove (one
@@ -1175,7 +1256,7 @@ impl Root {
                 }
                 // A partial this open created is empty: no `ftruncate`
                 // (one of a small upload's two; docs/trees.md, session 12).
-                if existed || md.len() != 0 {
+                if existed || len != 0 {
                     file.set_len(0).map_err(|e| fs_error(&e))?;
                 }
                 (0, RangeSet::new())
@@ -1197,6 +1278,7 @@ impl Root {
             existing_len,
             held,
             parent,
+            dir_key: key,
             name,
             partial: Some(PartialFile { area, part, meta }),
             record: Mutex::new(record),
@@ -1699,6 +1781,44 @@ mod tests {
         let reserved = vp(&format!("/{AREA}/x"));
         assert!(matches!(root.begin_store(&reserved, StoreMode::Replace, &info()), Err(FsError::InvalidName(_))));
         assert!(matches!(root.is_dir(&vp(&format!("/{AREA}"))), Err(FsError::InvalidName(_))));
+    }
+
+    #[test]
+    fn uploads_begun_together_share_their_directory_and_reopen_a_removed_area() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("up")).unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let mut dirs = StoreDirs::default();
+        let a = root.begin_store_in(&vp("/up/a"), StoreMode::Replace, &info(), &mut dirs).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&a.file, b"aa", 0).unwrap();
+        // Its commit removes the emptied area the next upload had cached.
+        a.commit().unwrap();
+        assert!(!d.path().join("up").join(AREA).exists());
+        let b = root.begin_store_in(&vp("/up/b"), StoreMode::Replace, &info(), &mut dirs).unwrap();
+        // A partial left by an earlier failed upload of c: taken over and
+        // emptied, as a single upload does.
+        let stale = d.path().join("up").join(AREA).join(partial::part_file(b"c"));
+        std::fs::write(&stale, b"stale bytes").unwrap();
+        let c = root.begin_store_in(&vp("/up/c"), StoreMode::Replace, &info(), &mut dirs).unwrap();
+        assert_eq!((c.existing_len, c.file.metadata().unwrap().len()), (0, 0));
+        // Another directory in the same run opens its own.
+        std::fs::create_dir(d.path().join("other")).unwrap();
+        let e = root.begin_store_in(&vp("/other/e"), StoreMode::Replace, &info(), &mut dirs).unwrap();
+        for (u, body) in [(&b, b"bb"), (&c, b"cc"), (&e, b"ee")] {
+            std::os::unix::fs::FileExt::write_all_at(&u.file, body, 0).unwrap();
+            u.commit().unwrap();
+        }
+        assert_eq!(std::fs::read(d.path().join("up/a")).unwrap(), b"aa");
+        assert_eq!(std::fs::read(d.path().join("up/b")).unwrap(), b"bb");
+        assert_eq!(std::fs::read(d.path().join("up/c")).unwrap(), b"cc");
+        assert_eq!(std::fs::read(d.path().join("other/e")).unwrap(), b"ee");
+        // The names stay claimed while their uploads live, cache or not.
+        let held = root.begin_store_in(&vp("/up/f"), StoreMode::Replace, &info(), &mut dirs).unwrap();
+        assert_eq!(
+            root.begin_store_in(&vp("/up/f"), StoreMode::Replace, &info(), &mut dirs).unwrap_err(),
+            FsError::UploadInProgress
+        );
+        drop(held);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::server::ServerContext;
 use ferry_io::endpoint::{NullSink, ZeroSource};
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::rate::RateLimit;
-use ferry_io::root::{BatchDurability, Listing, Root, StoreMode, Upload, UploadInfo};
+use ferry_io::root::{BatchDurability, Listing, Root, StoreDirs, StoreMode, Upload, UploadInfo};
 use ferry_io::stream::{self, AbortSignal, CopyError, ReceiveTo};
 use ferry_io::tls::DataProtection;
 use ferry_io::transport::{ChannelOptions, Connection, DataConn, DataListener};
@@ -460,6 +460,8 @@ fn prepare_stream_upload(
     }
     let mut parts = Vec::with_capacity(stream.files.len());
     let mut layout = StreamLayout::default();
+    // The line's files are usually in one directory: opened once.
+    let mut dirs = StoreDirs::default();
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let refuse = |why: String| {
             TransferError::Local(format!(
@@ -475,7 +477,7 @@ fn prepare_stream_upload(
             }
             Ok(path) => {
                 let info = UploadInfo { user: user.to_string(), allocation: Some(*size) };
-                root.begin_store(path, StoreMode::Replace, &info).map_err(|e| refuse(e.to_string()))
+                root.begin_store_in(path, StoreMode::Replace, &info, &mut dirs).map_err(|e| refuse(e.to_string()))
             }
         };
         let upload = match opened {
