@@ -127,6 +127,25 @@ fn path_row(
     }
 }
 
+/// Runs `row` for the seeds in `SEEDS=a-b` (or one seed; `default`) and
+/// prints each seed's share of the link and their mean and worst.
+fn sweep_seeds(default: &str, row: impl Fn(u64) -> Row) {
+    let seeds = std::env::var("SEEDS").unwrap_or(default.into());
+    let (a, b) = seeds.split_once('-').map_or_else(
+        || (seeds.parse().unwrap(), seeds.parse().unwrap()),
+        |(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()),
+    );
+    let (mut sum, mut n, mut worst) = (0.0, 0, f64::MAX);
+    for seed in a..=b {
+        let r = row(seed);
+        println!("seed {seed}: {:.3} of the link, {} queue drops; {}", r.share, r.queue_drops, r.describe);
+        sum += r.share;
+        n += 1;
+        worst = worst.min(r.share);
+    }
+    println!("mean {:.3} worst {worst:.3} over {n} seeds", sum / n as f64);
+}
+
 /// Many seeds of benchmark 2's cold row at `LOSS` % (default 5), printed:
 /// `SEEDS=a-b` (default 1-40), `SECS` (30), `TICK_US`, `LATE_MS`, `TRACE=1`,
 /// `TRACE_MS` (1000), `RATE=1` to start at the link's payload rate.
@@ -135,15 +154,9 @@ fn path_row(
 fn sweep_bench2_rows() {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let loss = std::env::var("LOSS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(5.0) / 100.0;
-    let seeds = std::env::var("SEEDS").unwrap_or("1-40".into());
-    let (a, b) = seeds.split_once('-').map_or_else(
-        || (seeds.parse().unwrap(), seeds.parse().unwrap()),
-        |(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()),
-    );
     let initial = (env("RATE", 0) == 1).then_some(150.0 * MBIT * 1456.0 / 1500.0);
-    let (mut sum, mut n, mut worst) = (0.0, 0, f64::MAX);
-    for seed in a..=b {
-        let r = bench2_row(
+    sweep_seeds("1-40", |seed| {
+        bench2_row(
             initial,
             loss,
             seed,
@@ -152,13 +165,8 @@ fn sweep_bench2_rows() {
             env("LATE_MS", 0),
             std::env::var("TRACE").is_ok(),
             env("TRACE_MS", 1000),
-        );
-        println!("seed {seed}: {:.3} of the link, {} queue drops; {}", r.share, r.queue_drops, r.describe);
-        sum += r.share;
-        n += 1;
-        worst = worst.min(r.share);
-    }
-    println!("mean {:.3} worst {worst:.3} over {n} seeds", sum / n as f64);
+        )
+    });
 }
 
 /// Benchmark 2 at 1 Gbit/s (session 17): seeds of the cold row with MSS
@@ -172,11 +180,6 @@ fn sweep_bench2_rows() {
 fn sweep_1g_rows() {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let loss = std::env::var("LOSS").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(1.0) / 100.0;
-    let seeds = std::env::var("SEEDS").unwrap_or("1-4".into());
-    let (a, b) = seeds.split_once('-').map_or_else(
-        || (seeds.parse().unwrap(), seeds.parse().unwrap()),
-        |(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()),
-    );
     let path = Path {
         mbit: env("MBIT", 1000) as f64,
         mss: env("MSS", 9000) as u32,
@@ -185,9 +188,8 @@ fn sweep_1g_rows() {
     };
     let mss = f64::from(path.mss);
     let initial = (env("RATE", 0) == 1).then_some(path.mbit * MBIT * (mss - 44.0) / mss);
-    let (mut sum, mut n, mut worst) = (0.0, 0, f64::MAX);
-    for seed in a..=b {
-        let r = path_row(
+    sweep_seeds("1-4", |seed| {
+        path_row(
             &path,
             initial,
             loss,
@@ -197,13 +199,8 @@ fn sweep_1g_rows() {
             0,
             std::env::var("TRACE").is_ok(),
             env("TRACE_MS", 1000),
-        );
-        println!("seed {seed}: {:.3} of the link, {} queue drops; {}", r.share, r.queue_drops, r.describe);
-        sum += r.share;
-        n += 1;
-        worst = worst.min(r.share);
-    }
-    println!("mean {:.3} worst {worst:.3} over {n} seeds", sum / n as f64);
+        )
+    });
 }
 
 /// An ACK at `ms` for the controller alone: `delivered` bytes in all,
