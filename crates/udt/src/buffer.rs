@@ -24,6 +24,14 @@ pub struct SendBuffer {
     sent_end: u64,
 }
 
+/// The capacity a buffer grown with the path takes next, or `None` to stay:
+/// what is wanted, but at least a quarter more than it has (each growth
+/// moves what the buffer holds, so a want that creeps up ACK by ACK must
+/// not copy a send buffer of tens of MB at every ACK), never past `limit`.
+pub fn grown_capacity(have: usize, want: usize, limit: usize) -> Option<usize> {
+    (want > have && have < limit).then(|| want.max(have + have / 4).min(limit))
+}
+
 impl SendBuffer {
     pub fn new(capacity: usize, first_pn: u64) -> SendBuffer {
         SendBuffer {
@@ -302,6 +310,24 @@ impl RecvBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_buffer_grows_by_a_quarter_at_least_and_never_past_its_limit() {
+        assert_eq!(grown_capacity(100, 90, 1000), None);
+        assert_eq!(grown_capacity(100, 101, 1000), Some(125));
+        assert_eq!(grown_capacity(100, 300, 1000), Some(300));
+        assert_eq!(grown_capacity(900, 950, 1000), Some(1000));
+        assert_eq!(grown_capacity(1000, 5000, 1000), None);
+        // a want that creeps up by one each time grows a handful of times
+        let (mut have, mut grows) = (1000, 0);
+        for want in 1001..=2000 {
+            if let Some(c) = grown_capacity(have, want, 4000) {
+                have = c;
+                grows += 1;
+            }
+        }
+        assert!(grows <= 4, "{grows}");
+    }
 
     #[test]
     fn a_grown_receive_ring_keeps_its_packets_and_takes_more() {

@@ -900,8 +900,11 @@ impl Connection {
                 // window the peer grew with the path (bounded by our cap
                 // through `max_flow`) and a quarter more unsent.
                 let window = (s.flow_window as usize * self.payload_size).saturating_mul(5) / 4;
-                let want = s.buf.unacked().saturating_mul(2).min(window);
-                s.buf.grow(want.min(self.config.max_path_buffer_bytes));
+                let limit = window.min(self.config.max_path_buffer_bytes);
+                let want = s.buf.unacked().saturating_mul(2).min(limit);
+                if let Some(c) = crate::buffer::grown_capacity(s.buf.capacity(), want, limit) {
+                    s.buf.grow(c);
+                }
             }
             self.cc.set_max_window(s.flow_window as u64 * mss);
         }
@@ -1171,9 +1174,8 @@ impl Connection {
             let rtt = self.rtt_us.max(0) as f64 / 1e6;
             let want = (Config::PATH_BUFFER_BDPS * speed * rtt).ceil() as usize;
             let cap = (self.config.max_path_buffer_bytes / self.payload_size.max(1)).max(32);
-            let have = r.buf.capacity();
-            if want > have && have < cap {
-                r.buf.grow(want.max(have + have / 4).min(cap));
+            if let Some(c) = crate::buffer::grown_capacity(r.buf.capacity(), want, cap) {
+                r.buf.grow(c);
             }
         }
         let info = AckInfo {
