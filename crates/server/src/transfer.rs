@@ -976,7 +976,7 @@ impl Task {
         };
         self.stream_up = None;
         self.upload = None;
-        self.wait_delivered().await;
+        self.wait_sent().await;
         // The kept connections keep their places in the budget.
         let mut permits = std::mem::take(&mut *self.permits.lock().unwrap_or_else(|e| e.into_inner()));
         permits.truncate(self.ctx.channels.cached.len().saturating_sub(self.ctx.channels.permits.len()));
@@ -1274,13 +1274,15 @@ impl Task {
         }
     }
 
-    /// A UDT sender's cached connections still hold unacknowledged data
-    /// when the last block is queued (up to a second of it); the
-    /// transfer's `udt=` counters and the 226 wait until the client has
-    /// acknowledged it (about a round trip after the last packet; bounded
+    /// A UDT sender's cached connections still hold unsent data when the
+    /// last block is queued (up to a second of it); the transfer's `udt=`
+    /// counters and the 226 wait until it has all been sent once (bounded
     /// by the data timeout), so the line reports what UDT really sent.
-    /// TCP connections return at once.
-    async fn wait_delivered(&mut self) {
+    /// Not until the client acknowledged it: that took a round trip more
+    /// before every 226 (session 18; the cached connection stays open and
+    /// repairs what the client reports lost, and the client's transfer ends
+    /// only with every byte). TCP connections return at once.
+    async fn wait_sent(&mut self) {
         if self.request.channel.transport.as_str() != "udt" || self.ctx.channels.cached.is_empty() {
             return;
         }
@@ -1288,9 +1290,9 @@ impl Task {
         let conns = std::mem::take(&mut self.ctx.channels.cached);
         let waited = tokio::task::spawn_blocking(move || {
             for c in &conns {
-                // Still unacknowledged after the data timeout: the next
+                // Still unsent after the data timeout: the next
                 // transfer's stall detection deals with such a peer.
-                let _ = c.wait_delivered(timeout);
+                let _ = c.wait_sent(timeout);
             }
             conns
         })

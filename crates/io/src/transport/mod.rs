@@ -229,12 +229,14 @@ pub trait Connection: Read + Write + Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// Waits (at most `timeout`) until the peer has acknowledged what was
-    /// written: a UDT sender's send buffer still holds up to a second of
-    /// data when the last block is queued, so a transfer's statistics
-    /// taken then undercount what it sends. A no-op where the kernel owns
-    /// the queue (TCP: its counters are read from `TCP_INFO` anyway).
-    fn wait_delivered(&self, _timeout: Duration) -> io::Result<()> {
+    /// Waits (at most `timeout`) until what was written has been sent once:
+    /// a UDT sender's send buffer still holds up to a second of data when
+    /// the last block is queued, so a transfer's statistics taken then
+    /// undercount what it sends, and its `226` would come before its data.
+    /// Not until it is acknowledged: that is a round trip more, which a TCP
+    /// server does not wait either. A no-op where the kernel owns the queue
+    /// (TCP: its counters are read from `TCP_INFO` anyway).
+    fn wait_sent(&self, _timeout: Duration) -> io::Result<()> {
         Ok(())
     }
 

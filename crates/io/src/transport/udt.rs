@@ -405,8 +405,8 @@ impl Connection for UdtConnection {
         self.sealed.is_some()
     }
 
-    fn wait_delivered(&self, timeout: Duration) -> io::Result<()> {
-        self.stream.wait_acknowledged(timeout)
+    fn wait_sent(&self, timeout: Duration) -> io::Result<()> {
+        self.stream.wait_sent(timeout)
     }
 
     fn abort_handle(&self) -> io::Result<AbortHandle> {
