@@ -423,6 +423,48 @@ fn recently_deleted_window() -> Duration {
     Duration::from_secs(65)
 }
 
+/// Where the time of the last emptied trash on `work`'s file system is
+/// noted: one stamp per file system (its `st_dev`) under `/var/tmp`, not
+/// per work directory. ext4's recently-deleted window is a property of the
+/// file system's inode groups, so a run in another work directory on the
+/// same file system pays for this run's deletes too; with a stamp per work
+/// directory the lead's second invocation (another `--work`) started inside
+/// the first one's window and every row read 3–6× slow (docs/trees.md,
+/// "Session 17: the quiet run", full2).
+fn deletes_stamp(work: &Path) -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(work).map(|m| m.dev()).unwrap_or(0);
+    PathBuf::from(format!("/var/tmp/ferry-small-files.deletes.{dev:x}"))
+}
+
+/// Reads every file under `src` once, untimed, so that the timed command
+/// finds its source in the page cache whatever ran before it. Every row
+/// gets this, and its set-up run too. Without it, the one-file row was
+/// the only one reading a file nothing had warmed: the tree itself is read
+/// by the untimed warm-up rows, its one-file twin only by the one-file row,
+/// and another benchmark's `drop_caches` (the UDT and disk benches run one
+/// before each of their rows) or an invocation reusing an earlier run's
+/// data left it on the device. The one-file upload then ran at the disk's
+/// read speed, 417 MB/s against ~1.2–1.9 GB/s (docs/trees.md, "Session 18:
+/// uploads").
+fn warm_source(src: &Path) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(m) = fs::symlink_metadata(&p) else { continue };
+        if m.is_dir() {
+            if let Ok(entries) = fs::read_dir(&p) {
+                stack.extend(entries.flatten().map(|e| e.path()));
+            }
+        } else if m.is_file() {
+            if let Ok(mut f) = fs::File::open(&p) {
+                while matches!(f.read(&mut buf), Ok(n) if n > 0) {}
+            }
+        }
+    }
+}
+
 /// Removes the retired destinations and notes when (`stamp`), so the
 /// next run can wait until those inodes no longer count as recently
 /// deleted before its first row.
@@ -548,10 +590,11 @@ pub fn run(setup: &Setup) -> Result<Vec<Sample>> {
     let down_dir = setup.work.join("down");
     let logs = setup.work.join("logs");
     let trash = setup.work.join("trash");
-    let trash_stamp = setup.work.join("trash.emptied");
+    open_dir(&setup.work)?;
+    let trash_stamp = deletes_stamp(&setup.work);
     // Left by an interrupted run.
     empty_trash(&trash, &trash_stamp)?;
-    for d in [&setup.work, &data_dir, &up_dir, &down_dir, &logs, &setup.out, &trash] {
+    for d in [&data_dir, &up_dir, &down_dir, &logs, &setup.out, &trash] {
         open_dir(d)?;
     }
     // Whatever an earlier run left in the destinations is retired too.
@@ -752,6 +795,7 @@ fn one_row(
         open_dir(&landed)?;
     }
     let cmd = command(setup, net, servers, r, dir, &remote, &local)?;
+    warm_source(one.1);
     flush_work(&setup.work);
     let (setup_wall, setup_to, setup_err) =
         run_limited(cmd, &format!("{} set-up", r.label), logs, Duration::from_secs(60));
@@ -769,6 +813,7 @@ fn one_row(
     }
     let cmd = command(setup, net, servers, r, dir, &remote, &local)?;
     let line = command_line(&cmd);
+    warm_source(&src_dir);
     flush_work(&setup.work);
     let load_before = load1();
     let (wall, timed_out, error) = run_limited(cmd, &r.label, logs, setup.time_limit);
