@@ -894,18 +894,6 @@ impl Connection {
         if pn >= s.last_ack {
             s.flow_window = i64::from(info.avail_buf).clamp(2, max_flow);
             s.last_ack = pn;
-            if self.config.max_path_buffer_bytes > 0 {
-                // Hold as much as is in flight twice over, so the send
-                // buffer never limits what is unacknowledged; at most the
-                // window the peer grew with the path (bounded by our cap
-                // through `max_flow`) and a quarter more unsent.
-                let window = (s.flow_window as usize * self.payload_size).saturating_mul(5) / 4;
-                let limit = window.min(self.config.max_path_buffer_bytes);
-                let want = s.buf.unacked().saturating_mul(2).min(limit);
-                if let Some(c) = crate::buffer::grown_capacity(s.buf.capacity(), want, limit) {
-                    s.buf.grow(c);
-                }
-            }
             self.cc.set_max_window(s.flow_window as u64 * mss);
         }
         let first = s.buf.first_unacked();
@@ -918,6 +906,14 @@ impl Connection {
         // waited for the repair, and its RTT is not the path's).
         let held = s.records.iter().take(n as usize).any(|r| r.retransmitted || r.reported_lost);
         s.buf.ack_before(pn);
+        if self.config.max_path_buffer_bytes > 0 {
+            let window = s.flow_window as usize * self.payload_size;
+            let limit = (window.saturating_mul(5) / 4).min(self.config.max_path_buffer_bytes);
+            let want = crate::buffer::send_want(s.buf.unacked(), limit);
+            if let Some(c) = crate::buffer::grown_capacity(s.buf.capacity(), want, limit) {
+                s.buf.grow(c);
+            }
+        }
         s.records.drain(..(n as usize).min(s.records.len()));
         s.loss.remove_through(pn - 1);
         s.delivered += n * mss;
