@@ -518,37 +518,11 @@ impl UdtStream {
         self.with_conn(|c| c.peer_addr())
     }
 
-    /// Waits until the peer acknowledged every byte written so far (or
-    /// the connection closed), at most `timeout`; `TimedOut` if bytes are
-    /// still unacknowledged then. Unlike [`Self::shutdown`] the connection
-    /// stays open: a server's cached MODE E channel takes the next file.
-    pub fn wait_acknowledged(&self, timeout: Duration) -> io::Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.shared.lock();
-        loop {
-            match st.conns.get(&self.id) {
-                Some(e) if e.conn.send_buffered() == 0 || e.conn.is_closed() => return Ok(()),
-                Some(_) => {}
-                None => return Ok(()),
-            }
-            if st.dead.is_some() {
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "UDT data still unacknowledged"));
-            }
-            st.other_waiters += 1;
-            st = self.shared.wait(st, left.min(Duration::from_millis(50)));
-            st.other_waiters -= 1;
-        }
-    }
-
     /// Waits until every byte written so far has been sent at least once,
     /// with no reported loss waiting to be re-sent (or the connection
     /// closed), at most `timeout`; `TimedOut` if some is still queued then.
-    /// A server's `226` waits for this, not for [`Self::wait_acknowledged`]:
-    /// the peer's final ACK takes a round trip more (at 160 ms, 0.16 s of a
+    /// A server's `226` waits for this, not for the peer's final ACK (until
+    /// session 18): that takes a round trip more (at 160 ms, 0.16 s of a
     /// 3.5 s file), and a TCP server replies once its last byte is written
     /// too. The connection stays open and repairs what the peer still
     /// reports lost, and the peer's transfer ends only when it has every
