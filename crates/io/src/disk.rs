@@ -331,6 +331,22 @@ pub fn splice_to_file(
     })
 }
 
+/// Reads from the blocking socket `sock` until `buf` is full or the
+/// stream ends; the bytes read. Errors are marked as the network's
+/// ([`is_network`]), as [`splice_to_file`]'s are.
+pub fn read_socket(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0usize;
+    while filled < buf.len() {
+        match nix::unistd::read(sock, &mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(errno(e)),
+        }
+    }
+    Ok(filled)
+}
+
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writeback of
 /// every dirty page of `file` not already under writeback. Neither std nor
 /// nix wraps it.

@@ -190,13 +190,109 @@ impl BlockSource for DirectFile {
     }
 }
 
+impl DirectFile {
+    /// Writes `data` at `offset`: the whole [`DIRECT_ALIGN`] pages it
+    /// covers with `O_DIRECT`, the partial pages at either end (a block
+    /// that starts or ends inside a page: a file's tail, a MODE E block
+    /// boundary inside a file of a streamed line) through the page cache.
+    /// The pages are disjoint, so the two descriptions never write the
+    /// same page. Memory not aligned like the file offset is copied
+    /// through this thread's aligned buffer first (a copy the page cache
+    /// would have made too).
+    ///
+    /// [`DIRECT_ALIGN`]: crate::staging::DIRECT_ALIGN
+    pub fn write_split(&self, data: &[u8], offset: u64) -> io::Result<()> {
+        let a = crate::staging::DIRECT_ALIGN as u64;
+        let end = offset + data.len() as u64;
+        let (body, body_end) = (offset.div_ceil(a) * a, end / a * a);
+        if body_end <= body {
+            return self.buffered.write_all_at(data, offset);
+        }
+        let (head, tail) = ((body - offset) as usize, (body_end - offset) as usize);
+        if head > 0 {
+            self.buffered.write_all_at(&data[..head], offset)?;
+        }
+        let pages = &data[head..tail];
+        if pages.as_ptr() as usize % a as usize == 0 {
+            self.write_pages(pages, body)?;
+        } else {
+            STAGE.with(|cell| -> io::Result<()> {
+                // (Never held here by `splice_from`: it places its bytes
+                // aligned, so they take the branch above.)
+                let Ok(mut slot) = cell.try_borrow_mut() else {
+                    return self.buffered.write_all_at(pages, body);
+                };
+                let buf = slot.get_or_insert_with(stage_buffer);
+                let mut at = 0usize;
+                while at < pages.len() {
+                    let n = (pages.len() - at).min(STAGE_BYTES);
+                    buf[..n].copy_from_slice(&pages[at..at + n]);
+                    self.write_pages(&buf[..n], body + at as u64)?;
+                    at += n;
+                }
+                Ok(())
+            })?;
+        }
+        if tail < data.len() {
+            self.buffered.write_all_at(&data[tail..], body_end)?;
+        }
+        Ok(())
+    }
+}
+
+impl DirectFile {
+    /// Whole pages with `O_DIRECT`; through the page cache where the file
+    /// system refuses it for this write (`EINVAL`: a file system that
+    /// opens `O_DIRECT` files but cannot write some of them directly, as
+    /// ext4 with `data=journal`), so a refusal costs speed, never the data.
+    fn write_pages(&self, pages: &[u8], offset: u64) -> io::Result<()> {
+        match self.direct.write_all_at(pages, offset) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.buffered.write_all_at(pages, offset),
+            r => r,
+        }
+    }
+}
+
+/// Bytes a receiving thread reads from a socket at a time for a
+/// [`DirectFile`] (one MODE E block), and the size of its aligned buffer
+/// past the first page's offset.
+const STAGE_BYTES: usize = 1 << 20;
+
+thread_local! {
+    /// Each receiving thread's aligned buffer for [`DirectFile`], made on
+    /// first use: one per thread, as its splice pipe is, so a line of 150
+    /// files costs one buffer, not 150.
+    static STAGE: std::cell::RefCell<Option<crate::staging::AlignedBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+fn stage_buffer() -> crate::staging::AlignedBuf {
+    crate::staging::AlignedBuf::new(STAGE_BYTES + crate::staging::DIRECT_ALIGN)
+}
+
 impl BlockSink for DirectFile {
     fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-        if Self::aligned(data, offset) {
-            self.direct.write_all_at(data, offset)
-        } else {
-            self.buffered.write_all_at(data, offset)
-        }
+        self.write_split(data, offset)
+    }
+
+    /// Reads up to `len` bytes from the socket into this thread's aligned
+    /// buffer, placed so that memory and file offsets share their page
+    /// offset, and writes them with [`write_split`](Self::write_split):
+    /// one copy (the socket's into the buffer) as a splice into the page
+    /// cache makes, and no page cache for the whole pages. Waits until
+    /// `len` bytes (at most a block) are in or the stream ends.
+    fn splice_from(&self, sock: BorrowedFd<'_>, offset: u64, len: usize) -> Option<io::Result<usize>> {
+        let r = (offset % crate::staging::DIRECT_ALIGN as u64) as usize;
+        let want = len.min(STAGE_BYTES);
+        let got = STAGE.with(|cell| -> io::Result<usize> {
+            let mut slot = cell.borrow_mut();
+            let buf = slot.get_or_insert_with(stage_buffer);
+            let filled = crate::disk::read_socket(sock, &mut buf[r..r + want])?;
+            if filled > 0 {
+                self.write_split(&buf[r..r + filled], offset)?;
+            }
+            Ok(filled)
+        });
+        Some(got)
     }
 }
 
@@ -343,6 +439,97 @@ mod tests {
         assert_eq!(&odd, b"tail bytes");
         // A read-only file gets a read-only direct descriptor.
         assert!(DirectFile::new(std::fs::File::open(&path).unwrap()).is_ok());
+    }
+
+    /// Which of `file`'s pages are in the page cache (`mincore(2)`).
+    #[allow(unsafe_code)]
+    fn cached_pages(file: &File) -> Vec<bool> {
+        use std::os::fd::AsRawFd;
+        let len = file.metadata().unwrap().len() as usize;
+        let page = crate::staging::DIRECT_ALIGN;
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        // SAFETY: a private read-only mapping of `len` bytes of an open
+        // file, only passed to mincore (never read) and unmapped here.
+        unsafe {
+            let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0);
+            assert_ne!(p, libc::MAP_FAILED);
+            assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+            libc::munmap(p, len);
+        }
+        vec.iter().map(|b| b & 1 == 1).collect()
+    }
+
+    fn disk_file(dir: &tempfile::TempDir) -> (std::path::PathBuf, DirectFile, File) {
+        let path = dir.path().join("d");
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let probe = file.try_clone().unwrap();
+        let d = DirectFile::new(file).unwrap_or_else(|e| {
+            panic!(
+                "cannot run here: {} has no O_DIRECT ({e}); set FERRY_DISK_DIR to a directory on a disk file system",
+                dir.path().display()
+            )
+        });
+        (path, d, probe)
+    }
+
+    #[test]
+    fn direct_file_writes_whole_pages_around_the_cache_and_only_partial_pages_through_it() {
+        let dir = tempfile::tempdir_in(std::env::var_os("FERRY_DISK_DIR").unwrap_or("/var/tmp".into())).unwrap();
+        let (path, d, probe) = disk_file(&dir);
+        let page = crate::staging::DIRECT_ALIGN;
+        let pattern: Vec<u8> = (0..6 * page + 1234).map(|i| (i % 251) as u8).collect();
+        // Unaligned memory and block boundaries inside pages 1 and 4, as a
+        // streamed line's file gets them: pages 0, 2, 3 and 5 are whole
+        // inside one block each, page 6 is the tail.
+        let mut odd = vec![0u8; pattern.len() + 1];
+        odd[1..].copy_from_slice(&pattern);
+        let data = &odd[1..];
+        let cuts = [0, page + 100, 4 * page + 7, pattern.len()];
+        for w in cuts.windows(2) {
+            d.write_at(&data[w[0]..w[1]], w[0] as u64).unwrap();
+        }
+        assert_eq!(cached_pages(&probe), [false, true, false, false, true, false, true]);
+        assert_eq!(std::fs::read(&path).unwrap(), pattern);
+    }
+
+    #[test]
+    fn direct_file_reads_a_socket_into_whole_pages_written_around_the_cache() {
+        let dir = tempfile::tempdir_in(std::env::var_os("FERRY_DISK_DIR").unwrap_or("/var/tmp".into())).unwrap();
+        let (path, d, probe) = disk_file(&dir);
+        let page = crate::staging::DIRECT_ALIGN;
+        let pattern: Vec<u8> = (0..(STAGE_BYTES + 5 * page + 300)).map(|i| (i % 253) as u8).collect();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let rx = l.accept().unwrap().0;
+        let sent = pattern.clone();
+        let writer = std::thread::spawn(move || {
+            // In small writes, so reads come back short and are gathered.
+            for c in sent.chunks(7000) {
+                tx.write_all(c).unwrap();
+            }
+        });
+        // Asked for in pieces that start and end inside pages (at most a
+        // block each, as MODE E asks).
+        let mut at = 0usize;
+        for want in [page + 10, STAGE_BYTES, 2 * page, usize::MAX] {
+            let want = want.min(pattern.len() - at);
+            let mut got = 0;
+            while got < want {
+                let n = d.splice_from(rx.as_fd(), (at + got) as u64, want - got).unwrap().unwrap();
+                assert!(n > 0, "the stream ended early");
+                got += n;
+            }
+            at += want;
+        }
+        writer.join().unwrap();
+        assert_eq!(d.splice_from(rx.as_fd(), at as u64, 10).unwrap().unwrap(), 0, "the end of the stream");
+        let cached = cached_pages(&probe);
+        let partial =
+            [1, (page + 10 + STAGE_BYTES) / page, (page + 10 + STAGE_BYTES + 2 * page) / page, cached.len() - 1];
+        for (i, c) in cached.iter().enumerate() {
+            assert_eq!(*c, partial.contains(&i), "page {i} of {}", cached.len());
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), pattern);
     }
 
     #[test]

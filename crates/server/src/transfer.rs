@@ -264,6 +264,8 @@ struct StreamPart {
     /// Where its blocks go: the partial file, with write-behind for a file
     /// as large as a single upload would get it (`DiskPlan::for_write`).
     sink: Arc<dyn BlockSink>,
+    /// Written with `O_DIRECT` ([`stream_part_sink`]): no writeback to start.
+    direct: bool,
     named: String,
     facts: Option<(i64, u32)>,
     /// What arrived (file offsets), and whether the file is committed.
@@ -309,7 +311,7 @@ impl StreamUpload {
             // passes). `commit_deferred` starts it itself for files above
             // 1 MiB; a 4 KiB file's is left to the pass.
             let size = self.size(k);
-            if (STREAM_WRITEBACK_MIN..=ferry_io::root::SMALL_UPLOAD).contains(&size) {
+            if !part.direct && (STREAM_WRITEBACK_MIN..=ferry_io::root::SMALL_UPLOAD).contains(&size) {
                 let _ = ferry_io::disk::start_writeback(&part.upload.file);
             }
             commit_to_batch(&part.upload, part.facts, &self.batch)
@@ -425,17 +427,39 @@ impl BlockSink for StreamUpload {
     }
 }
 
-/// A streamed upload's file as a sink: the file itself, or for a file large
-/// enough, with the write-behind a single upload of it gets.
-fn stream_part_sink(file: &std::fs::File, size: u64) -> io::Result<Arc<dyn BlockSink>> {
+/// Files of a streamed upload from this size up, on a disk file system,
+/// are written with `O_DIRECT` (whole pages; a partial page at a block
+/// boundary or the tail through the page cache): see [`stream_part_sink`].
+const STREAM_DIRECT_MIN: u64 = 64 << 10;
+
+/// A streamed upload's file as a sink, and whether it is written around
+/// the page cache. On a disk file system a file of [`STREAM_DIRECT_MIN`]
+/// or more goes to the device with `O_DIRECT` ([`DirectFile`]): the page
+/// cache's per-page work (allocating pages and their buffer heads,
+/// dirtying, then writing them back in the durability pass) was most of
+/// what a 256 KiB upload cost the server beyond its copy, and an upload is
+/// written once and rarely read back soon (docs/trees.md, session 19).
+/// Smaller files stay buffered: one synchronous device write each would
+/// cost more than the pass that writes them together. Elsewhere (tmpfs,
+/// network file systems) the file itself, with write-behind for a file as
+/// large as a single upload would get it.
+///
+/// [`DirectFile`]: ferry_io::endpoint::DirectFile
+fn stream_part_sink(file: &std::fs::File, size: u64) -> io::Result<(Arc<dyn BlockSink>, bool)> {
+    if size >= STREAM_DIRECT_MIN && matches!(ferry_io::disk::FsKind::of(file), ferry_io::disk::FsKind::Disk(_)) {
+        match file.try_clone().and_then(ferry_io::endpoint::DirectFile::new) {
+            Ok(d) => return Ok((Arc::new(d), true)),
+            Err(e) => tracing::debug!(error = %e, "no direct I/O for a streamed file; using the page cache"),
+        }
+    }
     // One write at a time per file, as a single upload's sink (several
     // connections writing one file spin on its inode lock otherwise).
     let sink: Arc<dyn BlockSink> = Arc::new(ferry_io::endpoint::SerialFile::new(file.try_clone()?));
     if size < ferry_io::disk::WRITE_BEHIND_MIN_FILE {
-        return Ok(sink);
+        return Ok((sink, false));
     }
     let plan = ferry_io::disk::DiskPlan::for_write(file, Some(size), false);
-    plan.wrap_sink(file, sink)
+    Ok((plan.wrap_sink(file, sink)?, false))
 }
 
 /// Takes a `BSTO STREAM` line's files before its 125: claims every name
@@ -500,9 +524,10 @@ fn prepare_stream_upload(
         if !layout.push(*size) {
             return Err(TransferError::Local("sizes overflow".into()));
         }
-        let sink = stream_part_sink(&upload.file, *size).map_err(|e| TransferError::Local(e.to_string()))?;
+        let (sink, direct) = stream_part_sink(&upload.file, *size).map_err(|e| TransferError::Local(e.to_string()))?;
         parts.push(StreamPart {
             sink,
+            direct,
             upload: Arc::new(upload),
             named: named.clone(),
             facts,
