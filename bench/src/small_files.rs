@@ -227,35 +227,46 @@ fn open_dir(dir: &Path) -> Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).map_err(io_err("chmod", dir))
 }
 
-/// Files under `dir` (recursively, hidden names left out) whose name and
-/// size are those of a file of `tree`: what arrived complete.
-pub fn count_done(dir: &Path, tree: &TreeSpec) -> (u64, u64) {
-    let mut files = 0;
-    let mut bytes = 0;
+/// Calls `f` with the path and metadata (not following links) of every
+/// entry under `dir` that is not a directory, descending into every
+/// directory; hidden names (a leading `.`), directories included, are
+/// left out when `skip_hidden`. Unreadable entries are skipped: what the
+/// callers count or clean up is what they can see.
+fn walk_files(dir: &Path, skip_hidden: bool, mut f: impl FnMut(&Path, &fs::Metadata)) {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = fs::read_dir(&d) else { continue };
         for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
+            if skip_hidden && e.file_name().as_encoded_bytes().starts_with(b".") {
                 continue;
             }
             let Ok(m) = e.metadata() else { continue };
             if m.is_dir() {
                 stack.push(e.path());
-                continue;
-            }
-            let idx = name
-                .strip_prefix('f')
-                .and_then(|r| r.strip_suffix(".dat"))
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| n.checked_sub(1));
-            if idx.and_then(|i| tree.sizes.get(i)) == Some(&m.len()) {
-                files += 1;
-                bytes += m.len();
+            } else {
+                f(&e.path(), &m);
             }
         }
     }
+}
+
+/// Files under `dir` (recursively, hidden names left out) whose name and
+/// size are those of a file of `tree`: what arrived complete.
+pub fn count_done(dir: &Path, tree: &TreeSpec) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    walk_files(dir, true, |p, m| {
+        let idx = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix('f'))
+            .and_then(|r| r.strip_suffix(".dat"))
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1));
+        if idx.and_then(|i| tree.sizes.get(i)) == Some(&m.len()) {
+            files += 1;
+            bytes += m.len();
+        }
+    });
     (files, bytes)
 }
 
@@ -394,21 +405,13 @@ fn clear(p: &Path, trash: &Path) -> Result<()> {
 /// Truncates every regular file under `dir` (errors ignored: what stays
 /// is only disk space until the trash is emptied).
 fn truncate_files(dir: &Path) {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else { continue };
-        for e in entries.flatten() {
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() => {
-                    if let Ok(f) = fs::OpenOptions::new().write(true).open(e.path()) {
-                        let _ = f.set_len(0);
-                    }
-                }
-                _ => {}
+    walk_files(dir, false, |p, m| {
+        if m.is_file() {
+            if let Ok(f) = fs::OpenOptions::new().write(true).open(p) {
+                let _ = f.set_len(0);
             }
         }
-    }
+    });
 }
 
 /// How long a freed inode counts as recently deleted for ext4 without a
@@ -450,19 +453,20 @@ fn deletes_stamp(work: &Path) -> PathBuf {
 fn warm_source(src: &Path) {
     use std::io::Read;
     let mut buf = vec![0u8; 1 << 20];
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let Ok(m) = fs::symlink_metadata(&p) else { continue };
-        if m.is_dir() {
-            if let Ok(entries) = fs::read_dir(&p) {
-                stack.extend(entries.flatten().map(|e| e.path()));
-            }
-        } else if m.is_file() {
-            if let Ok(mut f) = fs::File::open(&p) {
-                while matches!(f.read(&mut buf), Ok(n) if n > 0) {}
-            }
+    let mut read = |p: &Path| {
+        if let Ok(mut f) = fs::File::open(p) {
+            while matches!(f.read(&mut buf), Ok(n) if n > 0) {}
         }
+    };
+    if fs::symlink_metadata(src).is_ok_and(|m| m.is_file()) {
+        read(src);
+        return;
     }
+    walk_files(src, false, |p, m| {
+        if m.is_file() {
+            read(p);
+        }
+    });
 }
 
 /// Removes the retired destinations and notes when (`stamp`), so the
@@ -859,16 +863,7 @@ fn one_row(
 /// Bytes of every file under `dir`, partial names included.
 fn dir_bytes(dir: &Path) -> u64 {
     let mut bytes = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
-            match e.metadata() {
-                Ok(m) if m.is_dir() => stack.push(e.path()),
-                Ok(m) => bytes += m.len(),
-                Err(_) => {}
-            }
-        }
-    }
+    walk_files(dir, false, |_, m| bytes += m.len());
     bytes
 }
 
