@@ -143,3 +143,30 @@ fn is_root() -> bool {
         .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
         .unwrap_or(false)
 }
+
+/// `wait_sent` with nothing written returns at once; after a write it
+/// returns Ok once every byte went out (the I/O thread wakes it when the
+/// send queue drains, session 19), and the peer still reads them all.
+#[test]
+fn wait_sent_returns_at_once_when_idle_and_once_everything_is_sent() {
+    let l = UdtListener::bind(loopback(), UdtConfig::default()).unwrap();
+    let addr = l.local_addr();
+    let n = 8 << 20;
+    let server = thread::spawn(move || {
+        let s = l.accept().unwrap();
+        recv_pattern_upto(&s, n)
+    });
+    let c = UdtStream::connect(addr, UdtConfig::default()).unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..100 {
+        c.wait_sent(Duration::from_secs(1)).unwrap();
+    }
+    // a hundred waits with nothing to send, far under one 50 ms step
+    assert!(t.elapsed() < Duration::from_millis(40), "idle wait_sent took {:?}", t.elapsed() / 100);
+    send_pattern(&c, n);
+    c.wait_sent(Duration::from_secs(10)).unwrap();
+    let st = c.stats().counters;
+    assert!(st.bytes_sent >= n, "wait_sent returned with {} of {n} bytes sent", st.bytes_sent);
+    assert_eq!(server.join().unwrap(), n);
+    c.shutdown().unwrap();
+}

@@ -291,17 +291,27 @@ fn expectation_for_the_wan_bench() {
 /// 200 Mbit/s with MSS 1500, at 1 and 5 % loss, four seeds each; goodput
 /// from forty round trips (6.4 s) to 16 s as a share of the link's payload
 /// capacity, each seed and the mean. The figures in docs/udt.md
-/// ("Cold start") come from here.
+/// ("Cold start") come from here. `SEEDS=a,b,…` runs other seeds,
+/// `MSS=1500` or `MSS=9000` one of the two paths.
 #[test]
 #[ignore = "prints cold-start figures, asserts nothing"]
 fn cold_start_trace() {
+    // `SEEDS=a,b,…` for other seeds, `MSS=1500` (or 9000) for one path
+    let seeds: Vec<u64> = std::env::var("SEEDS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| vec![99, 7, 31, 1234]);
+    let only_mss: Option<u32> = std::env::var("MSS").ok().and_then(|v| v.parse().ok());
     for (mbit, mss) in [(150.0, 9000u32), (200.0, 1500)] {
+        if only_mss.is_some_and(|m| m != mss) {
+            continue;
+        }
         for loss in [0.01, 0.05] {
             let rate = mbit * MBIT;
             let kind = CongestionKind::Ferry { initial_rate: None, max_rate: None };
             let mut all = Vec::new();
             let mut last = String::new();
-            for seed in [99u64, 7, 31, 1234] {
+            for &seed in &seeds {
                 let c = Config { mss, ..path_config(kind, rate, 80) };
                 let up = LinkConfig::new(80).rate_mbit(mbit).loss(loss).queue((rate * 0.2) as usize + 262_144);
                 let down = LinkConfig::new(80).loss(loss);

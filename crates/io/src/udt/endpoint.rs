@@ -45,11 +45,16 @@ pub struct Entry {
     pub want_space: usize,
     /// A reader waits for data (or the end of the stream).
     pub want_read: bool,
+    /// A thread waits until everything written has been sent once
+    /// (`UdtStream::wait_sent`): the I/O thread signals when the
+    /// connection's send queue drains in its send phase, not only after a
+    /// receive or a timer.
+    pub want_sent: bool,
 }
 
 impl Entry {
     pub fn new(conn: Connection) -> Entry {
-        Entry { conn, orphaned: false, want_space: 0, want_read: false }
+        Entry { conn, orphaned: false, want_space: 0, want_read: false, want_sent: false }
     }
 
     /// What this connection's waiting reader or writer waits for is there.
@@ -57,6 +62,13 @@ impl Entry {
         let c = &self.conn;
         (self.want_space > 0 && (c.send_space() >= self.want_space || !c.is_established()))
             || (self.want_read && (c.readable() > 0 || c.at_eof() || c.is_closed()))
+            || (self.want_sent && self.sent())
+    }
+
+    /// Everything written has been sent once and no reported loss waits
+    /// (or the connection closed): what `UdtStream::wait_sent` waits for.
+    pub fn sent(&self) -> bool {
+        !self.conn.has_unsent() || self.conn.is_closed()
     }
 }
 
@@ -328,6 +340,8 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
             out.clear();
             let mut notify = false;
             let mut event = false;
+            // a connection whose `wait_sent` waiter now has its answer
+            let mut drained = false;
             order.clear();
             order.extend(st.conns.keys().copied());
             let n = order.len().max(1);
@@ -357,11 +371,16 @@ fn run(shared: &Arc<Shared>, mut socket: UdpEndpointSocket) -> io::Result<()> {
                 if let Some(t) = c.poll_timeout() {
                     deadline = Some(deadline.map_or(t, |d: Time| d.min(t)));
                 }
+                // One flag test per connection and round when nobody waits.
+                if e.want_sent && e.sent() {
+                    drained = true;
+                }
             }
             st.conns.retain(|_, e| !(e.orphaned && e.conn.is_drained()));
-            // A timer (pacing, ACK) ran: only a state change or what a
-            // waiting thread wants is worth waking it for.
-            let wake = if event || notify { st.to_wake(event) } else { (false, false) };
+            // A timer (pacing, ACK) ran, or a send drained a queue someone
+            // waits on: only a state change or what a waiting thread wants
+            // is worth waking it for.
+            let wake = if event || notify || drained { st.to_wake(event) } else { (false, false) };
             drop(st);
             shared.signal(wake);
         }
@@ -589,6 +608,31 @@ mod tests {
         assert_eq!(st.to_wake(false), (false, true));
         st.accepting = 0;
         st.other_waiters = 1;
+        assert_eq!(st.to_wake(false), (true, false));
+    }
+
+    /// A `wait_sent` waiter is woken through its entry's `want_sent` (what
+    /// the send phase checks), not as one of the `other_waiters` that every
+    /// receive batch and timer wakes: nothing queued, it has its answer.
+    #[test]
+    fn a_wait_sent_waiter_is_woken_when_nothing_is_left_to_send() {
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let conn = Connection::connect(ferry_udt::Config::default(), 7, peer, 1, Time::ZERO);
+        let mut st = State {
+            conns: HashMap::new(),
+            listener: None,
+            accept_queue: VecDeque::new(),
+            accepts_stopped: false,
+            accepting: 0,
+            other_waiters: 0,
+            backlog: 4,
+            dead: None,
+            next_id: 1,
+        };
+        st.conns.insert(7, Entry::new(conn));
+        assert!(st.conns[&7].sent(), "a connection that was given nothing has sent it all");
+        assert_eq!(st.to_wake(false), (false, false), "nobody waits");
+        st.conns.get_mut(&7).unwrap().want_sent = true;
         assert_eq!(st.to_wake(false), (true, false));
     }
 

@@ -526,26 +526,25 @@ impl UdtStream {
     /// 3.5 s file), and a TCP server replies once its last byte is written
     /// too. The connection stays open and repairs what the peer still
     /// reports lost, and the peer's transfer ends only when it has every
-    /// byte. Polled every millisecond: a send does not wake waiters.
+    /// byte (`crates/io/tests/udt_tail_loss.rs`). The I/O thread wakes this
+    /// wait when its send phase drains the queue (`Entry::want_sent`; until
+    /// session 19 it polled every millisecond), and the 50 ms step of every
+    /// wait bounds a missed signal.
     pub fn wait_sent(&self, timeout: Duration) -> io::Result<()> {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
         loop {
             match st.conns.get(&self.id) {
-                Some(e) if !e.conn.has_unsent() || e.conn.is_closed() => return Ok(()),
+                Some(e) if e.sent() => return Ok(()),
                 Some(_) => {}
                 None => return Ok(()),
             }
             if st.dead.is_some() {
                 return Ok(());
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "UDT data still unsent"));
-            }
-            st.other_waiters += 1;
-            st = self.shared.wait(st, left.min(Duration::from_millis(1)));
-            st.other_waiters -= 1;
+            let limit = Self::wait_limit(Some(deadline))
+                .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "UDT data still unsent"))?;
+            st = self.wait_wanting(st, limit, |e, on| e.want_sent = on);
         }
     }
 

@@ -34,9 +34,9 @@
 //! had, not at the trickle it saw while idle.
 //!
 //! Without a starting rate the controller begins in a start-up phase that
-//! doubles the rate every round trip (gain 2/ln 2) from 32 packets a round
-//! trip (`INITIAL_PACKETS`; 64 with jumbo packets, whose lossless start-up
-//! also keeps its window at two BDPs: `JUMBO_INITIAL_PACKETS`) until the measured rate
+//! doubles the rate every round trip (gain 2/ln 2) from 64 packets a round
+//! trip (`INITIAL_PACKETS`; a lossless start-up keeps its window at two
+//! BDPs, `STARTUP_CWND_GAIN`) until the measured rate
 //! stops growing by 25 % for three rounds or a round shows congestion, then
 //! drains the queue it made, or as soon as a fifth of the round's packets
 //! were lost (a shallow policer's answer: no queue, only drops).
@@ -72,36 +72,40 @@ use std::time::Duration;
 
 const STARTUP_GAIN: f64 = 2.885;
 /// Start-up's first rate before any delivery sample, packets per round
-/// trip (times `STARTUP_GAIN`). Session 13: 32 rather than TCP's ten
-/// (RFC 6928) saves about 1.7 of start-up's doubling rounds; on Table 3's
-/// rtt65 path (100 Mbit/s, 65 ms, a 100 MB row of about 9 s) that is
-/// 0.11 s of the row (simulated, `a_cold_rtt65_row_drains_start_ups_queue_and_climbs_from_32_packets`).
-/// At 32 × 2.885 packets per round trip the first round stays under
-/// 4.3 Mbit/s on the far path's 260 ms and under 17 Mbit/s at 65 ms.
-const INITIAL_PACKETS: f64 = 32.0;
-/// The window before the first delivery sample at `INITIAL_PACKETS`.
-const INITIAL_WINDOW_PACKETS: f64 = 64.0;
-/// The jumbo start (session 18): with packets larger than 1,500 bytes, 64
-/// packets a round trip, a window of `JUMBO_INITIAL_WINDOW_PACKETS` before
-/// the first sample, and start-up's window held at `STARTUP_CWND_GAIN`
-/// BDPs while no packet has been lost. Jumbo frames run end to end only
-/// on fast research and data-centre paths; benchmark 2's cold 256 MiB file
-/// (1 Gbit/s, 160 ms, MSS 9000) spent 0.4 s of its 2.9 s in start-up, whose
-/// last round paced at 2.9x the link into a window of four BDPs: the queue
-/// overflowed (simulated: 1,900 drops) and the drain and repairs followed.
-/// Simulated (`sweep_1g_rows`, first 3 s from the handshake, start-up
-/// included; before → after): 1 Gbit/s 0.596 → 0.679, 500 Mbit/s 0.649 →
-/// 0.735, 150 Mbit/s 0.566 → 0.821, 50 Mbit/s 0.669 → 0.864, 1 Gbit/s at
-/// 0.1 % loss 0.494 → 0.524; at 1 % and 5 % over 10 s level. 128 packets
-/// overshot 150 Mbit/s in its first round (0.426), and session 17's 92
-/// packets with the 64-packet window were window-bound (0.578).
-/// MTU-1500 paths keep 32 packets, 64 and four BDPs.
-const JUMBO_INITIAL_PACKETS: f64 = 64.0;
-/// The window before the first delivery sample at `JUMBO_INITIAL_PACKETS`:
-/// the first round's 64 × 2.885 packets fit.
-const JUMBO_INITIAL_WINDOW_PACKETS: f64 = 192.0;
-/// Largest packet for which the MTU-1500 start applies.
-const STANDARD_MSS: f64 = 1500.0;
+/// trip (times `STARTUP_GAIN`), whatever the MSS. Session 13: 32 rather
+/// than TCP's ten (RFC 6928) saved about 1.7 of start-up's doubling rounds
+/// on Table 3's rtt65 path. Session 18 (the jumbo start): 64, with a window
+/// of `INITIAL_WINDOW_PACKETS` before the first sample and start-up's
+/// window held at `STARTUP_CWND_GAIN` BDPs while no packet has been lost:
+/// benchmark 2's cold 256 MiB file (1 Gbit/s, 160 ms, MSS 9000) spent
+/// 0.4 s of its 2.9 s in start-up, whose last round paced at 2.9x the link
+/// into a window of four BDPs: the queue overflowed (simulated: 1,900
+/// drops). Simulated (`sweep_1g_rows`, first 3 s; before → after): 1 Gbit/s
+/// 0.596 → 0.679, 150 Mbit/s 0.566 → 0.821; 128 packets overshot 150
+/// Mbit/s with jumbo packets in its first round (0.426).
+///
+/// Session 19 dropped the jumbo-only gate (MSS > 1 500) for UDT's packets
+/// (QUIC's keep the old start: `SMALL_PACKET_MSS`): with MSS 1 500
+/// the same start is level or better on every simulated row (docs/udt.md,
+/// "Session 19: the jumbo gate"): Table 3's rtt65 100 MB 8.612 → 8.561 s,
+/// 1 Gbit/s lossless over 3 s 0.457 → 0.531 of the link with no queue drop
+/// (10,458 before), benchmark 2 at 150 Mbit/s over 15 s +0.025 (5 %) and
+/// +0.029 (1 %) over 32 seeds, the far policer path, the 1 % / 5 % cold
+/// starts and the fairness shares level. The two-BDP window alone (with 32
+/// packets) cost rtt65 0.029 s: its early rounds were window-bound on an
+/// estimate still growing. At 64 × 2.885 packets per round trip of 1 500
+/// bytes the first round stays under 8.5 Mbit/s on the far path's 260 ms.
+const INITIAL_PACKETS: f64 = 64.0;
+/// The window before the first delivery sample at `INITIAL_PACKETS`: the
+/// first round's 64 × 2.885 packets fit.
+const INITIAL_WINDOW_PACKETS: f64 = 192.0;
+/// Packets of this size or smaller — QUIC's 1,200-byte datagrams, when
+/// `ferry_io::transport::quic_cc` wraps this controller — keep the start
+/// of sessions 13–18 (`SMALL_INITIAL_PACKETS`, `SMALL_INITIAL_WINDOW_PACKETS`,
+/// start-up's window of four BDPs): session 19 evaluated UDT's paths only.
+const SMALL_PACKET_MSS: f64 = 1200.0;
+const SMALL_INITIAL_PACKETS: f64 = 32.0;
+const SMALL_INITIAL_WINDOW_PACKETS: f64 = 64.0;
 const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 const BW_WINDOW_ROUNDS: u64 = 10;
 const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
@@ -728,21 +732,6 @@ impl FerryRate {
         (newest >= self.ack_point).then(|| (newest + 1 - self.ack_point) as f64 * self.mss)
     }
 
-    /// Packets larger than an Ethernet frame's: the jumbo start
-    /// (`JUMBO_INITIAL_PACKETS`).
-    fn jumbo(&self) -> bool {
-        self.mss > STANDARD_MSS
-    }
-
-    /// Start-up's first packets a round trip.
-    fn initial_packets(&self) -> f64 {
-        if self.jumbo() {
-            JUMBO_INITIAL_PACKETS
-        } else {
-            INITIAL_PACKETS
-        }
-    }
-
     /// Whether the rounds so far lost `STARTUP_LAG_MIN_LOSS` or more.
     fn lossy_so_far(&self) -> bool {
         self.hist_sent >= MIN_ROUND_PACKETS && self.hist_lost as f64 >= STARTUP_LAG_MIN_LOSS * self.hist_sent as f64
@@ -779,6 +768,20 @@ impl FerryRate {
 
     pub fn min_rtt(&self) -> Option<Duration> {
         self.min_rtt
+    }
+
+    /// Start-up's first packets a round trip and its window before the
+    /// first sample (`INITIAL_PACKETS`, `SMALL_PACKET_MSS`).
+    fn initial_packets(&self) -> (f64, f64) {
+        if self.small_packets() {
+            (SMALL_INITIAL_PACKETS, SMALL_INITIAL_WINDOW_PACKETS)
+        } else {
+            (INITIAL_PACKETS, INITIAL_WINDOW_PACKETS)
+        }
+    }
+
+    fn small_packets(&self) -> bool {
+        self.mss <= SMALL_PACKET_MSS
     }
 
     fn rtt_or_default(&self) -> Duration {
@@ -1208,7 +1211,7 @@ impl CongestionControl for FerryRate {
         } else {
             // Nothing measured yet: `INITIAL_PACKETS` per RTT, doubled by
             // the start-up gain, like a TCP initial window.
-            self.initial_packets() * self.mss / self.rtt_or_default().as_secs_f64() * STARTUP_GAIN
+            self.initial_packets().0 * self.mss / self.rtt_or_default().as_secs_f64() * STARTUP_GAIN
         };
         match self.max_rate {
             Some(m) => rate.min(m),
@@ -1245,9 +1248,9 @@ impl CongestionControl for FerryRate {
         let floor = 16.0 * self.mss;
         let w = if self.btl_bw > 0.0 {
             let gain = match self.phase {
-                // the jumbo start: a lossless start-up's last round
-                // paced at 2.9x the link into four BDPs overflows the queue
-                Phase::Startup if self.jumbo() && self.hist_lost == 0 => STARTUP_CWND_GAIN,
+                // a lossless start-up's last round paced at 2.9x the link
+                // into four BDPs overflows the queue (`INITIAL_PACKETS`)
+                Phase::Startup if self.hist_lost == 0 && !self.small_packets() => STARTUP_CWND_GAIN,
                 Phase::Startup => STARTUP_GAIN.max(CWND_GAIN),
                 Phase::ProbeRtt => PROBE_RTT_CWND_GAIN,
                 // A queue that persists is one this flow need not keep: in
@@ -1292,8 +1295,7 @@ impl CongestionControl for FerryRate {
             w.max(floor)
         } else {
             // before the first sample: pacing limits, the window only guards
-            let packets = if self.jumbo() { JUMBO_INITIAL_WINDOW_PACKETS } else { INITIAL_WINDOW_PACKETS };
-            (packets * self.mss).max(floor)
+            (self.initial_packets().1 * self.mss).max(floor)
         };
         (w as u64).min(self.max_window)
     }
