@@ -7,8 +7,11 @@
 //! Needs `g++` and `libudt-dev` (scripts/deps.sh installs both); without
 //! them the tests fail and say so.
 
+mod pattern;
+
 use ferry_io::udt::{UdtConfig, UdtListener, UdtStream};
 use ferry_udt::CongestionKind;
+use pattern::{pattern, send_pattern};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -16,10 +19,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const BYTES: u64 = 48 << 20;
-
-fn pattern(i: u64) -> u8 {
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8 ^ (i as u8)
-}
 
 /// Builds the peer once per test process.
 fn peer_binary() -> PathBuf {
@@ -91,19 +90,6 @@ impl Drop for Peer {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-    }
-}
-
-fn send_pattern(s: &UdtStream, n: u64) {
-    let mut off = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    while off < n {
-        let k = (n - off).min(buf.len() as u64) as usize;
-        for (i, b) in buf[..k].iter_mut().enumerate() {
-            *b = pattern(off + i as u64);
-        }
-        s.write_all(&buf[..k]).unwrap();
-        off += k as u64;
     }
 }
 

@@ -2,27 +2,13 @@
 //! byte-exact transfers both ways, several connections multiplexed on one
 //! listening port, graceful shutdown, a refused connection.
 
+mod pattern;
+
 use ferry_io::udt::{UdtConfig, UdtListener, UdtStream};
+use pattern::{pattern, send_pattern};
 use std::net::SocketAddr;
 use std::thread;
 use std::time::Duration;
-
-fn pattern(i: u64) -> u8 {
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8 ^ (i as u8)
-}
-
-fn send_pattern(s: &UdtStream, n: u64) {
-    let mut off = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    while off < n {
-        let k = (n - off).min(buf.len() as u64) as usize;
-        for (i, b) in buf[..k].iter_mut().enumerate() {
-            *b = pattern(off + i as u64);
-        }
-        s.write_all(&buf[..k]).unwrap();
-        off += k as u64;
-    }
-}
 
 /// Reads to EOF (or `limit` bytes), checking every byte; returns the count.
 fn recv_pattern_upto(s: &UdtStream, limit: u64) -> u64 {

@@ -11,8 +11,11 @@
 //! the stream does) right after `wait_sent`, both tests fail — the receiver
 //! reads the end of the stream short of N bytes.
 
+mod pattern;
+
 use ferry_io::udt::{UdtConfig, UdtListener, UdtStream};
 use ferry_udt::CongestionKind;
+use pattern::{pattern, send_pattern};
 use std::collections::HashSet;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,10 +30,6 @@ const MSS: u32 = 1500;
 /// Payload of a full data packet at MSS 1500 (28 bytes of IPv4 and UDP
 /// headers, UDT's 16).
 const PAYLOAD: u64 = 1500 - 28 - 16;
-
-fn pattern(i: u64) -> u8 {
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8 ^ (i as u8)
-}
 
 /// What the relay did to the sender's data packets.
 #[derive(Debug, Default)]
@@ -157,16 +156,7 @@ fn tail_losses_after_wait_sent_are_repaired(tail: Tail) {
     let relay_counters = Arc::clone(&counters);
     let server = thread::spawn(move || {
         let s = l.accept_timeout(Some(Duration::from_secs(10))).unwrap().expect("accepted");
-        let mut off = 0u64;
-        let mut buf = vec![0u8; 1 << 20];
-        while off < total {
-            let k = (total - off).min(buf.len() as u64) as usize;
-            for (i, b) in buf[..k].iter_mut().enumerate() {
-                *b = pattern(off + i as u64);
-            }
-            s.write_all(&buf[..k]).unwrap();
-            off += k as u64;
-        }
+        send_pattern(&s, total);
         let waited = s.wait_sent(Duration::from_secs(5));
         let at_return = (start.elapsed(), relay_counters.snapshot(), s.stats().counters);
         // The server's reply would go out here; its connection stays open
