@@ -261,8 +261,9 @@ const STREAM_WRITEBACK_MIN: u64 = 64 << 10;
 
 struct StreamPart {
     upload: Arc<Upload>,
-    /// Where its blocks go: the partial file, with write-behind for a file
-    /// as large as a single upload would get it (`DiskPlan::for_write`).
+    /// Where its blocks go: the partial file, around the page cache on a
+    /// disk file system from 64 KiB up, else with write-behind for a file
+    /// as large as a single upload would get it ([`stream_part_sink`]).
     sink: Arc<dyn BlockSink>,
     /// Written with `O_DIRECT` ([`stream_part_sink`]): no writeback to start.
     direct: bool,
@@ -440,7 +441,8 @@ const STREAM_DIRECT_MIN: u64 = 64 << 10;
 /// what a 256 KiB upload cost the server beyond its copy, and an upload is
 /// written once and rarely read back soon (docs/trees.md, session 19).
 /// Smaller files stay buffered: one synchronous device write each would
-/// cost more than the pass that writes them together. Elsewhere (tmpfs,
+/// cost more than the pass that writes them together (a `fio` check of
+/// 4 KiB files agreed, docs/trees.md). Elsewhere (tmpfs,
 /// network file systems) the file itself, with write-behind for a file as
 /// large as a single upload would get it.
 ///
