@@ -4,11 +4,11 @@ order rotated round by round, into fresh directories (nothing deleted until
 the end). Rows: ferry tree (NEW), ferry tree (OLD, optional), globus -cc 8
 tree, the tree's bytes as one file (NEW). Prints per-round walls and the
 per-round ratios, then medians. Also the server CPU of each Ferry row.
-usage: pairs.py ROUNDS OUT NEW [OLD] [--tree 256k|mixed] [--no-globus]"""
+usage: pairs.py ROUNDS OUT NEW [OLD] [--tree 256k|4k|mixed] [--no-globus]"""
 import os, sys, time, json, subprocess, socket, statistics, argparse, shutil
 ap = argparse.ArgumentParser()
 ap.add_argument("rounds", type=int); ap.add_argument("out"); ap.add_argument("new"); ap.add_argument("old", nargs="?")
-ap.add_argument("--tree", default="256k"); ap.add_argument("--no-globus", action="store_true")
+ap.add_argument("--tree", default="256k", choices=["256k", "4k", "mixed"]); ap.add_argument("--no-globus", action="store_true")
 ap.add_argument("--gap", type=float, default=2.0)
 a = ap.parse_args()
 WORK = os.environ.get("WORK", "/var/tmp/lead/s19")
@@ -17,6 +17,7 @@ src, one = f"{W}/src", f"{W}/one"
 os.makedirs(src, exist_ok=True); os.makedirs(one, exist_ok=True)
 if not os.path.exists(f"{src}/.made"):
     if a.tree == "256k": sizes = [262144] * 2000
+    elif a.tree == "4k": sizes = [4096] * 20000
     else:
         n = 1000; w = [1 / k for k in range(1, n + 1)]; s = sum(w); sc = 1_000_000 * n / s
         sizes = [max(1, round(x * sc)) for x in w]
@@ -102,7 +103,7 @@ def med(xs): return statistics.median(xs)
 per = lambda other: [o / f for o, f in zip(res[other], res["ferry"])]
 summary = {"rounds": a.rounds, "tree": a.tree,
            "median wall": {k: round(med(v), 3) for k, v in res.items()},
-           "median files/s ferry": round((2000 if a.tree == "256k" else 1000) / med(res["ferry"]), 1),
+           "median files/s ferry": round({"256k": 2000, "4k": 20000, "mixed": 1000}[a.tree] / med(res["ferry"]), 1),
            "median per-round ferry÷one": round(med(per("one")), 3)}
 if "globus" in res: summary["median per-round ferry÷globus"] = round(med(per("globus")), 3)
 if "old" in res: summary["median per-round new÷old"] = round(med(per("old")), 3)
