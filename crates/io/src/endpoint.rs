@@ -238,9 +238,7 @@ impl DirectFile {
         }
         Ok(())
     }
-}
 
-impl DirectFile {
     /// Whole pages with `O_DIRECT`; through the page cache where the file
     /// system refuses it for this write (`EINVAL`: a file system that
     /// opens `O_DIRECT` files but cannot write some of them directly, as
@@ -448,7 +446,7 @@ mod tests {
         let len = file.metadata().unwrap().len() as usize;
         let page = crate::staging::DIRECT_ALIGN;
         let mut vec = vec![0u8; len.div_ceil(page)];
-        // SAFETY: a private read-only mapping of `len` bytes of an open
+        // SAFETY: a shared read-only mapping of `len` bytes of an open
         // file, only passed to mincore (never read) and unmapped here.
         unsafe {
             let p = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0);
