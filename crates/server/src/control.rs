@@ -1080,6 +1080,7 @@ impl Control {
                     local_ip: self.local.ip(),
                     control_closed: self.control_closed.clone(),
                     rtt: ferry_io::tcpinfo::tcp_info(&self.probe).map(|i| i.rtt()).unwrap_or_default(),
+                    path_rtt: ferry_io::tcpinfo::tcp_info(&self.probe).map(|i| i.path_rtt()).unwrap_or_default(),
                     streams: self.profiler.registry(),
                     protection,
                     // Only a session that negotiated encrypted UDT gets the
