@@ -36,3 +36,52 @@ fn direct_io_uploads_and_downloads_match() {
         assert!(!server.log_text().contains("no direct I/O"), "the server fell back to the page cache");
     }
 }
+
+/// A tree over one session to a server with a staging ring: the lines of
+/// a streamed batch follow each other on the session's cached data
+/// connection, which the ring must leave open when a line ends. It shut
+/// the connection down (its drop aborted the transfer's signal), so the
+/// second line met EOF and the copy fell back to files one by one
+/// (session 20). Both directions, with a ring and with direct I/O.
+#[test]
+fn tree_copies_keep_their_cached_connection_through_a_staging_ring() {
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    // More files than one line's command holds: at least two lines.
+    for i in 0..300u64 {
+        random_file(&src.join(format!("f{i:03}")), (64 << 10) + i * 37, i);
+    }
+    for flags in [&["--staging", "4M"][..], &["--direct-io"][..]] {
+        let server = FerryServer::start_with(flags);
+        let url = server.url(ALICE, "/up/");
+        let (ok, _, err) = ferry(&["cp", "-r", "--concurrency", "1", src.to_str().unwrap(), &url]);
+        assert!(ok, "{flags:?} upload: {err}");
+        assert!(!err.contains("one by one"), "{flags:?}: the batch fell back: {err}");
+        let lines = server.log_text().matches("a BSTO STREAM line").count();
+        assert!(lines >= 2, "{flags:?}: {lines} streamed line(s); the test needs two on one session");
+        assert_eq!(tree_digest(&server.path("up/tree")), tree_digest(&src), "{flags:?} upload");
+        let back = local.path().join(format!("back{}", flags.len()));
+        let (ok, _, err) = ferry(&[
+            "cp",
+            "-r",
+            "--concurrency",
+            "1",
+            "--staging",
+            "2M",
+            &server.url(ALICE, "/up/tree/"),
+            back.to_str().unwrap(),
+        ]);
+        assert!(ok, "{flags:?} download: {err}");
+        assert!(!err.contains("one by one"), "{flags:?}: the download batch fell back: {err}");
+        assert_eq!(tree_digest(&back), tree_digest(&src), "{flags:?} download");
+        let failed: Vec<String> = server
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["status"] != "complete")
+            .map(|v| v["fields"].to_string())
+            .collect();
+        assert!(failed.is_empty(), "{flags:?}: failed transfers: {failed:?}");
+    }
+}

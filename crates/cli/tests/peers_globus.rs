@@ -99,6 +99,43 @@ fn guc_listings_and_trees() {
     }
 }
 
+/// `-fast` keeps the data channel from file to file; a server with a
+/// staging ring (or direct I/O, which implies one) shut it down after each
+/// upload, and the second file's data met a broken pipe (session 20).
+#[test]
+fn guc_trees_keep_their_data_channel_through_a_staging_ring() {
+    let local = tempfile::tempdir().unwrap();
+    let tree = local.path().join("tree");
+    for i in 0..12u64 {
+        random_file(&tree.join(format!("f{i:02}")), (100 << 10) + i * 4099, 40 + i);
+    }
+    random_file(&tree.join("sub/big"), (5 << 20) + 3, 60);
+    for flags in [&["--staging", "4M"][..], &["--direct-io"][..]] {
+        let server = FerryServer::start_with(flags);
+        for (i, variant) in
+            [&["-r", "-cd", "-fast"][..], &["-r", "-cd", "-fast", "-pp", "-p", "2"][..]].iter().enumerate()
+        {
+            let (src, dst) = (format!("{}/", local_url(&tree)), server.url(ALICE, &format!("/up{i}/")));
+            let mut args = variant.to_vec();
+            args.extend([src.as_str(), dst.as_str()]);
+            let (ok, text) = guc(&args);
+            assert!(ok, "{flags:?} upload {variant:?}: {text}");
+            assert_eq!(
+                tree_digest(&server.path(&format!("up{i}"))),
+                tree_digest(&tree),
+                "{flags:?} upload {variant:?}"
+            );
+            let down = local.path().join(format!("down-{}-{i}", flags.len()));
+            let (src, dst) = (server.url(ALICE, &format!("/up{i}/")), format!("{}/", local_url(&down)));
+            let mut args = variant.to_vec();
+            args.extend([src.as_str(), dst.as_str()]);
+            let (ok, text) = guc(&args);
+            assert!(ok, "{flags:?} download {variant:?}: {text}");
+            assert_eq!(tree_digest(&down), tree_digest(&tree), "{flags:?} download {variant:?}");
+        }
+    }
+}
+
 #[test]
 fn guc_partial_transfers_checksums_and_buffers_match_globus() {
     let ferry = FerryServer::start();

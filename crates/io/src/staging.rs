@@ -321,6 +321,8 @@ pub struct ReceiveStaging {
     error: Arc<Mutex<Option<io::Error>>>,
     writers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     abort: Arc<AbortSignal>,
+    /// [`finish`](Self::finish) ran: the writers are done, nothing to stop.
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl ReceiveStaging {
@@ -356,7 +358,7 @@ impl ReceiveStaging {
                 })
             })
             .collect();
-        Arc::new(Self { pool, queue, error, writers: Mutex::new(writers), abort })
+        Arc::new(Self { pool, queue, error, writers: Mutex::new(writers), abort, finished: Default::default() })
     }
 
     pub fn block(&self) -> usize {
@@ -379,6 +381,7 @@ impl ReceiveStaging {
         for w in self.writers.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             let _ = w.join();
         }
+        self.finished.store(true, std::sync::atomic::Ordering::SeqCst);
         match self.error.lock().unwrap_or_else(|e| e.into_inner()).take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -391,9 +394,19 @@ impl ReceiveStaging {
 }
 
 impl Drop for ReceiveStaging {
+    /// A ring dropped without [`finish`](ReceiveStaging::finish) (the
+    /// transfer failed) stops its writers. One that finished must not:
+    /// the signal is the transfer's, and aborting it shuts down every data
+    /// connection registered with it, the cached ones the session keeps
+    /// for its next transfer included. The next transfer then read what
+    /// the sender had already queued and met EOF: a pipelined tree upload
+    /// to a server with a ring failed with "failed to fill whole buffer"
+    /// after its first line (session 20).
     fn drop(&mut self) {
         self.queue.finish();
-        self.abort.abort();
+        if !self.finished.load(std::sync::atomic::Ordering::SeqCst) {
+            self.abort.abort();
+        }
     }
 }
 
@@ -452,5 +465,23 @@ mod tests {
         let v = Arc::try_unwrap(sink).unwrap().into_inner();
         assert_eq!(v.len(), 200 * 4096);
         assert!((0..200).all(|i| v[i * 4096] == i as u8 && v[i * 4096 + 4095] == i as u8));
+    }
+
+    /// The signal is the transfer's, and its cached data connections are
+    /// registered with it: a ring that finished must leave it alone; only
+    /// one dropped unfinished (a failed transfer) stops it.
+    #[test]
+    fn a_finished_ring_leaves_the_transfers_signal_alone() {
+        let config = StagingConfig { bytes: MIN_STAGING, block: 4096, disk_threads: 2 };
+        let abort = Arc::new(AbortSignal::new());
+        let staging = ReceiveStaging::start(config, Arc::new(MemorySink::default()), abort.clone(), None);
+        let buf = staging.buffer().unwrap();
+        assert!(staging.submit(0, buf, 4096));
+        staging.finish().unwrap();
+        drop(staging);
+        assert!(!abort.is_aborted(), "a finished ring aborted its transfer");
+        let staging = ReceiveStaging::start(config, Arc::new(MemorySink::default()), abort.clone(), None);
+        drop(staging);
+        assert!(abort.is_aborted(), "a ring dropped unfinished left its writers running");
     }
 }
