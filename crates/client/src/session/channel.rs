@@ -213,3 +213,18 @@ pub(super) async fn connect_over(
 pub(super) fn channel_changed() -> ClientError {
     ClientError::Data("the data channel changed under a transfer".into())
 }
+
+/// The cached upload connections still worth sending on: one the server
+/// closed since the last transfer would take the data without complaint
+/// while the server waits, for its idle timeout, for a connection that
+/// sends ([`peer_closed`]). The caller opens new ones in their place.
+///
+/// [`peer_closed`]: ferry_io::transport::peer_closed
+pub(super) fn live_cached(cached: Vec<DataConn>) -> Vec<DataConn> {
+    let before = cached.len();
+    let live: Vec<DataConn> = cached.into_iter().filter(|c| !ferry_io::transport::peer_closed(&**c)).collect();
+    if live.len() < before {
+        tracing::debug!(closed = before - live.len(), "cached data connections the server closed; opening new ones");
+    }
+    live
+}

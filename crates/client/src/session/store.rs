@@ -29,7 +29,7 @@ impl ServerSession {
         let Channel::Connecting { cached, .. } = &mut self.channel else {
             return Err(channel_changed());
         };
-        let mut streams = std::mem::take(cached);
+        let mut streams = super::channel::live_cached(std::mem::take(cached));
         let missing = (self.parallelism as usize).saturating_sub(streams.len());
         streams.extend(self.connect_many(addr, missing).await?);
         for s in &streams {

@@ -259,6 +259,26 @@ pub trait Connection: Read + Write + Send + Sync + fmt::Debug {
 /// A data connection of any transport: what the transfer loops carry.
 pub type DataConn = Box<dyn Connection>;
 
+/// Whether the peer has closed (or reset) a connection kept idle between
+/// transfers: a look at the socket that takes nothing from it. A sender
+/// about to reuse a cached connection asks first, because a closed one
+/// takes its data without complaint and the receiver, waiting for a
+/// connection that will never send, times out a minute later (a server
+/// that shut its cached connections down after each upload, session 20).
+/// `false` where there is no socket to look at (UDT, QUIC) or data is
+/// waiting (a TLS alert): the transfer finds out as before.
+pub fn peer_closed(conn: &dyn Connection) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let Some(fd) = conn.socket() else { return false };
+    let mut byte = [0u8; 1];
+    match recv(fd.as_raw_fd(), &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e, nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR),
+    }
+}
+
 /// Header then payload through the connection's `Write`: the path of every
 /// transport that cannot hand file ranges to its kernel.
 pub fn send_block_buffered(conn: &mut (impl Write + ?Sized), header: &[u8], payload: Payload<'_>) -> io::Result<u64> {
@@ -524,6 +544,35 @@ pub fn same_ip(a: IpAddr, b: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cached connection is looked at, never read from: open and idle,
+    /// or with data waiting, it is alive (and the data stays); closed or
+    /// reset by the peer, it is not.
+    #[test]
+    fn peer_closed_tells_a_closed_cached_connection_from_an_idle_one() {
+        use std::io::{Read, Write};
+        let pair = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let ours = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            let conn: DataConn = Box::new(crate::tls::DataStream::Plain(ours));
+            (conn, l.accept().unwrap().0)
+        };
+        let (mut conn, mut peer) = pair();
+        assert!(!peer_closed(&*conn), "an idle connection");
+        peer.write_all(b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!peer_closed(&*conn), "data waiting");
+        let mut b = [0u8; 1];
+        conn.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"x", "the look took nothing");
+        peer.shutdown(std::net::Shutdown::Both).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(peer_closed(&*conn), "shut down by the peer");
+        let (conn, peer) = pair();
+        drop(peer);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(peer_closed(&*conn), "closed by the peer");
+    }
 
     #[test]
     fn the_registry_offers_tcp_quic_and_udt_and_keeps_memory_off_the_network() {
