@@ -1070,6 +1070,8 @@ impl Control {
                     _ => ferry_io::tls::DataProtection::Clear,
                 };
                 self.sync_channels();
+                // One TCP_INFO for both round trips.
+                let info = ferry_io::tcpinfo::tcp_info(&self.probe);
                 let ctx = TransferContext {
                     user: self.user.clone(),
                     control: self.probe.clone(),
@@ -1079,8 +1081,8 @@ impl Control {
                     peer_ip: self.peer.ip(),
                     local_ip: self.local.ip(),
                     control_closed: self.control_closed.clone(),
-                    rtt: ferry_io::tcpinfo::tcp_info(&self.probe).map(|i| i.rtt()).unwrap_or_default(),
-                    path_rtt: ferry_io::tcpinfo::tcp_info(&self.probe).map(|i| i.path_rtt()).unwrap_or_default(),
+                    rtt: info.as_ref().map(|i| i.rtt()).unwrap_or_default(),
+                    path_rtt: info.as_ref().map(|i| i.path_rtt()).unwrap_or_default(),
                     streams: self.profiler.registry(),
                     protection,
                     // Only a session that negotiated encrypted UDT gets the
