@@ -296,6 +296,22 @@ impl StreamUpload {
         })
     }
 
+    /// Whether the line goes through a staging ring ([`STREAM_RING_BYTES`]):
+    /// some of its files are written around the page cache, and each of
+    /// those starts on a page of the line, so a ring buffer (page-aligned,
+    /// filled from a block's page-aligned offset) holds their pages where
+    /// `O_DIRECT` takes them without a copy. With the ring, a receiving
+    /// thread reads the next block while a writer thread waits for the
+    /// device with the last; without it, it waits itself (docs/trees.md,
+    /// session 20). A file that starts inside a page (a mixed tree's) would
+    /// cost a second copy through the ring, so such a line keeps reading
+    /// each block straight into place.
+    fn wants_ring(&self) -> bool {
+        let page = ferry_io::staging::DIRECT_ALIGN as u64;
+        let mut direct = self.parts.iter().enumerate().filter(|(_, p)| p.direct).peekable();
+        direct.peek().is_some() && direct.all(|(k, _)| self.layout.start(k) % page == 0)
+    }
+
     fn open_for(&self, k: usize) -> io::Result<()> {
         if self.parts[k].state.lock().unwrap_or_else(|e| e.into_inner()).1 {
             return Err(io::Error::new(
@@ -439,6 +455,10 @@ impl BlockSink for StreamUpload {
 /// are written with `O_DIRECT` (whole pages; a partial page at a block
 /// boundary or the tail through the page cache): see [`stream_part_sink`].
 const STREAM_DIRECT_MIN: u64 = 64 << 10;
+
+/// The staging ring of a streamed line whose files go around the page
+/// cache ([`StreamUpload::wants_ring`]): four blocks, two writer threads.
+const STREAM_RING_BYTES: usize = 4 << 20;
 
 /// The longest control-connection round trip at which a streamed line's
 /// files go around the page cache. On a longer path the link is the cap,
@@ -1080,6 +1100,10 @@ impl Task {
         self.cut = cut;
         if let Prepared::Receive { sink: Destination::Stream(up), .. } = &prepared {
             self.stream_up = Some(up.clone());
+            if self.ctl.staging.is_none() && up.wants_ring() {
+                self.ctl.staging =
+                    Some(ferry_io::staging::StagingConfig::new(STREAM_RING_BYTES, mode_e::DEFAULT_BLOCK_SIZE));
+            }
         }
         if let Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } = &prepared {
             self.written_to.store(*base, Ordering::Relaxed);
