@@ -297,19 +297,20 @@ impl StreamUpload {
     }
 
     /// Whether the line goes through a staging ring ([`STREAM_RING_BYTES`]):
-    /// some of its files are written around the page cache, and each of
-    /// those starts on a page of the line, so a ring buffer (page-aligned,
-    /// filled from a block's page-aligned offset) holds their pages where
-    /// `O_DIRECT` takes them without a copy. With the ring, a receiving
-    /// thread reads the next block while a writer thread waits for the
-    /// device with the last; without it, it waits itself (docs/trees.md,
-    /// session 20). A file that starts inside a page (a mixed tree's) would
-    /// cost a second copy through the ring, so such a line keeps reading
-    /// each block straight into place.
+    /// every file with bytes is written around the page cache and starts
+    /// on a page of the line, so a ring buffer (page-aligned, filled from a
+    /// block's page-aligned offset) holds their pages where `O_DIRECT`
+    /// takes them without a copy. With the ring, a receiving thread reads
+    /// the next block while a writer thread waits for the device with the
+    /// last; without it, it waits itself (docs/trees.md, session 20). A
+    /// file that starts inside a page would cost a second copy through the
+    /// ring, and so would a buffered one (spliced into the page cache
+    /// without the ring): the mixed tree's upload took twice the server's
+    /// CPU when its lines with one aligned direct file took a ring.
     fn wants_ring(&self) -> bool {
         let page = ferry_io::staging::DIRECT_ALIGN as u64;
-        let mut direct = self.parts.iter().enumerate().filter(|(_, p)| p.direct).peekable();
-        direct.peek().is_some() && direct.all(|(k, _)| self.layout.start(k) % page == 0)
+        let mut with_bytes = self.parts.iter().enumerate().filter(|(k, _)| self.size(*k) > 0).peekable();
+        with_bytes.peek().is_some() && with_bytes.all(|(k, p)| p.direct && self.layout.start(k) % page == 0)
     }
 
     fn open_for(&self, k: usize) -> io::Result<()> {
