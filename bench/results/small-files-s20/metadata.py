@@ -3,29 +3,27 @@ import os, time, sys
 usage: metadata.py DIR (wait 80 s after deleting anything on the file system: ext4 without a journal skips
 inodes freed in the last minute, and the scan dominates)."""
 D = sys.argv[1]; N = 2000
-def a(d):
+
+def rename(fd, i):
+    f = os.open(f".f{i:05}.part", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=fd)
+    os.close(f)
+    os.rename(f".f{i:05}.part", f"f{i:05}", src_dir_fd=fd, dst_dir_fd=fd)
+
+def tmpfile(fd, i):
+    f = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644, dir_fd=fd)
+    os.link(f"/proc/self/fd/{f}", f"f{i:05}", dst_dir_fd=fd, follow_symlinks=True)
+    os.close(f)
+
+def inplace(fd, i):
+    os.close(os.open(f"f{i:05}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=fd))
+
+def run(d, one_file):
     os.makedirs(d); fd = os.open(d, os.O_RDONLY)
     t = time.perf_counter()
     for i in range(N):
-        f = os.open(f".f{i:05}.part", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=fd)
-        os.close(f)
-        os.rename(f".f{i:05}.part", f"f{i:05}", src_dir_fd=fd, dst_dir_fd=fd)
+        one_file(fd, i)
     return time.perf_counter() - t
-def b(d):
-    os.makedirs(d); fd = os.open(d, os.O_RDONLY)
-    t = time.perf_counter()
-    for i in range(N):
-        f = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644, dir_fd=fd)
-        os.link(f"/proc/self/fd/{f}", f"f{i:05}", dst_dir_fd=fd, follow_symlinks=True)
-        os.close(f)
-    return time.perf_counter() - t
-def c(d):
-    os.makedirs(d); fd = os.open(d, os.O_RDONLY)
-    t = time.perf_counter()
-    for i in range(N):
-        f = os.open(f"f{i:05}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644, dir_fd=fd)
-        os.close(f)
-    return time.perf_counter() - t
+
 for r in range(3):
-    for k, fn in (("rename", a), ("tmpfile", b), ("inplace", c)):
-        print(f"{k} {fn(f'{D}/{k}{r}'):.3f}s", flush=True)
+    for step in (rename, tmpfile, inplace):
+        print(f"{step.__name__} {run(f'{D}/{step.__name__}{r}', step):.3f}s", flush=True)

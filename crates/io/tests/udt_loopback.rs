@@ -143,14 +143,11 @@ fn wait_sent_returns_at_once_when_idle_and_once_everything_is_sent() {
         recv_pattern_upto(&s, n)
     });
     let c = UdtStream::connect(addr, UdtConfig::default()).unwrap();
-    let t = std::time::Instant::now();
+    // With nothing to send, a wait needs no time at all: a zero timeout
+    // succeeds. (A wait that had to be woken or polled would time out.)
     for _ in 0..100 {
-        c.wait_sent(Duration::from_secs(1)).unwrap();
+        c.wait_sent(Duration::ZERO).expect("an idle wait_sent with a zero timeout");
     }
-    // A hundred waits with nothing to send. Polled in 50 ms steps they
-    // would take 5 s; the bound is half that, so a loaded machine's
-    // scheduling cannot fail the test, only a wait that sleeps can.
-    assert!(t.elapsed() < Duration::from_millis(2500), "idle wait_sent took {:?} each", t.elapsed() / 100);
     send_pattern(&c, n);
     c.wait_sent(Duration::from_secs(10)).unwrap();
     let st = c.stats().counters;

@@ -551,26 +551,33 @@ mod tests {
     #[test]
     fn peer_closed_tells_a_closed_cached_connection_from_an_idle_one() {
         use std::io::{Read, Write};
+        use std::os::fd::AsFd;
         let pair = || {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let ours = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
             let conn: DataConn = Box::new(crate::tls::DataStream::Plain(ours));
             (conn, l.accept().unwrap().0)
         };
+        // Until the peer's bytes or FIN are here (a deadline, not a timing).
+        let readable = |conn: &DataConn| {
+            let fd = conn.socket().unwrap();
+            let mut fds = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+            assert_eq!(nix::poll::poll(&mut fds, 10_000u16).unwrap(), 1, "nothing arrived in 10 s");
+        };
         let (mut conn, mut peer) = pair();
         assert!(!peer_closed(&*conn), "an idle connection");
         peer.write_all(b"x").unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        readable(&conn);
         assert!(!peer_closed(&*conn), "data waiting");
         let mut b = [0u8; 1];
         conn.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"x", "the look took nothing");
         peer.shutdown(std::net::Shutdown::Both).unwrap();
-        std::thread::sleep(Duration::from_millis(20));
+        readable(&conn);
         assert!(peer_closed(&*conn), "shut down by the peer");
         let (conn, peer) = pair();
         drop(peer);
-        std::thread::sleep(Duration::from_millis(20));
+        readable(&conn);
         assert!(peer_closed(&*conn), "closed by the peer");
     }
 
