@@ -219,6 +219,51 @@ fn sqlite_node_copies_a_tree_verified_and_reports_failures() {
     assert!(text.contains("ferry_service_link_active_target{"), "{text}");
 }
 
+/// The node pools idle sessions per link. When the optimiser changes a
+/// link's stream count, the sessions kept for the old count must go: each
+/// holds a session slot on both servers, and a server caps sessions per
+/// address (421 beyond it). Here the cap is 8 and the link runs 4 transfers
+/// while its stream count moves every second; sessions left behind for two
+/// old counts would already be refused.
+#[test]
+fn a_node_keeps_no_idle_sessions_for_stream_counts_it_left() {
+    const FILES: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let slow = ["--max-transfer-rate", "1048576", "--max-sessions-per-ip", "8"];
+    let src = FerryServer::start_with(&[&["--anonymous", "read"][..], &slow[..]].concat());
+    let dst = FerryServer::start_with(&slow);
+    for i in 0..FILES {
+        random_file(&src.path(&format!("set/f{i:02}")), 1 << 20, 500 + i as u64);
+    }
+    let db = format!("sqlite:{}", dir.path().join("service.db").display());
+    let creds = credentials(dir.path(), &[&dst]);
+    let alice = token(&db, "alice", false);
+    let service = Service::start(
+        &db,
+        dir.path(),
+        "n1",
+        &[
+            "--credentials",
+            creds.to_str().unwrap(),
+            "--optimiser-interval",
+            "1s",
+            "--min-active",
+            "4",
+            "--max-active-per-link",
+            "4",
+            "--tick",
+            "200ms",
+        ],
+    );
+    let id = submit(&service, &alice, &["-r", "--retry", "0", &src.anon_url("/set/"), &alice_url(&dst, "/copy/")]);
+    let job = wait_job(&service, &alice, &id, Duration::from_secs(120));
+    let log = service.log_text();
+    let steps = log.lines().filter(|l| l.contains("streams") && l.contains("->")).count();
+    assert!(steps >= 2, "the optimiser never moved the stream count twice; the test proves nothing:\n{log}");
+    assert_all_verified(&job, FILES);
+    assert_eq!(tree_digest(&src.path("set")), tree_digest(&dst.path("copy")));
+}
+
 #[test]
 fn the_api_over_https_trusts_the_given_ca_and_never_speaks_in_clear() {
     let dir = tempfile::tempdir().unwrap();

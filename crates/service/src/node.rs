@@ -89,9 +89,19 @@ struct InFlight {
     progress: Arc<AtomicU64>,
 }
 
-/// Idle clients (logged-in sessions) per link and stream count, so the
-/// next file on a link reuses the control connections and data channels.
-type Pool = HashMap<(String, u32), Vec<Client>>;
+/// Idle clients (logged-in sessions) per link, so the next file on a link
+/// reuses the control connections and data channels. A link keeps clients
+/// for one stream count only, the count of its latest claim: sessions kept
+/// for a count the optimiser left would never be taken again, and each
+/// holds a session slot on both servers, whose per-address caps would then
+/// answer 421 to the link's new sessions.
+type Pool = HashMap<String, LinkPool>;
+
+#[derive(Debug, Default)]
+struct LinkPool {
+    streams: u32,
+    idle: Vec<Client>,
+}
 
 #[derive(Debug)]
 pub struct Node {
@@ -324,7 +334,12 @@ impl Node {
 
     fn take_client(&self, link: &str, streams: u32, restart: Arc<DbRestart>) -> Client {
         let mut pool = lock(&self.pool);
-        if let Some(mut c) = pool.get_mut(&(link.to_string(), streams)).and_then(Vec::pop) {
+        let lp = pool.entry(link.to_string()).or_default();
+        if lp.streams != streams {
+            // The optimiser moved the link: the old count's idle sessions go.
+            *lp = LinkPool { streams, idle: Vec::new() };
+        }
+        if let Some(mut c) = lp.idle.pop() {
             c.set_restart_store(Some(restart));
             return c;
         }
@@ -346,10 +361,12 @@ impl Node {
     fn return_client(&self, link: &str, streams: u32, mut client: Client) {
         client.set_restart_store(None);
         let mut pool = lock(&self.pool);
-        let v = pool.entry((link.to_string(), streams)).or_default();
-        // Enough idle sessions for the link's ceiling; more would only idle.
-        if v.len() < self.config.limits.max_active as usize {
-            v.push(client);
+        let lp = pool.entry(link.to_string()).or_default();
+        // A client of a count the link has left is dropped (its sessions
+        // close); enough idle sessions for the link's ceiling, more would
+        // only idle.
+        if lp.streams == streams && lp.idle.len() < self.config.limits.max_active as usize {
+            lp.idle.push(client);
         }
     }
 
