@@ -37,24 +37,25 @@ fn direct_io_uploads_and_downloads_match() {
     }
 }
 
-/// A streamed upload's line whose files are all written around the page
-/// cache (64 KiB and up, on a disk file system) takes a staging ring on a
-/// server started without one, whatever their sizes (files that start
-/// inside a page of the line included); a line that also holds small
-/// buffered files does not (docs/data-path.md, "the streamed line's ring").
+/// A streamed upload's line whose files include some written around the
+/// page cache (64 KiB and up, on a disk file system) takes a staging ring
+/// on a server started without one, whatever its small buffered files and
+/// files starting inside a page; a line of small files only does not
+/// (docs/data-path.md, "the streamed line's ring").
 #[test]
-fn streamed_lines_of_direct_files_take_a_ring_by_default() {
+fn streamed_lines_with_direct_files_take_a_ring_by_default() {
     let local = tempfile::tempdir().unwrap();
-    let direct = local.path().join("direct");
     let mixed = local.path().join("mixed");
+    let small = local.path().join("small");
     for i in 0..120u64 {
-        // Direct files of odd sizes: the next file starts inside a page.
-        random_file(&direct.join(format!("f{i:03}")), (64 << 10) + i * 37, i);
+        // Direct files of odd sizes (the next file starts inside a page)
+        // between buffered ones.
         let size = if i % 3 == 0 { (64 << 10) + i * 37 } else { 1000 + i * 13 };
-        random_file(&mixed.join(format!("f{i:03}")), size, 1000 + i);
+        random_file(&mixed.join(format!("f{i:03}")), size, i);
+        random_file(&small.join(format!("f{i:03}")), 4096 + i, 1000 + i);
     }
     let server = FerryServer::start();
-    for tree in [&direct, &mixed] {
+    for tree in [&mixed, &small] {
         let name = tree.file_name().unwrap().to_str().unwrap();
         let (ok, _, err) =
             ferry(&["cp", "-r", "--concurrency", "1", tree.to_str().unwrap(), &server.url(ALICE, "/up/")]);
@@ -76,9 +77,9 @@ fn streamed_lines_of_direct_files_take_a_ring_by_default() {
             .map(|l| l["staging"].as_u64())
             .collect::<Vec<_>>()
     };
-    let (d, m) = (staged("direct"), staged("mixed"));
-    assert!(!d.is_empty() && d.iter().all(|b| *b == Some(4 << 20)), "the direct files' lines: {d:?}\n{lines:?}");
-    assert!(!m.is_empty() && m.iter().all(|b| *b == Some(0)), "the mixed tree's lines: {m:?}");
+    let (m, s) = (staged("mixed"), staged("small"));
+    assert!(!m.is_empty() && m.iter().all(|b| *b == Some(4 << 20)), "the mixed tree's lines: {m:?}\n{lines:?}");
+    assert!(!s.is_empty() && s.iter().all(|b| *b == Some(0)), "the small files' lines: {s:?}");
 }
 
 /// A tree over one session to a server with a staging ring: the lines of

@@ -64,23 +64,27 @@ pub trait BlockSink: Send + Sync {
         false
     }
 
-    /// Where a staging ring puts the payload at `offset` (at most `len`
-    /// bytes) in its buffer. By default all of it, at the page offset
-    /// `offset` has, so a sink that writes around the page cache finds its
-    /// pages aligned in memory as on disk.
+    /// How a staging ring takes the payload at `offset` (at most `len`
+    /// bytes). By default all of it goes into a ring buffer at the page
+    /// offset `offset` has, so a sink that writes around the page cache
+    /// finds its pages aligned in memory as on disk.
     fn staged_piece(&self, offset: u64, len: usize) -> StagedPiece {
-        StagedPiece { len, page_offset: (offset % crate::staging::DIRECT_ALIGN as u64) as usize }
+        StagedPiece::Ring { len, page_offset: (offset % crate::staging::DIRECT_ALIGN as u64) as usize }
     }
 }
 
-/// The next piece of payload a staging ring takes
-/// ([`BlockSink::staged_piece`]): up to `len` bytes, starting
-/// `page_offset` bytes into a page of a ring buffer, for one writer-thread
-/// write.
+/// What a staging ring does with the next payload bytes
+/// ([`BlockSink::staged_piece`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StagedPiece {
-    pub len: usize,
-    pub page_offset: usize,
+pub enum StagedPiece {
+    /// Up to `len` bytes into a ring buffer, starting `page_offset` bytes
+    /// into a page of it, for a writer thread to write.
+    Ring { len: usize, page_offset: usize },
+    /// Up to `len` bytes moved by the receiving thread itself
+    /// ([`BlockSink::splice_from`] where it can): for bytes a writer thread
+    /// could only copy a second time (into the page cache, which a splice
+    /// fills from the socket with one).
+    Here { len: usize },
 }
 
 impl BlockSource for File {

@@ -13,6 +13,7 @@
 //! many EODs as it announced. Connections that ended with EOD (without the
 //! close bit) are handed back for the next transfer.
 
+use crate::endpoint::StagedPiece;
 use crate::pipeline::Meter;
 use crate::staging::{ReceiveStaging, Segment, SendStaging, DIRECT_ALIGN as DIRECT_PAGE};
 use crate::stream::CopyError;
@@ -429,10 +430,10 @@ pub fn receive_stream(
 ) -> Result<Option<DataConn>, CopyError> {
     let m = ctl.meter();
     let discard = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
-    // A plain TCP socket into a file: splice(2), one copy instead of two.
+    // A plain TCP socket into a file: splice(2), one copy instead of two
+    // (staged, only for the pieces the sink keeps out of the ring).
     let splice = ctl.path == DataPath::ZeroCopy
         && !discard
-        && staging.is_none()
         && sock.zero_copy()
         && sock.transport() == "tcp"
         && sock.socket().is_some();
@@ -471,6 +472,7 @@ pub fn receive_stream(
                 }
             }
             Want::Payload { offset, len } => {
+                let mut staged = false;
                 let n = if discard {
                     // A discarding sink: the transport drops the payload
                     // (TCP in the kernel, MSG_TRUNC).
@@ -483,56 +485,62 @@ pub fn receive_stream(
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => return Err(m.net(e)),
                     }
-                } else if let Some(st) = staging {
-                    // Staged: read into a ring buffer, at the page offset
-                    // the sink asks for, and let a writer thread put it on
-                    // disk while this thread reads the next block. At most
-                    // a block, never past this block's payload whatever
-                    // the sink answers.
+                } else {
                     let at = spec.base + offset;
-                    let asked = len.min(st.block() as u64) as usize;
-                    let piece = sink.staged_piece(at, asked);
-                    let (p, page_offset) = (piece.len.min(asked).max(1), piece.page_offset % DIRECT_PAGE);
-                    let start = |fill: usize| fill + (page_offset + DIRECT_PAGE - fill % DIRECT_PAGE) % DIRECT_PAGE;
-                    if filling.as_ref().is_none_or(|(b, _, fill)| start(*fill) + p > b.len()) {
-                        if let Some((b, segments, _)) = filling.take() {
-                            if !st.submit(b, segments) {
-                                return Err(CopyError::Aborted);
+                    // At most a block, and never past this block's payload
+                    // whatever the sink answers.
+                    let asked = staging.map_or(0, |st| len.min(st.block() as u64) as usize);
+                    let piece = staging.map(|st| (st, sink.staged_piece(at, asked)));
+                    if let Some((st, StagedPiece::Ring { len: p, page_offset })) = piece {
+                        // Staged: read into a ring buffer, at the page
+                        // offset the sink asks for, and let a writer
+                        // thread put it on disk while this thread reads on.
+                        let p = p.min(asked).max(1);
+                        let page_offset = page_offset % DIRECT_PAGE;
+                        let start = |fill: usize| fill + (page_offset + DIRECT_PAGE - fill % DIRECT_PAGE) % DIRECT_PAGE;
+                        if filling.as_ref().is_none_or(|(b, _, fill)| start(*fill) + p > b.len()) {
+                            if let Some((b, segments, _)) = filling.take() {
+                                if !st.submit(b, segments) {
+                                    return Err(CopyError::Aborted);
+                                }
+                            }
+                            let Some(b) = st.buffer() else { return Err(CopyError::Aborted) };
+                            filling = Some((b, Vec::new(), 0));
+                        }
+                        let Some((b, segments, fill)) = filling.as_mut() else { unreachable!("filled above") };
+                        let s = start(*fill);
+                        sock.read_exact(&mut b[s..s + p]).map_err(|e| m.net(e))?;
+                        segments.push(Segment { offset: at, start: s, len: p });
+                        *fill = s + p;
+                        staged = true;
+                        p
+                    } else {
+                        let n = match piece {
+                            Some((_, StagedPiece::Here { len: p })) => p.min(asked).max(1),
+                            _ => len.min(DEFAULT_BLOCK_SIZE as u64) as usize,
+                        };
+                        match splice.then(|| sock.socket()).flatten().and_then(|fd| sink.splice_from(fd, at, n)) {
+                            Some(Ok(0)) => {
+                                let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
+                                return Err(m.net(e));
+                            }
+                            Some(Ok(n)) => n,
+                            Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                            Some(Err(e)) if crate::disk::is_network(&e) => return Err(m.net(e)),
+                            Some(Err(e)) => return Err(CopyError::Disk(e)),
+                            None => {
+                                if buf.len() < n {
+                                    buf.resize(n, 0);
+                                }
+                                sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;
+                                sink.write_at(&buf[..n], at).map_err(CopyError::Disk)?;
+                                n
                             }
                         }
-                        let Some(b) = st.buffer() else { return Err(CopyError::Aborted) };
-                        filling = Some((b, Vec::new(), 0));
                     }
-                    let Some((b, segments, fill)) = filling.as_mut() else { unreachable!("filled above") };
-                    let s = start(*fill);
-                    sock.read_exact(&mut b[s..s + p]).map_err(|e| m.net(e))?;
-                    segments.push(Segment { offset: at, start: s, len: p });
-                    *fill = s + p;
-                    p
-                } else if let Some(r) = splice.then(|| sock.socket()).flatten().and_then(|fd| {
-                    sink.splice_from(fd, spec.base + offset, len.min(DEFAULT_BLOCK_SIZE as u64) as usize)
-                }) {
-                    match r {
-                        Ok(0) => {
-                            let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
-                            return Err(m.net(e));
-                        }
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) if crate::disk::is_network(&e) => return Err(m.net(e)),
-                        Err(e) => return Err(CopyError::Disk(e)),
-                    }
-                } else {
-                    let n = len.min(DEFAULT_BLOCK_SIZE as u64) as usize;
-                    if buf.len() < n {
-                        buf.resize(n, 0);
-                    }
-                    sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;
-                    sink.write_at(&buf[..n], spec.base + offset).map_err(CopyError::Disk)?;
-                    n
                 };
                 let written = reader.payload_consumed(n as u64);
-                if staging.is_none() {
+                if !staged {
                     // (Staged, the writer threads record what reached the
                     // file.)
                     state.written(written);
@@ -855,8 +863,9 @@ mod tests {
         }
     }
 
-    /// A sink of several files, as a streamed upload's line: each piece of
-    /// a file marked direct lands at its page offset in the file.
+    /// A sink of several files, as a streamed upload's line: files marked
+    /// direct take the ring, each piece at its page offset in the file;
+    /// the others stay on the receiving thread.
     struct Files {
         /// (start in the sink, direct)
         files: Vec<(u64, bool)>,
@@ -882,12 +891,14 @@ mod tests {
             self.data.write_at(data, offset)
         }
 
-        fn staged_piece(&self, offset: u64, len: usize) -> crate::endpoint::StagedPiece {
+        fn staged_piece(&self, offset: u64, len: usize) -> StagedPiece {
             let (start, end, direct) = self.file(offset);
             let len = len.min((end - offset) as usize);
-            // Whatever page offset is asked for is kept: 123 for the others.
-            let page_offset = if direct { ((offset - start) % DIRECT_PAGE as u64) as usize } else { 123 };
-            crate::endpoint::StagedPiece { len, page_offset }
+            if direct {
+                StagedPiece::Ring { len, page_offset: ((offset - start) % DIRECT_PAGE as u64) as usize }
+            } else {
+                StagedPiece::Here { len }
+            }
         }
     }
 
@@ -910,15 +921,25 @@ mod tests {
         let spec = ReceiveSpec::new(0, None);
         receive(receivers, &mut rx, sink.clone(), spec, state.clone(), ctl, Duration::from_secs(5)).await.unwrap();
         assert_eq!(send.join().unwrap().unwrap(), 3);
-        assert_eq!(state.received.lock().unwrap().to_string(), "0-1500000");
+        assert_eq!(
+            state.received.lock().unwrap().to_string(),
+            "0-1500000",
+            "the ring's and the reader's writes both count"
+        );
         let writes = sink.writes.lock().unwrap().clone();
         for &(offset, len, page, writer) in &writes {
             let (start, end, direct) = sink.file(offset);
             assert!(offset + len as u64 <= end, "a write across a file's end: {offset}+{len}");
-            assert!(writer, "write at {offset} not by a ring writer");
-            let want = if direct { (offset - start) % DIRECT_PAGE as u64 } else { 123 };
-            assert_eq!(page as u64, want, "write at {offset} not at its page offset");
+            assert_eq!(writer, direct, "write at {offset}: direct files go through the ring, the others stay");
+            if direct {
+                assert_eq!(
+                    page as u64,
+                    (offset - start) % DIRECT_PAGE as u64,
+                    "write at {offset} not at its page offset"
+                );
+            }
         }
+        assert!(writes.iter().any(|w| w.3) && writes.iter().any(|w| !w.3), "both kinds of piece ran: {writes:?}");
         let sink = Arc::try_unwrap(sink).ok().unwrap();
         assert!(sink.data.into_inner() == data);
     }

@@ -301,23 +301,14 @@ impl StreamUpload {
     }
 
     /// Whether the line goes through a staging ring ([`STREAM_RING_BYTES`]):
-    /// when every file with bytes is written around the page cache and
-    /// none is larger than a block. With the ring a receiving thread reads
-    /// the next block while a writer thread waits for the device and
-    /// commits the files the block completed; without it, it does both
-    /// itself. That paid where a block holds several files (the 256 KiB
-    /// upload: 1.05 of the line without a ring, docs/trees.md, session 20)
-    /// and not where files span blocks: the mixed tree's lines of large
-    /// direct files took 0.97 of their time without it and an eighth more
-    /// server CPU (session 21). A line with buffered files keeps none
-    /// either: its small files cost the same without it, and the ring's
-    /// threads cost more than the waits they hide. Each piece lands at its
-    /// file's page offset ([`staged_piece`](BlockSink::staged_piece)), so
-    /// no file costs a second copy.
+    /// when some file with bytes is written around the page cache. Without
+    /// the ring, the receiving thread waits for the device after each of
+    /// its blocks; with it, a writer thread waits while the receiving
+    /// thread reads the next (docs/trees.md, session 20). The ring takes
+    /// only those files' bytes ([`staged_piece`](BlockSink::staged_piece));
+    /// a line of buffered files only would gain nothing from it.
     fn wants_ring(&self) -> bool {
-        let block = mode_e::DEFAULT_BLOCK_SIZE as u64;
-        let mut with_bytes = self.parts.iter().enumerate().filter(|(k, _)| self.size(*k) > 0).peekable();
-        with_bytes.peek().is_some() && with_bytes.all(|(k, p)| p.direct && self.size(k) <= block)
+        self.parts.iter().enumerate().any(|(k, p)| p.direct && self.size(k) > 0)
     }
 
     fn open_for(&self, k: usize) -> io::Result<()> {
@@ -438,17 +429,26 @@ impl BlockSink for StreamUpload {
         Ok(())
     }
 
-    /// Each file's piece lands in the ring buffer at the page offset it
-    /// has in its file, not in the line: `O_DIRECT` then takes whole pages
-    /// from the buffer without a copy whatever sizes came before it.
+    /// A file written around the page cache goes through the ring, each
+    /// piece placed at the page offset it has in its file, so the writer's
+    /// `O_DIRECT` takes whole pages from the buffer without a copy. A
+    /// buffered file's bytes stay on the receiving thread, spliced into the
+    /// page cache with one copy as without a ring: through the ring they
+    /// would be copied twice (the mixed tree's upload took twice the
+    /// server's CPU when they were, session 20).
     fn staged_piece(&self, offset: u64, len: usize) -> StagedPiece {
         match self.locate(offset) {
-            Ok((_, at, left)) => StagedPiece {
-                len: len.min(usize::try_from(left).unwrap_or(usize::MAX)),
-                page_offset: (at % ferry_io::staging::DIRECT_ALIGN as u64) as usize,
-            },
-            // Past the line: the writer's write reports it.
-            Err(_) => StagedPiece { len, page_offset: 0 },
+            Ok((k, at, left)) => {
+                let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
+                if self.parts[k].direct {
+                    let page_offset = (at % ferry_io::staging::DIRECT_ALIGN as u64) as usize;
+                    StagedPiece::Ring { len, page_offset }
+                } else {
+                    StagedPiece::Here { len }
+                }
+            }
+            // Past the line: the receiving thread's write reports it.
+            Err(_) => StagedPiece::Here { len },
         }
     }
 
