@@ -37,51 +37,6 @@ fn direct_io_uploads_and_downloads_match() {
     }
 }
 
-/// A streamed upload's line whose files include some written around the
-/// page cache (64 KiB and up, on a disk file system) takes a staging ring
-/// on a server started without one, whatever its small buffered files and
-/// files starting inside a page; a line of small files only does not
-/// (docs/data-path.md, "the streamed line's ring").
-#[test]
-fn streamed_lines_with_direct_files_take_a_ring_by_default() {
-    let local = tempfile::tempdir().unwrap();
-    let mixed = local.path().join("mixed");
-    let small = local.path().join("small");
-    for i in 0..120u64 {
-        // Direct files of odd sizes (the next file starts inside a page)
-        // between buffered ones.
-        let size = if i % 3 == 0 { (64 << 10) + i * 37 } else { 1000 + i * 13 };
-        random_file(&mixed.join(format!("f{i:03}")), size, i);
-        random_file(&small.join(format!("f{i:03}")), 4096 + i, 1000 + i);
-    }
-    let server = FerryServer::start();
-    for tree in [&mixed, &small] {
-        let name = tree.file_name().unwrap().to_str().unwrap();
-        let (ok, _, err) =
-            ferry(&["cp", "-r", "--concurrency", "1", tree.to_str().unwrap(), &server.url(ALICE, "/up/")]);
-        assert!(ok, "{name}: {err}");
-        assert_eq!(tree_digest(&server.path(&format!("up/{name}"))), tree_digest(tree), "{name}");
-    }
-    let lines: Vec<serde_json::Value> = server
-        .log_text()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["direction"] == "receive")
-        .map(|v| v["fields"].clone())
-        .collect();
-    assert!(lines.iter().all(|l| l["status"] == "complete"), "{lines:?}");
-    let staged = |name: &str| {
-        lines
-            .iter()
-            .filter(|l| l["path"].as_str().is_some_and(|p| p.contains(name)))
-            .map(|l| l["staging"].as_u64())
-            .collect::<Vec<_>>()
-    };
-    let (m, s) = (staged("mixed"), staged("small"));
-    assert!(!m.is_empty() && m.iter().all(|b| *b == Some(4 << 20)), "the mixed tree's lines: {m:?}\n{lines:?}");
-    assert!(!s.is_empty() && s.iter().all(|b| *b == Some(0)), "the small files' lines: {s:?}");
-}
-
 /// A tree over one session to a server with a staging ring: the lines of
 /// a streamed batch follow each other on the session's cached data
 /// connection, which the ring must leave open when a line ends. It shut

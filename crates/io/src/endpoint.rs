@@ -63,28 +63,6 @@ pub trait BlockSink: Send + Sync {
     fn zero_copy(&self) -> bool {
         false
     }
-
-    /// How a staging ring takes the payload at `offset` (at most `len`
-    /// bytes). By default all of it goes into a ring buffer at the page
-    /// offset `offset` has, so a sink that writes around the page cache
-    /// finds its pages aligned in memory as on disk.
-    fn staged_piece(&self, offset: u64, len: usize) -> StagedPiece {
-        StagedPiece::Ring { len, page_offset: (offset % crate::staging::DIRECT_ALIGN as u64) as usize }
-    }
-}
-
-/// What a staging ring does with the next payload bytes
-/// ([`BlockSink::staged_piece`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StagedPiece {
-    /// Up to `len` bytes into a ring buffer, starting `page_offset` bytes
-    /// into a page of it, for a writer thread to write.
-    Ring { len: usize, page_offset: usize },
-    /// Up to `len` bytes moved by the receiving thread itself
-    /// ([`BlockSink::splice_from`] where it can): for bytes a writer thread
-    /// could only copy a second time (into the page cache, which a splice
-    /// fills from the socket with one).
-    Here { len: usize },
 }
 
 impl BlockSource for File {

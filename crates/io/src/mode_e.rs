@@ -13,9 +13,8 @@
 //! many EODs as it announced. Connections that ended with EOD (without the
 //! close bit) are handed back for the next transfer.
 
-use crate::endpoint::StagedPiece;
 use crate::pipeline::Meter;
-use crate::staging::{ReceiveStaging, Segment, SendStaging, DIRECT_ALIGN as DIRECT_PAGE};
+use crate::staging::{ReceiveStaging, SendStaging};
 use crate::stream::CopyError;
 use crate::transport::{write_all_vectored, DataConn, Payload};
 use ferry_proto::mode_e::{BlockHeader, BlockLimits, BlockReader, ModeEError, ReceiveTracker, Want, HEADER_LEN};
@@ -430,18 +429,13 @@ pub fn receive_stream(
 ) -> Result<Option<DataConn>, CopyError> {
     let m = ctl.meter();
     let discard = ctl.path == DataPath::ZeroCopy && sink.zero_copy() && sock.zero_copy();
-    // A plain TCP socket into a file: splice(2), one copy instead of two
-    // (staged, only for the pieces the sink keeps out of the ring).
+    // A plain TCP socket into a file: splice(2), one copy instead of two.
     let splice = ctl.path == DataPath::ZeroCopy
         && !discard
+        && staging.is_none()
         && sock.zero_copy()
         && sock.transport() == "tcp"
         && sock.socket().is_some();
-    // The ring buffer being filled with this block's pieces, and where its
-    // filled part ends. Handed to the writers at the block's end: held
-    // across blocks, it could wait on a header the sender will not send
-    // until another stream, waiting for a buffer, drains.
-    let mut filling: Option<(crate::staging::AlignedBuf, Vec<Segment>, usize)> = None;
     // Grown on first use to what the blocks need, at most a block: a fresh
     // 1 MiB buffer zeroed per file and stream was 8 % of a client's CPU
     // receiving 4 KiB files, and the discard, splice and staged paths never
@@ -472,7 +466,6 @@ pub fn receive_stream(
                 }
             }
             Want::Payload { offset, len } => {
-                let mut staged = false;
                 let n = if discard {
                     // A discarding sink: the transport drops the payload
                     // (TCP in the kernel, MSG_TRUNC).
@@ -485,62 +478,41 @@ pub fn receive_stream(
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => return Err(m.net(e)),
                     }
-                } else {
-                    let at = spec.base + offset;
-                    // At most a block, and never past this block's payload
-                    // whatever the sink answers.
-                    let asked = staging.map_or(0, |st| len.min(st.block() as u64) as usize);
-                    let piece = staging.map(|st| (st, sink.staged_piece(at, asked)));
-                    if let Some((st, StagedPiece::Ring { len: p, page_offset })) = piece {
-                        // Staged: read into a ring buffer, at the page
-                        // offset the sink asks for, and let a writer
-                        // thread put it on disk while this thread reads on.
-                        let p = p.min(asked).max(1);
-                        let page_offset = page_offset % DIRECT_PAGE;
-                        let start = |fill: usize| fill + (page_offset + DIRECT_PAGE - fill % DIRECT_PAGE) % DIRECT_PAGE;
-                        if filling.as_ref().is_none_or(|(b, _, fill)| start(*fill) + p > b.len()) {
-                            if let Some((b, segments, _)) = filling.take() {
-                                if !st.submit(b, segments) {
-                                    return Err(CopyError::Aborted);
-                                }
-                            }
-                            let Some(b) = st.buffer() else { return Err(CopyError::Aborted) };
-                            filling = Some((b, Vec::new(), 0));
-                        }
-                        let Some((b, segments, fill)) = filling.as_mut() else { unreachable!("filled above") };
-                        let s = start(*fill);
-                        sock.read_exact(&mut b[s..s + p]).map_err(|e| m.net(e))?;
-                        segments.push(Segment { offset: at, start: s, len: p });
-                        *fill = s + p;
-                        staged = true;
-                        p
-                    } else {
-                        let n = match piece {
-                            Some((_, StagedPiece::Here { len: p })) => p.min(asked).max(1),
-                            _ => len.min(DEFAULT_BLOCK_SIZE as u64) as usize,
-                        };
-                        match splice.then(|| sock.socket()).flatten().and_then(|fd| sink.splice_from(fd, at, n)) {
-                            Some(Ok(0)) => {
-                                let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
-                                return Err(m.net(e));
-                            }
-                            Some(Ok(n)) => n,
-                            Some(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
-                            Some(Err(e)) if crate::disk::is_network(&e) => return Err(m.net(e)),
-                            Some(Err(e)) => return Err(CopyError::Disk(e)),
-                            None => {
-                                if buf.len() < n {
-                                    buf.resize(n, 0);
-                                }
-                                sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;
-                                sink.write_at(&buf[..n], at).map_err(CopyError::Disk)?;
-                                n
-                            }
-                        }
+                } else if let Some(st) = staging {
+                    // Staged: read into a ring buffer and let a writer
+                    // thread put it on disk while this thread reads the
+                    // next block.
+                    let n = len.min(st.block() as u64) as usize;
+                    let Some(mut b) = st.buffer() else { return Err(CopyError::Aborted) };
+                    sock.read_exact(&mut b[..n]).map_err(|e| m.net(e))?;
+                    if !st.submit(spec.base + offset, b, n) {
+                        return Err(CopyError::Aborted);
                     }
+                    n
+                } else if let Some(r) = splice.then(|| sock.socket()).flatten().and_then(|fd| {
+                    sink.splice_from(fd, spec.base + offset, len.min(DEFAULT_BLOCK_SIZE as u64) as usize)
+                }) {
+                    match r {
+                        Ok(0) => {
+                            let e = io::Error::new(io::ErrorKind::UnexpectedEof, ModeEError::ClosedBeforeEod);
+                            return Err(m.net(e));
+                        }
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) if crate::disk::is_network(&e) => return Err(m.net(e)),
+                        Err(e) => return Err(CopyError::Disk(e)),
+                    }
+                } else {
+                    let n = len.min(DEFAULT_BLOCK_SIZE as u64) as usize;
+                    if buf.len() < n {
+                        buf.resize(n, 0);
+                    }
+                    sock.read_exact(&mut buf[..n]).map_err(|e| m.net(e))?;
+                    sink.write_at(&buf[..n], spec.base + offset).map_err(CopyError::Disk)?;
+                    n
                 };
                 let written = reader.payload_consumed(n as u64);
-                if !staged {
+                if staging.is_none() {
                     // (Staged, the writer threads record what reached the
                     // file.)
                     state.written(written);
@@ -550,11 +522,6 @@ pub fn receive_stream(
             Want::EndOfBlock(h) => {
                 state.tracker().end_block(&h).map_err(invalid)?;
                 reader.end_block();
-                if let (Some(st), Some((b, segments, _))) = (staging, filling.take()) {
-                    if !st.submit(b, segments) {
-                        return Err(CopyError::Aborted);
-                    }
-                }
             }
             Want::Done { close } => return Ok((!close).then_some(sock)),
         }
@@ -861,87 +828,6 @@ mod tests {
             assert_eq!(got.len(), data.len());
             assert!(got[3..] == data[3..], "staged send {send_staged}, receive {recv_staged}");
         }
-    }
-
-    /// A sink of several files, as a streamed upload's line: files marked
-    /// direct take the ring, each piece at its page offset in the file;
-    /// the others stay on the receiving thread.
-    struct Files {
-        /// (start in the sink, direct)
-        files: Vec<(u64, bool)>,
-        data: MemorySink,
-        /// (offset, length, memory's page offset, written by a ring writer)
-        writes: Mutex<Vec<(u64, usize, usize, bool)>>,
-    }
-
-    impl Files {
-        fn file(&self, offset: u64) -> (u64, u64, bool) {
-            let k = self.files.iter().rposition(|(start, _)| *start <= offset).unwrap();
-            let end = self.files.get(k + 1).map_or(u64::MAX, |f| f.0);
-            (self.files[k].0, end, self.files[k].1)
-        }
-    }
-
-    impl BlockSink for Files {
-        fn write_at(&self, data: &[u8], offset: u64) -> io::Result<()> {
-            // Ring writers are plain threads; receiving threads are tokio's.
-            let writer = std::thread::current().name().is_none();
-            let page = data.as_ptr() as usize % DIRECT_PAGE;
-            self.writes.lock().unwrap().push((offset, data.len(), page, writer));
-            self.data.write_at(data, offset)
-        }
-
-        fn staged_piece(&self, offset: u64, len: usize) -> StagedPiece {
-            let (start, end, direct) = self.file(offset);
-            let len = len.min((end - offset) as usize);
-            if direct {
-                StagedPiece::Ring { len, page_offset: ((offset - start) % DIRECT_PAGE as u64) as usize }
-            } else {
-                StagedPiece::Here { len }
-            }
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_ring_places_each_piece_at_its_files_page_offset() {
-        let data = pattern(1_500_000);
-        // Files starting inside pages, and buffered ones among them.
-        let files =
-            vec![(0, true), (70_001, false), (75_000, true), (300_123, true), (300_200, false), (900_007, true)];
-        let sink =
-            Arc::new(Files { files: files.clone(), data: MemorySink::default(), writes: Mutex::new(Vec::new()) });
-        let (senders, receivers) = pairs(3);
-        let plan = SendPlan::whole(data.len() as u64, 100_000);
-        let src = data.clone();
-        let send = std::thread::spawn(move || send(senders, &src, &plan, &TransferControl::new()).map(|v| v.len()));
-        let (_tx, mut rx) = mpsc::channel(1);
-        let staging = Some(StagingConfig { bytes: 2 << 20, block: 256 << 10, disk_threads: 2 });
-        let ctl = TransferControl { staging, ..TransferControl::new() };
-        let state = Arc::new(ReceiveState::default());
-        let spec = ReceiveSpec::new(0, None);
-        receive(receivers, &mut rx, sink.clone(), spec, state.clone(), ctl, Duration::from_secs(5)).await.unwrap();
-        assert_eq!(send.join().unwrap().unwrap(), 3);
-        assert_eq!(
-            state.received.lock().unwrap().to_string(),
-            "0-1500000",
-            "the ring's and the reader's writes both count"
-        );
-        let writes = sink.writes.lock().unwrap().clone();
-        for &(offset, len, page, writer) in &writes {
-            let (start, end, direct) = sink.file(offset);
-            assert!(offset + len as u64 <= end, "a write across a file's end: {offset}+{len}");
-            assert_eq!(writer, direct, "write at {offset}: direct files go through the ring, the others stay");
-            if direct {
-                assert_eq!(
-                    page as u64,
-                    (offset - start) % DIRECT_PAGE as u64,
-                    "write at {offset} not at its page offset"
-                );
-            }
-        }
-        assert!(writes.iter().any(|w| w.3) && writes.iter().any(|w| !w.3), "both kinds of piece ran: {writes:?}");
-        let sink = Arc::try_unwrap(sink).ok().unwrap();
-        assert!(sink.data.into_inner() == data);
     }
 
     #[tokio::test(flavor = "multi_thread")]

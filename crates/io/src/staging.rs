@@ -310,22 +310,6 @@ impl SendStaging {
     }
 }
 
-/// One piece of a filled receive buffer: `len` bytes at `start` in the
-/// buffer, for sink offset `offset`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    pub offset: u64,
-    pub start: usize,
-    pub len: usize,
-}
-
-/// Room in each receive buffer beyond its block, for the page padding that
-/// places each piece at its file's page offset
-/// ([`BlockSink::staged_piece`](crate::endpoint::BlockSink::staged_piece)):
-/// sixteen pieces of a block (files of 64 KiB, the smallest a streamed
-/// line writes around the page cache) pad at most this much.
-pub const PIECE_SLACK: usize = 16 * DIRECT_ALIGN;
-
 /// The receiving side of a ring: stream threads fill free buffers from the
 /// network and [`submit`](Self::submit) them; writer threads write them at
 /// their offsets. [`finish`](Self::finish) waits until everything is on
@@ -333,7 +317,7 @@ pub const PIECE_SLACK: usize = 16 * DIRECT_ALIGN;
 #[derive(Debug)]
 pub struct ReceiveStaging {
     pool: Arc<BufferPool>,
-    queue: Arc<Queue<(AlignedBuf, Vec<Segment>)>>,
+    queue: Arc<Queue<(u64, AlignedBuf, usize)>>,
     error: Arc<Mutex<Option<io::Error>>>,
     writers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     abort: Arc<AbortSignal>,
@@ -351,23 +335,20 @@ impl ReceiveStaging {
         on_written: Option<Arc<dyn Fn(Range<u64>) + Send + Sync>>,
     ) -> Arc<Self> {
         let count = config.buffers();
-        let pool = Arc::new(BufferPool::new(count, config.block + PIECE_SLACK));
-        let queue: Arc<Queue<(AlignedBuf, Vec<Segment>)>> = Arc::new(Queue::new(count, count, "receive"));
+        let pool = Arc::new(BufferPool::new(count, config.block));
+        let queue: Arc<Queue<(u64, AlignedBuf, usize)>> = Arc::new(Queue::new(count, count, "receive"));
         let error = Arc::new(Mutex::new(None));
         let writers = (0..config.disk_threads)
             .map(|_| {
                 let (pool, queue, error, sink, abort, on_written) =
                     (pool.clone(), queue.clone(), error.clone(), sink.clone(), abort.clone(), on_written.clone());
                 std::thread::spawn(move || {
-                    while let Some((buf, segments)) = queue.pop(&abort) {
-                        let r = segments.iter().try_for_each(|g| {
-                            sink.write_at(&buf[g.start..g.start + g.len], g.offset)?;
-                            if let Some(f) = &on_written {
-                                f(g.offset..g.offset + g.len as u64);
-                            }
-                            Ok(())
-                        });
+                    while let Some((offset, buf, len)) = queue.pop(&abort) {
+                        let r = sink.write_at(&buf[..len], offset);
                         pool.give(buf);
+                        if let (Ok(()), Some(f)) = (&r, &on_written) {
+                            f(offset..offset + len as u64);
+                        }
                         if let Err(e) = r {
                             error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
                             abort.abort();
@@ -380,21 +361,18 @@ impl ReceiveStaging {
         Arc::new(Self { pool, queue, error, writers: Mutex::new(writers), abort, finished: Default::default() })
     }
 
-    /// The most payload one read takes: a network block.
     pub fn block(&self) -> usize {
-        self.pool.block() - PIECE_SLACK
+        self.pool.block()
     }
 
-    /// A free buffer for the next pieces of payload (a block and
-    /// [`PIECE_SLACK`] long).
+    /// A free buffer for the next piece of payload.
     pub fn buffer(&self) -> Option<AlignedBuf> {
         self.pool.take(&self.abort)
     }
 
-    /// Hands a filled buffer to the writers: each segment is written at its
-    /// offset, in order.
-    pub fn submit(&self, buf: AlignedBuf, segments: Vec<Segment>) -> bool {
-        self.queue.push((buf, segments), &self.abort)
+    /// Hands a filled buffer to the writers.
+    pub fn submit(&self, offset: u64, buf: AlignedBuf, len: usize) -> bool {
+        self.queue.push((offset, buf, len), &self.abort)
     }
 
     /// Waits for the writers to drain the ring; the first write error, if any.
@@ -479,14 +457,8 @@ mod tests {
         );
         for i in (0..200u64).rev() {
             let mut buf = staging.buffer().unwrap();
-            // Two segments of one buffer, the second at a page offset.
-            buf[..2048].fill(i as u8);
-            buf[8192 + 2048..8192 + 4096].fill(i as u8);
-            let segments = vec![
-                Segment { offset: i * 4096, start: 0, len: 2048 },
-                Segment { offset: i * 4096 + 2048, start: 8192 + 2048, len: 2048 },
-            ];
-            assert!(staging.submit(buf, segments));
+            buf[..4096].fill(i as u8);
+            assert!(staging.submit(i * 4096, buf, 4096));
         }
         staging.finish().unwrap();
         drop(staging);
@@ -504,7 +476,7 @@ mod tests {
         let abort = Arc::new(AbortSignal::new());
         let staging = ReceiveStaging::start(config, Arc::new(MemorySink::default()), abort.clone(), None);
         let buf = staging.buffer().unwrap();
-        assert!(staging.submit(buf, vec![Segment { offset: 0, start: 0, len: 4096 }]));
+        assert!(staging.submit(0, buf, 4096));
         staging.finish().unwrap();
         drop(staging);
         assert!(!abort.is_aborted(), "a finished ring aborted its transfer");

@@ -26,7 +26,7 @@
 use crate::control::HOLD_125_MAX_SIZE;
 use crate::data;
 use crate::server::ServerContext;
-use ferry_io::endpoint::{NullSink, StagedPiece, ZeroSource};
+use ferry_io::endpoint::{NullSink, ZeroSource};
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveSpec, ReceiveState, SendPlan, TransferControl};
 use ferry_io::rate::RateLimit;
 use ferry_io::root::{BatchDurability, Listing, Root, StoreDirs, StoreMode, Upload, UploadInfo};
@@ -43,7 +43,7 @@ use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
@@ -168,10 +168,6 @@ pub(crate) struct ActiveTransfer {
     /// The process's UDT totals when it started: the finished line reports
     /// the difference (`ferry_io::udt::totals`).
     pub udt_before: ferry_io::udt::UdtTotals,
-    /// Bytes of the staging ring the transfer was given (0: none), for the
-    /// finished line: a streamed line decides only once its files are
-    /// opened ([`StreamUpload::wants_ring`]).
-    pub staging: Arc<AtomicUsize>,
 }
 
 impl ActiveTransfer {
@@ -301,14 +297,20 @@ impl StreamUpload {
     }
 
     /// Whether the line goes through a staging ring ([`STREAM_RING_BYTES`]):
-    /// when some file with bytes is written around the page cache. Without
-    /// the ring, the receiving thread waits for the device after each of
-    /// its blocks; with it, a writer thread waits while the receiving
-    /// thread reads the next (docs/trees.md, session 20). The ring takes
-    /// only those files' bytes ([`staged_piece`](BlockSink::staged_piece));
-    /// a line of buffered files only would gain nothing from it.
+    /// every file with bytes is written around the page cache and starts
+    /// on a page of the line, so a ring buffer (page-aligned, filled from a
+    /// block's page-aligned offset) holds their pages where `O_DIRECT`
+    /// takes them without a copy. With the ring, a receiving thread reads
+    /// the next block while a writer thread waits for the device with the
+    /// last; without it, it waits itself (docs/trees.md, session 20). A
+    /// file that starts inside a page would cost a second copy through the
+    /// ring, and so would a buffered one (spliced into the page cache
+    /// without the ring): the mixed tree's upload took twice the server's
+    /// CPU when its lines with one aligned direct file took a ring.
     fn wants_ring(&self) -> bool {
-        self.parts.iter().enumerate().any(|(k, p)| p.direct && self.size(k) > 0)
+        let page = ferry_io::staging::DIRECT_ALIGN as u64;
+        let mut with_bytes = self.parts.iter().enumerate().filter(|(k, _)| self.size(*k) > 0).peekable();
+        with_bytes.peek().is_some() && with_bytes.all(|(k, p)| p.direct && self.layout.start(k) % page == 0)
     }
 
     fn open_for(&self, k: usize) -> io::Result<()> {
@@ -427,29 +429,6 @@ impl BlockSink for StreamUpload {
             pos += n;
         }
         Ok(())
-    }
-
-    /// A file written around the page cache goes through the ring, each
-    /// piece placed at the page offset it has in its file, so the writer's
-    /// `O_DIRECT` takes whole pages from the buffer without a copy. A
-    /// buffered file's bytes stay on the receiving thread, spliced into the
-    /// page cache with one copy as without a ring: through the ring they
-    /// would be copied twice (the mixed tree's upload took twice the
-    /// server's CPU when they were, session 20).
-    fn staged_piece(&self, offset: u64, len: usize) -> StagedPiece {
-        match self.locate(offset) {
-            Ok((k, at, left)) => {
-                let len = len.min(usize::try_from(left).unwrap_or(usize::MAX));
-                if self.parts[k].direct {
-                    let page_offset = (at % ferry_io::staging::DIRECT_ALIGN as u64) as usize;
-                    StagedPiece::Ring { len, page_offset }
-                } else {
-                    StagedPiece::Here { len }
-                }
-            }
-            // Past the line: the receiving thread's write reports it.
-            Err(_) => StagedPiece::Here { len },
-        }
     }
 
     fn splice_from(&self, sock: std::os::fd::BorrowedFd<'_>, offset: u64, len: usize) -> Option<io::Result<usize>> {
@@ -865,7 +844,6 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
     let path = ctx.server.config.data_path;
     let staging = staging_for(&ctx);
-    let staged = Arc::new(AtomicUsize::new(staging.map_or(0, |c| c.bytes)));
     let task = Task {
         request: request.clone(),
         ctx,
@@ -883,7 +861,6 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         failure: Arc::default(),
         cut: None,
         stream_up: None,
-        staged: staged.clone(),
     };
     // On the data runtime: its blocking threads are the data connections'.
     let rt = task.ctx.server.data_runtime.handle().clone();
@@ -907,7 +884,6 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         abort_notify,
         stopped,
         verdict,
-        staging: staged,
     }
 }
 
@@ -946,7 +922,6 @@ pub(crate) fn external(request: TransferRequest) -> (ActiveTransfer, ExternalTra
         abort_notify: ext.abort_notify.clone(),
         stopped: Arc::new(AtomicBool::new(false)),
         verdict: ext.verdict.clone(),
-        staging: Arc::default(),
     };
     (active, ext)
 }
@@ -989,8 +964,6 @@ struct Task {
     /// A `BSTO STREAM` line's files: on failure the incomplete ones are
     /// abandoned (kept for a resume).
     stream_up: Option<Arc<StreamUpload>>,
-    /// Shared with [`ActiveTransfer::staging`].
-    staged: Arc<AtomicUsize>,
 }
 
 /// Registers a data connection with the profiler, if one runs.
@@ -1129,9 +1102,8 @@ impl Task {
         if let Prepared::Receive { sink: Destination::Stream(up), .. } = &prepared {
             self.stream_up = Some(up.clone());
             if self.ctl.staging.is_none() && up.wants_ring() {
-                let ring = ferry_io::staging::StagingConfig::new(STREAM_RING_BYTES, mode_e::DEFAULT_BLOCK_SIZE);
-                self.staged.store(ring.bytes, Ordering::Relaxed);
-                self.ctl.staging = Some(ring);
+                self.ctl.staging =
+                    Some(ferry_io::staging::StagingConfig::new(STREAM_RING_BYTES, mode_e::DEFAULT_BLOCK_SIZE));
             }
         }
         if let Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } = &prepared {
