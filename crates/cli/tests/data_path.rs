@@ -37,6 +37,50 @@ fn direct_io_uploads_and_downloads_match() {
     }
 }
 
+/// A streamed upload's line whose files are all written around the page
+/// cache (64 KiB and up, on a disk file system) and start on pages of the
+/// line takes a staging ring on a server started without one; a line with
+/// a file that starts inside a page, or with small buffered files, does
+/// not (`StreamUpload::wants_ring`; docs/data-path.md). The finished
+/// line's `staging` field says which.
+#[test]
+fn streamed_lines_of_aligned_direct_files_take_a_ring_by_default() {
+    let local = tempfile::tempdir().unwrap();
+    let aligned = local.path().join("aligned");
+    let odd = local.path().join("odd");
+    let mixed = local.path().join("mixed");
+    for i in 0..120u64 {
+        random_file(&aligned.join(format!("f{i:03}")), (64 << 10) + (i % 4) * 4096, i);
+        random_file(&odd.join(format!("f{i:03}")), (64 << 10) + i * 37 + 1, 500 + i);
+        let size = if i % 3 == 0 { 64 << 10 } else { 1000 + i * 13 };
+        random_file(&mixed.join(format!("f{i:03}")), size, 1000 + i);
+    }
+    let server = FerryServer::start();
+    for tree in [&aligned, &odd, &mixed] {
+        let name = tree.file_name().unwrap().to_str().unwrap();
+        let (ok, _, err) =
+            ferry(&["cp", "-r", "--concurrency", "1", tree.to_str().unwrap(), &server.url(ALICE, "/up/")]);
+        assert!(ok, "{name}: {err}");
+        assert_eq!(tree_digest(&server.path(&format!("up/{name}"))), tree_digest(tree), "{name}");
+    }
+    let lines: Vec<serde_json::Value> = server
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["direction"] == "receive")
+        .map(|v| v["fields"].clone())
+        .collect();
+    assert!(lines.iter().all(|l| l["status"] == "complete"), "{lines:?}");
+    let staged = |name: &str| -> Vec<Option<u64>> {
+        let of_tree = |l: &&serde_json::Value| l["path"].as_str().is_some_and(|p| p.contains(name));
+        lines.iter().filter(of_tree).map(|l| l["staging"].as_u64()).collect()
+    };
+    let (a, o, m) = (staged("aligned"), staged("odd"), staged("mixed"));
+    assert!(!a.is_empty() && a.iter().all(|b| *b == Some(4 << 20)), "aligned direct files: {a:?}\n{lines:?}");
+    assert!(!o.is_empty() && o.iter().all(|b| *b == Some(0)), "odd sizes: {o:?}");
+    assert!(!m.is_empty() && m.iter().all(|b| *b == Some(0)), "small buffered files: {m:?}");
+}
+
 /// A tree over one session to a server with a staging ring: the lines of
 /// a streamed batch follow each other on the session's cached data
 /// connection, which the ring must leave open when a line ends. It shut

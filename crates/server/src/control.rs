@@ -873,6 +873,8 @@ impl Control {
                 rate_mb_s = (bytes as f64 / secs.max(1e-9) / 1e5).round() / 10.0,
                 status = %status,
                 udt = udt.as_deref(),
+                // Bytes of its staging ring; 0 without one.
+                staging = t.staging.load(Ordering::Relaxed),
                 "transfer finished"
             );
         }

@@ -43,7 +43,7 @@ use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
@@ -168,6 +168,10 @@ pub(crate) struct ActiveTransfer {
     /// The process's UDT totals when it started: the finished line reports
     /// the difference (`ferry_io::udt::totals`).
     pub udt_before: ferry_io::udt::UdtTotals,
+    /// Bytes of the staging ring the transfer was given (0: none), for the
+    /// finished line: a streamed line decides only once its files are
+    /// opened ([`StreamUpload::wants_ring`]).
+    pub staging: Arc<AtomicUsize>,
 }
 
 impl ActiveTransfer {
@@ -844,6 +848,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
     let rate = ctx.server.config.max_transfer_rate.map(|r| Arc::new(RateLimit::new(r)));
     let path = ctx.server.config.data_path;
     let staging = staging_for(&ctx);
+    let staged = Arc::new(AtomicUsize::new(staging.map_or(0, |c| c.bytes)));
     let task = Task {
         request: request.clone(),
         ctx,
@@ -861,6 +866,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         failure: Arc::default(),
         cut: None,
         stream_up: None,
+        staged: staged.clone(),
     };
     // On the data runtime: its blocking threads are the data connections'.
     let rt = task.ctx.server.data_runtime.handle().clone();
@@ -884,6 +890,7 @@ pub(crate) fn spawn(request: TransferRequest, ctx: TransferContext) -> ActiveTra
         abort_notify,
         stopped,
         verdict,
+        staging: staged,
     }
 }
 
@@ -922,6 +929,7 @@ pub(crate) fn external(request: TransferRequest) -> (ActiveTransfer, ExternalTra
         abort_notify: ext.abort_notify.clone(),
         stopped: Arc::new(AtomicBool::new(false)),
         verdict: ext.verdict.clone(),
+        staging: Arc::default(),
     };
     (active, ext)
 }
@@ -964,6 +972,8 @@ struct Task {
     /// A `BSTO STREAM` line's files: on failure the incomplete ones are
     /// abandoned (kept for a resume).
     stream_up: Option<Arc<StreamUpload>>,
+    /// Shared with [`ActiveTransfer::staging`].
+    staged: Arc<AtomicUsize>,
 }
 
 /// Registers a data connection with the profiler, if one runs.
@@ -1102,8 +1112,9 @@ impl Task {
         if let Prepared::Receive { sink: Destination::Stream(up), .. } = &prepared {
             self.stream_up = Some(up.clone());
             if self.ctl.staging.is_none() && up.wants_ring() {
-                self.ctl.staging =
-                    Some(ferry_io::staging::StagingConfig::new(STREAM_RING_BYTES, mode_e::DEFAULT_BLOCK_SIZE));
+                let ring = ferry_io::staging::StagingConfig::new(STREAM_RING_BYTES, mode_e::DEFAULT_BLOCK_SIZE);
+                self.staged.store(ring.bytes, Ordering::Relaxed);
+                self.ctl.staging = Some(ring);
             }
         }
         if let Prepared::Receive { sink: Destination::Upload { upload, mode }, base, done } = &prepared {
