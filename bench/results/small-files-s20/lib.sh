@@ -1,0 +1,30 @@
+# Sourced by ab.sh, cc.sh and prof.sh: what their rounds share.
+# The source trees are the ones bench/results/small-files-s19-direct/pairs.py makes under $WORK.
+
+# A free loopback port.
+port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+# CPU seconds (user + system) process $1 has used so far.
+cpu() { awk '{printf "%.2f", ($14+$15)/100}' /proc/$1/stat; }
+
+# serve FERRY ROOT [FLAGS...]: an anonymous-write server on a free port; sets PORT and SPID.
+serve() {
+  local f=$1 root=$2; shift 2
+  PORT=$(port)
+  $f serve $root --listen 127.0.0.1:$PORT --anonymous write "$@" >/dev/null 2>&1 & SPID=$!
+  sleep 1
+}
+
+# row LABEL SERVER_PID COMMAND...: runs COMMAND after the page cache is written back and appends
+# "LABEL wall (server CPU)" to $line (and FAIL if it failed).
+row() {
+  local label=$1 s=$2 c0 t0 t1 c1; shift 2
+  sleep 1.5; sync
+  c0=$(cpu $s); t0=$(date +%s.%N)
+  "$@" >/dev/null 2>&1 || line="$line FAIL"
+  t1=$(date +%s.%N); c1=$(cpu $s)
+  line="$line $label $(printf %.3f $(echo "$t1-$t0"|bc)) ($(echo "$c1-$c0"|bc))"
+}
+
+# The next round's order: the first row goes last.
+rotate() { echo "${1#* } ${1%% *}"; }
