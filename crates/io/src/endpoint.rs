@@ -151,8 +151,11 @@ impl BlockSource for SerialFile {
 /// [`DIRECT_ALIGN`]: crate::staging::DIRECT_ALIGN
 #[derive(Debug)]
 pub struct DirectFile {
-    buffered: File,
+    /// The ordinary description; opened on first need by
+    /// [`switching`](Self::switching).
+    buffered: std::sync::OnceLock<File>,
     direct: File,
+    writable: bool,
 }
 
 impl DirectFile {
@@ -171,7 +174,41 @@ impl DirectFile {
             .write(writable)
             .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC)
             .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-        Ok(Self { buffered: file, direct })
+        Ok(Self { buffered: file.into(), direct, writable })
+    }
+
+    /// A direct file made by switching `file`'s own description to
+    /// `O_DIRECT` (so every descriptor of it, its duplicates included,
+    /// is direct from now on), with the ordinary description opened only
+    /// when a piece that is not whole pages comes: a streamed line's
+    /// file written in whole pages costs no `/proc` open (13 µs of a
+    /// 256 KiB upload's 170 µs of server time; docs/trees.md, session 22).
+    /// Fails where the file system has no direct I/O, leaving `file` as
+    /// it was.
+    pub fn switching(file: File) -> io::Result<Self> {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let flags = fcntl(&file, FcntlArg::F_GETFL).map_err(io::Error::from)?;
+        let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        fcntl(&file, FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) | OFlag::O_DIRECT)).map_err(io::Error::from)?;
+        Ok(Self { buffered: std::sync::OnceLock::new(), direct: file, writable })
+    }
+
+    /// The ordinary description, opened through `/proc/self/fd` (the same
+    /// inode, no path lookup) if it is not yet.
+    fn buffered(&self) -> io::Result<&File> {
+        if let Some(f) = self.buffered.get() {
+            return Ok(f);
+        }
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(self.writable)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(format!("/proc/self/fd/{}", self.direct.as_raw_fd()))?;
+        // Two threads may race here: one description is kept.
+        let _ = self.buffered.set(f);
+        Ok(self.buffered.get().expect("set above"))
     }
 
     fn aligned(buf: &[u8], offset: u64) -> bool {
@@ -185,7 +222,7 @@ impl BlockSource for DirectFile {
         if Self::aligned(buf, offset) {
             FileExt::read_at(&self.direct, buf, offset)
         } else {
-            FileExt::read_at(&self.buffered, buf, offset)
+            FileExt::read_at(self.buffered()?, buf, offset)
         }
     }
 }
@@ -206,11 +243,11 @@ impl DirectFile {
         let end = offset + data.len() as u64;
         let (body, body_end) = (offset.div_ceil(a) * a, end / a * a);
         if body_end <= body {
-            return self.buffered.write_all_at(data, offset);
+            return self.buffered()?.write_all_at(data, offset);
         }
         let (head, tail) = ((body - offset) as usize, (body_end - offset) as usize);
         if head > 0 {
-            self.buffered.write_all_at(&data[..head], offset)?;
+            self.buffered()?.write_all_at(&data[..head], offset)?;
         }
         let pages = &data[head..tail];
         if pages.as_ptr() as usize % a as usize == 0 {
@@ -220,7 +257,7 @@ impl DirectFile {
                 // (Never held here by `splice_from`: it places its bytes
                 // aligned, so they take the branch above.)
                 let Ok(mut slot) = cell.try_borrow_mut() else {
-                    return self.buffered.write_all_at(pages, body);
+                    return self.buffered()?.write_all_at(pages, body);
                 };
                 let buf = slot.get_or_insert_with(stage_buffer);
                 let mut at = 0usize;
@@ -234,7 +271,7 @@ impl DirectFile {
             })?;
         }
         if tail < data.len() {
-            self.buffered.write_all_at(&data[tail..], body_end)?;
+            self.buffered()?.write_all_at(&data[tail..], body_end)?;
         }
         Ok(())
     }
@@ -245,7 +282,7 @@ impl DirectFile {
     /// ext4 with `data=journal`), so a refusal costs speed, never the data.
     fn write_pages(&self, pages: &[u8], offset: u64) -> io::Result<()> {
         match self.direct.write_all_at(pages, offset) {
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.buffered.write_all_at(pages, offset),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.buffered()?.write_all_at(pages, offset),
             r => r,
         }
     }
@@ -458,10 +495,18 @@ mod tests {
     }
 
     fn disk_file(dir: &tempfile::TempDir) -> (std::path::PathBuf, DirectFile, File) {
+        disk_file_by(dir, DirectFile::new)
+    }
+
+    fn disk_file_by(
+        dir: &tempfile::TempDir,
+        make: fn(File) -> io::Result<DirectFile>,
+    ) -> (std::path::PathBuf, DirectFile, File) {
         let path = dir.path().join("d");
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
-        let probe = file.try_clone().unwrap();
-        let d = DirectFile::new(file).unwrap_or_else(|e| {
+        // Its own description: `switching` changes the one it is given.
+        let probe = std::fs::File::open(&path).unwrap();
+        let d = make(file).unwrap_or_else(|e| {
             panic!(
                 "cannot run here: {} has no O_DIRECT ({e}); set FERRY_DISK_DIR to a directory on a disk file system",
                 dir.path().display()
@@ -472,8 +517,34 @@ mod tests {
 
     #[test]
     fn direct_file_writes_whole_pages_around_the_cache_and_only_partial_pages_through_it() {
+        for make in [DirectFile::new, DirectFile::switching] {
+            whole_pages_around_the_cache(make);
+        }
+    }
+
+    #[test]
+    fn a_switched_direct_file_opens_no_second_description_for_whole_pages() {
+        use crate::staging::{AlignedBuf, DIRECT_ALIGN};
         let dir = tempfile::tempdir_in(std::env::var_os("FERRY_DISK_DIR").unwrap_or("/var/tmp".into())).unwrap();
-        let (path, d, probe) = disk_file(&dir);
+        let path = dir.path().join("d");
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let dup = file.try_clone().unwrap();
+        let d = DirectFile::switching(file).expect("a disk file system has O_DIRECT");
+        let flags = nix::fcntl::fcntl(&dup, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        assert_ne!(flags & libc::O_DIRECT, 0, "the caller's duplicate shares the switched description");
+        let mut block = AlignedBuf::new(2 * DIRECT_ALIGN);
+        block.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 13) as u8);
+        d.write_at(&block, 0).unwrap();
+        assert!(d.buffered.get().is_none(), "whole pages need no ordinary description");
+        d.write_at(b"tail", block.len() as u64).unwrap();
+        assert!(d.buffered.get().is_some());
+        let expected: Vec<u8> = block.iter().copied().chain(*b"tail").collect();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    fn whole_pages_around_the_cache(make: fn(File) -> io::Result<DirectFile>) {
+        let dir = tempfile::tempdir_in(std::env::var_os("FERRY_DISK_DIR").unwrap_or("/var/tmp".into())).unwrap();
+        let (path, d, probe) = disk_file_by(&dir, make);
         let page = crate::staging::DIRECT_ALIGN;
         let pattern: Vec<u8> = (0..6 * page + 1234).map(|i| (i % 251) as u8).collect();
         // Unaligned memory and block boundaries inside pages 1 and 4, as a

@@ -2,6 +2,7 @@
 //! loops that move bytes between them. Everything that owns a file
 //! descriptor lives here; the protocol rules live in `ferry-proto`.
 
+pub mod anonymous;
 pub mod checksum;
 pub mod disk;
 pub mod endpoint;

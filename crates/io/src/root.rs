@@ -108,13 +108,28 @@ pub struct UploadInfo {
     pub allocation: Option<u64>,
 }
 
-/// The partial file of an upload, in its directory's hidden area.
+/// The partial file of an upload, in its directory's hidden area — or,
+/// for a small file of a streamed line, anonymous ([`StoreDirs::streamed`])
+/// until it is linked under its final name, or named in the area after all
+/// when it fails or is checkpointed ([`Upload::named_area`]).
 #[derive(Debug)]
 struct PartialFile {
-    area: Arc<Dir>,
+    /// The area the partial is named in; `None` while it is anonymous.
+    area: Mutex<Option<Arc<Dir>>>,
     part: String,
     meta: String,
 }
+
+impl PartialFile {
+    fn area(&self) -> Option<Arc<Dir>> {
+        self.area.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Set once the served file system refused an anonymous file, or this
+/// process found no way to link one: streamed lines then use named
+/// partials (one failed call per process, not per file).
+static NO_ANONYMOUS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// An upload in progress: a partial file (or, for APPE and a resume of a
 /// complete file, the file itself) and the claim on its name.
@@ -173,10 +188,37 @@ impl Upload {
             self.file.sync_data()?;
         }
         let Some(p) = &self.partial else { return Ok(()) };
+        let area = self.named_area(p)?;
         let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
         record.ranges = ranges.to_string();
         self.recorded.store(true, std::sync::atomic::Ordering::Relaxed);
-        write_record(&p.area, &p.meta, &record)
+        write_record(&area, &p.meta, &record)
+    }
+
+    /// The partial's area, where an anonymous partial is first linked as
+    /// its `.part` (so a failed or checkpointed small file of a streamed
+    /// line leaves what a resume needs, as a named partial would). A
+    /// stale `.part` of this name is ours to replace: the claim is held.
+    fn named_area(&self, p: &PartialFile) -> io::Result<Arc<Dir>> {
+        let mut slot = p.area.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = &*slot {
+            return Ok(a.clone());
+        }
+        let part = Path::new(&p.part);
+        let mut attempts = 0;
+        let area = loop {
+            let area = Arc::new(open_area(&self.parent).map_err(|e| io::Error::other(e.to_string()))?);
+            match crate::anonymous::link(&self.file, &*area, part) {
+                Ok(()) => break area,
+                Err(nix::errno::Errno::EEXIST) if attempts < 5 => area.remove_file(part)?,
+                // Another upload's commit removed the empty area meanwhile.
+                Err(nix::errno::Errno::ENOENT) if attempts < 5 => {}
+                Err(e) => return Err(e.into()),
+            }
+            attempts += 1;
+        };
+        *slot = Some(area.clone());
+        Ok(area)
     }
 
     /// Makes the finished upload visible under its final name: its data
@@ -220,7 +262,7 @@ impl Upload {
         let parent = self.parent.clone();
         // The partial area stays for the batch's next file (one `mkdir`
         // and `rmdir` per batch, not per file); the pass removes it.
-        self.rename_keeping_area()?;
+        let _ = self.rename_keeping_area()?;
         batch.add(PendingFile { file, parent, dir_key: self.dir_key });
         Ok(())
     }
@@ -247,21 +289,65 @@ impl Upload {
     /// Renames the synced partial over the final name (nothing to do for
     /// an upload written in place).
     fn rename_into_place(&self) -> Result<(), FsError> {
-        self.rename_keeping_area()?;
-        if self.partial.is_some() {
+        if self.rename_keeping_area()? {
             let _ = self.parent.remove_dir(AREA);
         }
         Ok(())
     }
 
-    fn rename_keeping_area(&self) -> Result<(), FsError> {
-        if let Some(p) = &self.partial {
-            p.area.rename(&p.part, &self.parent, &self.name).map_err(|e| fs_error(&e))?;
-            if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = p.area.remove_file(&p.meta);
-            }
+    /// Puts the partial under the final name; whether a named partial was
+    /// renamed out of the area (an anonymous one linked straight in never
+    /// touched it).
+    fn rename_keeping_area(&self) -> Result<bool, FsError> {
+        let Some(p) = &self.partial else { return Ok(false) };
+        let area = match p.area() {
+            Some(area) => area,
+            None => match crate::anonymous::link(&self.file, &*self.parent, Path::new(&self.name)) {
+                Ok(()) => return Ok(false),
+                // `linkat` never replaces a name (the target appeared
+                // since the upload began): named in the area, then
+                // renamed over it, as any partial.
+                Err(nix::errno::Errno::EEXIST) => self.named_area(p).map_err(|e| fs_error(&e))?,
+                Err(e) if crate::anonymous::can_link(e) => {
+                    NO_ANONYMOUS.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.copy_to_named(p)?
+                }
+                Err(e) => return Err(fs_error(&e.into())),
+            },
+        };
+        area.rename(&p.part, &self.parent, &self.name).map_err(|e| fs_error(&e))?;
+        if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
+            let _ = area.remove_file(&p.meta);
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// The last resort for an anonymous partial this process cannot link
+    /// (no `/proc`, no capability for `AT_EMPTY_PATH`): its bytes, mode
+    /// and time copied to a named partial in the area.
+    fn copy_to_named(&self, p: &PartialFile) -> Result<Arc<Dir>, FsError> {
+        use std::io::{Seek, SeekFrom};
+        let area = Arc::new(open_area(&self.parent)?);
+        let mut opts = OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        let (out, _) = open_regular(&area, Path::new(&p.part), &mut opts)?;
+        let mut out = out.into_std();
+        let mut src = self.file.try_clone().map_err(|e| fs_error(&e))?;
+        // A streamed line's sink may have made the description direct
+        // (`DirectFile::switching`); this copy's buffers are not aligned.
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        if let Ok(flags) = fcntl(&src, FcntlArg::F_GETFL) {
+            let _ = fcntl(&src, FcntlArg::F_SETFL(OFlag::from_bits_retain(flags) - OFlag::O_DIRECT));
+        }
+        src.seek(SeekFrom::Start(0)).map_err(|e| fs_error(&e))?;
+        io::copy(&mut src, &mut out).map_err(|e| fs_error(&e))?;
+        let md = self.file.metadata().map_err(|e| fs_error(&e))?;
+        out.set_permissions(md.permissions()).map_err(|e| fs_error(&e))?;
+        if let Ok(t) = md.modified() {
+            out.set_modified(t).map_err(|e| fs_error(&e))?;
+        }
+        *p.area.lock().unwrap_or_else(|e| e.into_inner()) = Some(area.clone());
+        Ok(area)
     }
 
     /// The upload failed: gives back the space reserved for bytes that did
@@ -277,12 +363,19 @@ impl Upload {
             return;
         };
         if self.fresh && ranges.is_empty() && self.held.is_empty() {
-            let _ = p.area.remove_file(&p.part);
+            // An anonymous partial has nothing to remove: the inode goes
+            // with its last descriptor.
+            let Some(area) = p.area() else { return };
+            let _ = area.remove_file(&p.part);
             if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = p.area.remove_file(&p.meta);
+                let _ = area.remove_file(&p.meta);
             }
             // Fails while other partials are in it, which is as it should.
             let _ = self.parent.remove_dir(AREA);
+            return;
+        }
+        if let Err(e) = self.named_area(p) {
+            tracing::warn!(error = %e, "cannot name what a failed upload holds");
             return;
         }
         let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -307,9 +400,26 @@ impl Upload {
 pub struct StoreDirs {
     parent: Option<(VirtualPath, Arc<Dir>, DirKey)>,
     area: Option<Arc<Dir>>,
+    anonymous: bool,
 }
 
 impl StoreDirs {
+    /// For a streamed line's files: a fresh small file (ALLO of at most
+    /// [`SMALL_UPLOAD`]) whose name is free gets an anonymous partial
+    /// (`O_TMPFILE` in its directory), linked under its name when complete.
+    /// The directory sees one operation under its lock (the link) where a
+    /// named partial costs two (the create in the area, then the rename
+    /// across directories, which also takes the file system's rename
+    /// mutex). A resume loses nothing: such a file has no record until it
+    /// fails, and a failure names it in the area first
+    /// ([`Upload::abandon`]); a killed server leaves neither a resumable
+    /// named partial (no record) nor an anonymous one. Other uploads keep
+    /// named partials: a striped front end's data nodes open them by name
+    /// (`Root::open_upload_target`).
+    pub fn streamed() -> Self {
+        Self { anonymous: true, ..Self::default() }
+    }
+
     fn parent(&mut self, root: &Root, dir: &VirtualPath) -> Result<(Arc<Dir>, DirKey), FsError> {
         if let Some((p, d, k)) = &self.parent {
             if p == dir {
@@ -1180,6 +1290,41 @@ impl Root {
             });
         }
         let (part, meta) = (format!("{id}.part"), format!("{id}.meta"));
+        if dirs.anonymous
+            && mode == StoreMode::Replace
+            && target.is_none()
+            && info.allocation.is_some_and(|a| a <= SMALL_UPLOAD)
+            && !NO_ANONYMOUS.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            match crate::anonymous::create_in(&*parent, nix::fcntl::OFlag::empty()) {
+                Ok(file) => {
+                    let upload = Upload {
+                        file,
+                        existing_len: 0,
+                        held: RangeSet::new(),
+                        parent,
+                        dir_key: key,
+                        name,
+                        partial: Some(PartialFile { area: Mutex::new(None), part, meta }),
+                        record: Mutex::new(record),
+                        recorded: Default::default(),
+                        fresh: true,
+                        allocated: info.allocation,
+                        group: self.commits.clone(),
+                        _claim: claim,
+                    };
+                    if let Some(size) = info.allocation.filter(|&s| s >= PREALLOCATE_FROM) {
+                        preallocate(&upload.file, size)?;
+                    }
+                    return Ok(upload);
+                }
+                Err(e) if crate::anonymous::unsupported(&e) => {
+                    tracing::debug!(error = %e, "no anonymous files here: named partials");
+                    NO_ANONYMOUS.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => return Err(fs_error(&e)),
+            }
+        }
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true);
         // Another upload's commit removes the area when it finds it empty,
@@ -1280,7 +1425,7 @@ impl Root {
             parent,
             dir_key: key,
             name,
-            partial: Some(PartialFile { area, part, meta }),
+            partial: Some(PartialFile { area: Mutex::new(Some(area)), part, meta }),
             record: Mutex::new(record),
             recorded: Default::default(),
             fresh: !(existed && mode == StoreMode::Resume),
@@ -1781,6 +1926,86 @@ mod tests {
         let reserved = vp(&format!("/{AREA}/x"));
         assert!(matches!(root.begin_store(&reserved, StoreMode::Replace, &info()), Err(FsError::InvalidName(_))));
         assert!(matches!(root.is_dir(&vp(&format!("/{AREA}"))), Err(FsError::InvalidName(_))));
+    }
+
+    /// A streamed line's small fresh files are anonymous: no name, not
+    /// even in the partial area, until complete; a failed one is named in
+    /// the area with its record and resumes as any partial; larger files,
+    /// names taken at the start and other uploads keep named partials.
+    #[test]
+    fn a_streamed_lines_small_files_have_no_name_until_complete_and_resume_when_they_fail() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let small = |n: u64| UploadInfo { user: "alice".into(), allocation: Some(n) };
+        let batch = BatchDurability::new(BatchSyncMethod::Syncfs);
+        let mut dirs = StoreDirs::streamed();
+        let up = root.begin_store_in(&vp("/a"), StoreMode::Replace, &small(5), &mut dirs).unwrap();
+        (&up.file).write_all(b"hello").unwrap();
+        let anonymous = |up: &Upload| up.partial.as_ref().is_some_and(|p| p.area().is_none());
+        if !anonymous(&up) {
+            // A file system without O_TMPFILE: named partials, as before.
+            assert!(crate::anonymous::create_in(std::fs::File::open(d.path()).unwrap(), nix::fcntl::OFlag::empty())
+                .is_err_and(|e| crate::anonymous::unsupported(&e)));
+            return;
+        }
+        assert!(!d.path().join(AREA).exists(), "no partial area for an anonymous partial");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0, "no name at all before the commit");
+        // The name is still claimed while it runs.
+        let other = root.begin_store(&vp("/a"), StoreMode::Replace, &info());
+        assert_eq!(other.unwrap_err(), FsError::UploadInProgress);
+        up.set_facts(1_000_000_000, 0o640).unwrap();
+        up.commit_deferred(&batch).unwrap();
+        drop(up);
+        assert_eq!(std::fs::read(d.path().join("a")).unwrap(), b"hello");
+        let md = std::fs::metadata(d.path().join("a")).unwrap();
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        assert_eq!((md.permissions().mode() & 0o777, md.mtime()), (0o640, 1_000_000_000));
+        assert!(!d.path().join(AREA).exists());
+
+        // A name that appeared meanwhile is replaced whole (linkat never
+        // replaces: the partial is named in the area and renamed over it).
+        let up = root.begin_store_in(&vp("/b"), StoreMode::Replace, &small(3), &mut dirs).unwrap();
+        assert!(anonymous(&up));
+        std::fs::write(d.path().join("b"), "old contents").unwrap();
+        (&up.file).write_all(b"new").unwrap();
+        up.commit_deferred(&batch).unwrap();
+        drop(up);
+        assert_eq!(std::fs::read(d.path().join("b")).unwrap(), b"new");
+
+        // A name taken at the start, and a file above SMALL_UPLOAD: named.
+        let up = root.begin_store_in(&vp("/b"), StoreMode::Replace, &small(3), &mut dirs).unwrap();
+        assert!(!anonymous(&up));
+        drop(up);
+        let up = root.begin_store_in(&vp("/big"), StoreMode::Replace, &small(SMALL_UPLOAD + 1), &mut dirs).unwrap();
+        assert!(!anonymous(&up));
+        up.abandon(&RangeSet::new());
+        drop(up);
+        // So does any upload outside a streamed line.
+        let up = root.begin_store(&vp("/c"), StoreMode::Replace, &small(3)).unwrap();
+        assert!(!anonymous(&up));
+        up.abandon(&RangeSet::new());
+        drop(up);
+
+        // A fresh anonymous partial that received nothing leaves nothing.
+        let mut dirs = StoreDirs::streamed();
+        let up = root.begin_store_in(&vp("/e"), StoreMode::Replace, &small(4), &mut dirs).unwrap();
+        assert!(anonymous(&up));
+        up.abandon(&RangeSet::new());
+        drop(up);
+        assert_eq!(root.partial_len(&vp("/e")), None);
+        // One that failed part way is named with its record, and resumes.
+        let up = root.begin_store_in(&vp("/f"), StoreMode::Replace, &small(6), &mut dirs).unwrap();
+        assert!(anonymous(&up));
+        (&up.file).write_all(b"abc").unwrap();
+        up.abandon(&RangeSet::from_range(0..3));
+        drop(up);
+        assert_eq!(root.partial_facts(&vp("/f"), &|| false).unwrap().ranges.to_string(), "0-3");
+        let up = root.begin_store(&vp("/f"), StoreMode::Resume, &small(6)).unwrap();
+        assert_eq!(up.held.to_string(), "0-3");
+        std::os::unix::fs::FileExt::write_all_at(&up.file, b"def", 3).unwrap();
+        up.commit().unwrap();
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"abcdef");
+        assert_eq!(batch.finish().unwrap(), 2);
     }
 
     #[test]

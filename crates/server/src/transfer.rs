@@ -494,7 +494,9 @@ fn stream_part_sink(file: &std::fs::File, size: u64, short_path: bool) -> io::Re
         && size >= STREAM_DIRECT_MIN
         && matches!(ferry_io::disk::FsKind::of(file), ferry_io::disk::FsKind::Disk(_))
     {
-        match file.try_clone().and_then(ferry_io::endpoint::DirectFile::new) {
+        // The upload's own description turns direct: nothing else writes
+        // the partial before its commit.
+        match file.try_clone().and_then(ferry_io::endpoint::DirectFile::switching) {
             Ok(d) => return Ok((Arc::new(d), true)),
             Err(e) => tracing::debug!(error = %e, "no direct I/O for a streamed file; using the page cache"),
         }
@@ -532,8 +534,9 @@ fn prepare_stream_upload(
     }
     let mut parts = Vec::with_capacity(stream.files.len());
     let mut layout = StreamLayout::default();
-    // The line's files are usually in one directory: opened once.
-    let mut dirs = StoreDirs::default();
+    // The line's files are usually in one directory: opened once; its small
+    // fresh files are anonymous until complete (`StoreDirs::streamed`).
+    let mut dirs = StoreDirs::streamed();
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let refuse = |why: String| {
             TransferError::Local(format!(

@@ -17,10 +17,9 @@ use super::FileMeta;
 use crate::copy::local_err;
 use crate::error::ClientError;
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, AT_FDCWD};
+use nix::fcntl::AT_FDCWD;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,9 +58,6 @@ fn replacing_in(dir: &Path, target: &Path) -> bool {
     seen.insert(dir.to_path_buf(), r);
     r
 }
-
-/// Set once `linkat(AT_EMPTY_PATH)` was refused: links go through /proc.
-static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
 
 #[cfg(test)]
 thread_local! {
@@ -109,9 +105,9 @@ fn dir_of(target: &Path) -> &Path {
 }
 
 /// Whether `e` from an `O_TMPFILE` open says the file system (or kernel)
-/// has no anonymous files, rather than something about this directory.
+/// has no anonymous files ([`ferry_io::anonymous::unsupported`]).
 pub(super) fn unsupported(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL))
+    ferry_io::anonymous::unsupported(e)
 }
 
 /// Gives the complete anonymous `file` the name `target`. `linkat` will
@@ -124,7 +120,7 @@ pub(super) fn name(file: &File, partial: &Path, target: &Path, meta: &FileMeta) 
             let mut seen = REPLACING.lock().unwrap_or_else(|e| e.into_inner());
             seen.get_or_insert_with(Default::default).insert(dir_of(target).to_path_buf(), true);
         }
-        Err(e) if !can_link(e) => return Err(local_err(target)(e.into())),
+        Err(e) if !ferry_io::anonymous::can_link(e) => return Err(local_err(target)(e.into())),
         Err(_) => return copy_to(file, partial, target, meta),
     }
     match link(file, partial) {
@@ -139,28 +135,14 @@ pub(super) fn name(file: &File, partial: &Path, target: &Path, meta: &FileMeta) 
     std::fs::rename(partial, target).map_err(local_err(target))
 }
 
-/// `linkat` of an open anonymous file: with `AT_EMPTY_PATH` (no path
-/// to resolve; refused without `CAP_DAC_READ_SEARCH` before Linux 6.10,
-/// and then not tried again), else through `/proc/self/fd`.
+/// `linkat` of an open anonymous file to a path
+/// ([`ferry_io::anonymous::link`]).
 fn link(file: &File, to: &Path) -> Result<(), Errno> {
     #[cfg(test)]
     if FORCE_NO_LINK.with(|f| f.get()) {
         return Err(Errno::ENOENT);
     }
-    if !EMPTY_PATH_REFUSED.load(Ordering::Relaxed) {
-        match nix::unistd::linkat(file, "", AT_FDCWD, to, AtFlags::AT_EMPTY_PATH) {
-            Err(Errno::ENOENT | Errno::EPERM | Errno::EINVAL) => EMPTY_PATH_REFUSED.store(true, Ordering::Relaxed),
-            done => return done,
-        }
-    }
-    let proc = format!("/proc/self/fd/{}", file.as_raw_fd());
-    nix::unistd::linkat(AT_FDCWD, proc.as_str(), AT_FDCWD, to, AtFlags::AT_SYMLINK_FOLLOW)
-}
-
-/// Whether a failed link may be a missing way to link (no /proc, no
-/// capability for `AT_EMPTY_PATH`) rather than the target's own fault.
-fn can_link(e: Errno) -> bool {
-    matches!(e, Errno::ENOENT | Errno::EPERM | Errno::EACCES | Errno::EXDEV | Errno::EINVAL)
+    ferry_io::anonymous::link(file, AT_FDCWD, to)
 }
 
 /// The last resort: the anonymous file's bytes copied to the named
