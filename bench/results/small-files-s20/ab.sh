@@ -20,4 +20,4 @@ for i in $(seq 1 $N); do
   echo "$line"
 done
 kill $SA $SB; wait $SA $SB 2>/dev/null
-rm -rf $R
+deleted $R

@@ -23,4 +23,4 @@ for i in $(seq 1 $N); do
   echo "$line"
 done
 kill $SPID; wait $SPID 2>/dev/null
-rm -rf $R
+deleted $R

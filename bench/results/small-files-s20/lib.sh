@@ -1,4 +1,4 @@
-# Sourced by ab.sh, cc.sh and prof.sh: what their rounds share.
+# Sourced by ab.sh, cc.sh and prof.sh: what their rounds share (sourcing it waits out recent deletes).
 # The source trees are the ones bench/results/small-files-s19-direct/pairs.py makes under $WORK.
 
 # A free loopback port.
@@ -28,3 +28,15 @@ row() {
 
 # The next round's order: the first row goes last.
 rotate() { echo "${1#* } ${1%% *}"; }
+
+# ext4 without a journal will not reuse an inode freed in the last 60 s, or 360 s while its
+# inode-table block is dirty (ialloc.c, recently_deleted), and creates scan past them: every
+# script that deletes stamps $WORK/.deleted (as pairs.py does), and each waits for it first.
+STAMP=${WORK:-/var/tmp/lead/s19}/.deleted
+wait_deletes() {
+  [ -e "$STAMP" ] || return 0
+  local left=$(( 370 - ($(date +%s) - $(stat -c %Y "$STAMP")) ))
+  if [ $left -gt 0 ]; then echo "waiting $left s after the last deletes" >&2; sleep $left; fi
+}
+deleted() { rm -rf "$@"; touch "$STAMP"; }
+wait_deletes

@@ -20,4 +20,4 @@ for i in $(seq 1 $N); do
   echo "run $i wall $(echo "$t1-$t0"|bc) srv u $(echo "${c1[0]}-${c0[0]}"|bc) s $(echo "${c1[1]}-${c0[1]}"|bc) $(cat $OUT.time)"
 done
 kill $SPID; wait $SPID 2>/dev/null
-rm -rf $R
+deleted $R

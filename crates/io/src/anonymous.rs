@@ -21,12 +21,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Set once `linkat(AT_EMPTY_PATH)` was refused: links go through /proc.
 static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// An anonymous file (read-write, mode 0600) in the directory `dir`.
-/// `O_DIRECT` in `extra` makes it a direct-I/O file from the start.
-/// open(2): without `O_EXCL` the file "can be made permanent" with linkat.
-pub fn create_in(dir: impl AsFd, extra: OFlag) -> std::io::Result<File> {
+/// An anonymous read-write file in the directory `dir`, with `mode`
+/// (less the umask, as any create). `O_DIRECT` in `extra` makes it a
+/// direct-I/O file from the start. open(2): without `O_EXCL` the file
+/// "can be made permanent" with linkat.
+pub fn create_in(dir: impl AsFd, extra: OFlag, mode: u32) -> std::io::Result<File> {
     let flags = OFlag::O_TMPFILE | OFlag::O_RDWR | OFlag::O_CLOEXEC | extra;
-    let fd = nix::fcntl::openat(dir, ".", flags, Mode::from_bits_truncate(0o600))?;
+    let fd = nix::fcntl::openat(dir, ".", flags, Mode::from_bits_truncate(mode))?;
     Ok(File::from(fd))
 }
 
@@ -67,7 +68,7 @@ mod tests {
     fn an_anonymous_file_gets_its_name_once_and_never_replaces_one() {
         let d = tempfile::tempdir().unwrap();
         let dir = File::open(d.path()).unwrap();
-        let mut f = match create_in(&dir, OFlag::empty()) {
+        let mut f = match create_in(&dir, OFlag::empty(), 0o600) {
             Ok(f) => f,
             Err(e) if unsupported(&e) => return,
             Err(e) => panic!("{e}"),

@@ -1296,7 +1296,9 @@ impl Root {
             && info.allocation.is_some_and(|a| a <= SMALL_UPLOAD)
             && !NO_ANONYMOUS.load(std::sync::atomic::Ordering::Relaxed)
         {
-            match crate::anonymous::create_in(&*parent, nix::fcntl::OFlag::empty()) {
+            // 0666 less the umask, as the named partial's create: the
+            // mode a file of a line without facts keeps.
+            match crate::anonymous::create_in(&*parent, nix::fcntl::OFlag::empty(), 0o666) {
                 Ok(file) => {
                     let upload = Upload {
                         file,
@@ -1944,8 +1946,12 @@ mod tests {
         let anonymous = |up: &Upload| up.partial.as_ref().is_some_and(|p| p.area().is_none());
         if !anonymous(&up) {
             // A file system without O_TMPFILE: named partials, as before.
-            assert!(crate::anonymous::create_in(std::fs::File::open(d.path()).unwrap(), nix::fcntl::OFlag::empty())
-                .is_err_and(|e| crate::anonymous::unsupported(&e)));
+            assert!(crate::anonymous::create_in(
+                std::fs::File::open(d.path()).unwrap(),
+                nix::fcntl::OFlag::empty(),
+                0o666
+            )
+            .is_err_and(|e| crate::anonymous::unsupported(&e)));
             return;
         }
         assert!(!d.path().join(AREA).exists(), "no partial area for an anonymous partial");
@@ -1986,6 +1992,16 @@ mod tests {
         up.abandon(&RangeSet::new());
         drop(up);
 
+        // Without facts, the mode any create gets (0666 less the umask),
+        // as a named partial's.
+        let up = root.begin_store_in(&vp("/plain"), StoreMode::Replace, &small(1), &mut dirs).unwrap();
+        assert!(anonymous(&up));
+        up.commit_deferred(&batch).unwrap();
+        drop(up);
+        std::fs::File::create(d.path().join("created")).unwrap();
+        let mode = |n: &str| std::fs::metadata(d.path().join(n)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode("plain"), mode("created"));
+
         // A fresh anonymous partial that received nothing leaves nothing.
         let mut dirs = StoreDirs::streamed();
         let up = root.begin_store_in(&vp("/e"), StoreMode::Replace, &small(4), &mut dirs).unwrap();
@@ -2005,7 +2021,7 @@ mod tests {
         std::os::unix::fs::FileExt::write_all_at(&up.file, b"def", 3).unwrap();
         up.commit().unwrap();
         assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"abcdef");
-        assert_eq!(batch.finish().unwrap(), 2);
+        assert_eq!(batch.finish().unwrap(), 3);
     }
 
     #[test]
