@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """plot.py: ratios.svg, new ÷ old per round for every run of this directory
 (wall as files per second, above 1 = new faster; server CPU as old ÷ new,
-above 1 = new cheaper). Reads the ab.sh and pairs.py outputs; std only."""
+above 1 = new cheaper). Reads the ab.sh and pairs.py outputs (in ab-*-swapped
+old is row a); std only."""
 import re, glob, os, statistics
 here = os.path.dirname(os.path.abspath(__file__))
 runs = []
@@ -11,12 +12,15 @@ for f in sorted(glob.glob(f"{here}/ab-*.txt")) + sorted(glob.glob(f"{here}/pairs
         if line.startswith("round") and "ab-" in f:
             a = re.search(r"\ba ([\d.]+) \(([\d.]+)\)", line); b = re.search(r"\bb ([\d.]+) \(([\d.]+)\)", line)
             if a and b and not line.startswith("round 1:"):  # round 1 warms the source
+                if "swapped" in f:  # old is server a there
+                    a, b = b, a
                 wall.append(float(b[1]) / float(a[1])); cpu.append(float(b[2]) / float(a[2]))
         elif line.startswith("round") and "pairs-" in f:
             n = re.search(r"ferry ([\d.]+)s \(srv cpu ([\d.]+)\)", line); o = re.search(r"old ([\d.]+)s \(srv cpu ([\d.]+)\)", line)
             if n and o:
                 wall.append(float(o[1]) / float(n[1])); cpu.append(float(o[2]) / float(n[2]))
-    if wall and "prealloc" not in f:
+    # Not new against old: two variants of new.
+    if wall and "prealloc" not in f and "n1-n2" not in f:
         runs.append((os.path.basename(f)[:-4], wall, cpu))
 W, H, L, T = 760, 60 + 40 * len(runs), 190, 30
 x = lambda v: L + (v - 0.6) / (1.6 - 0.6) * (W - L - 20)
