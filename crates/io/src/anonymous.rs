@@ -21,13 +21,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Set once `linkat(AT_EMPTY_PATH)` was refused: links go through /proc.
 static EMPTY_PATH_REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// An anonymous read-write file in the directory `dir`, with `mode`
-/// (less the umask, as any create). `O_DIRECT` in `extra` makes it a
-/// direct-I/O file from the start. open(2): without `O_EXCL` the file
+/// An anonymous read-write file in the directory `path` names relative
+/// to `dir` (`"."` for `dir` itself, `AT_FDCWD` for a path), with `mode`
+/// (less the umask, as any create). open(2): without `O_EXCL` the file
 /// "can be made permanent" with linkat.
-pub fn create_in(dir: impl AsFd, extra: OFlag, mode: u32) -> std::io::Result<File> {
-    let flags = OFlag::O_TMPFILE | OFlag::O_RDWR | OFlag::O_CLOEXEC | extra;
-    let fd = nix::fcntl::openat(dir, ".", flags, Mode::from_bits_truncate(mode))?;
+pub fn create_at(dir: impl AsFd, path: &Path, mode: u32) -> std::io::Result<File> {
+    let flags = OFlag::O_TMPFILE | OFlag::O_RDWR | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(dir, path, flags, Mode::from_bits_truncate(mode))?;
     Ok(File::from(fd))
 }
 
@@ -68,7 +68,7 @@ mod tests {
     fn an_anonymous_file_gets_its_name_once_and_never_replaces_one() {
         let d = tempfile::tempdir().unwrap();
         let dir = File::open(d.path()).unwrap();
-        let mut f = match create_in(&dir, OFlag::empty(), 0o600) {
+        let mut f = match create_at(&dir, Path::new("."), 0o600) {
             Ok(f) => f,
             Err(e) if unsupported(&e) => return,
             Err(e) => panic!("{e}"),

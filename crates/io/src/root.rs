@@ -1298,7 +1298,7 @@ impl Root {
         {
             // 0666 less the umask, as the named partial's create: the
             // mode a file of a line without facts keeps.
-            match crate::anonymous::create_in(&*parent, nix::fcntl::OFlag::empty(), 0o666) {
+            match crate::anonymous::create_at(&*parent, Path::new("."), 0o666) {
                 Ok(file) => {
                     let upload = Upload {
                         file,
@@ -1946,12 +1946,8 @@ mod tests {
         let anonymous = |up: &Upload| up.partial.as_ref().is_some_and(|p| p.area().is_none());
         if !anonymous(&up) {
             // A file system without O_TMPFILE: named partials, as before.
-            assert!(crate::anonymous::create_in(
-                std::fs::File::open(d.path()).unwrap(),
-                nix::fcntl::OFlag::empty(),
-                0o666
-            )
-            .is_err_and(|e| crate::anonymous::unsupported(&e)));
+            assert!(crate::anonymous::create_at(std::fs::File::open(d.path()).unwrap(), Path::new("."), 0o666)
+                .is_err_and(|e| crate::anonymous::unsupported(&e)));
             return;
         }
         assert!(!d.path().join(AREA).exists(), "no partial area for an anonymous partial");

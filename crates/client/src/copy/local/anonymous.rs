@@ -82,10 +82,7 @@ pub(super) fn create(target: &Path) -> Option<File> {
     if replacing_in(dir, target) {
         return None;
     }
-    // open(2): "O_TMPFILE: Create an unnamed temporary regular file. The
-    // pathname argument specifies a directory"; without O_EXCL the file
-    // "can be made permanent" with linkat(2).
-    match std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_TMPFILE).mode(0o600).open(dir) {
+    match ferry_io::anonymous::create_at(AT_FDCWD, dir, 0o600) {
         Ok(f) => Some(f),
         Err(e) => {
             if unsupported(&e) {
