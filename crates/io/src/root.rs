@@ -118,6 +118,9 @@ struct PartialFile {
     area: Mutex<Option<Arc<Dir>>>,
     part: String,
     meta: String,
+    /// For an anonymous partial: where to say that its file system gave
+    /// no way to link it.
+    anonymous: Option<Arc<AnonymousOff>>,
 }
 
 impl PartialFile {
@@ -126,10 +129,41 @@ impl PartialFile {
     }
 }
 
-/// Set once the served file system refused an anonymous file, or this
-/// process found no way to link one: streamed lines then use named
-/// partials (one failed call per process, not per file).
-static NO_ANONYMOUS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The file systems (device numbers) of a root where streamed lines gave
+/// up anonymous partials: the file system refused one, or there was no
+/// way to link one (no `/proc`, no capability for `AT_EMPTY_PATH`). They
+/// then use named partials there: one failed call per file system, not
+/// per file. Kept per file system, shared by a root's subroots, because a
+/// served tree may span several (a home on another mount), and one that
+/// refuses says nothing about the others.
+#[derive(Debug, Default)]
+struct AnonymousOff {
+    devices: Mutex<std::collections::HashSet<u64>>,
+    /// Tests: every link of an anonymous partial fails as where there is
+    /// no way to link one, so the copy the server falls back to runs.
+    #[cfg(test)]
+    refuse_links: std::sync::atomic::AtomicBool,
+}
+
+impl AnonymousOff {
+    fn is_off(&self, dev: u64) -> bool {
+        self.devices.lock().unwrap_or_else(|e| e.into_inner()).contains(&dev)
+    }
+
+    fn turn_off(&self, dev: u64) {
+        // Bounded by the number of mounted file systems.
+        self.devices.lock().unwrap_or_else(|e| e.into_inner()).insert(dev);
+    }
+
+    /// Links the anonymous `file` as `name` in `dir` ([`crate::anonymous::link`]).
+    fn link(&self, file: &std::fs::File, dir: &Dir, name: &Path) -> Result<(), nix::errno::Errno> {
+        #[cfg(test)]
+        if self.refuse_links.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(nix::errno::Errno::EPERM);
+        }
+        crate::anonymous::link(file, dir, name)
+    }
+}
 
 /// An upload in progress: a partial file (or, for APPE and a resume of a
 /// complete file, the file itself) and the claim on its name.
@@ -208,8 +242,18 @@ impl Upload {
         let mut attempts = 0;
         let area = loop {
             let area = Arc::new(open_area(&self.parent).map_err(|e| io::Error::other(e.to_string()))?);
-            match crate::anonymous::link(&self.file, &*area, part) {
+            match self.link_anonymous(p, &area, part) {
                 Ok(()) => break area,
+                // No way to link it here: its bytes copied to a named
+                // partial, as the commit does.
+                Err(e) if crate::anonymous::can_link(e) && e != nix::errno::Errno::ENOENT => {
+                    if let Some(off) = &p.anonymous {
+                        off.turn_off(self.dir_key.0);
+                    }
+                    // `copy_to_named` records the area itself.
+                    drop(slot);
+                    return self.copy_to_named(p).map_err(|e| io::Error::other(e.to_string()));
+                }
                 Err(nix::errno::Errno::EEXIST) if attempts < 5 => area.remove_file(part)?,
                 // Another upload's commit removed the empty area meanwhile.
                 Err(nix::errno::Errno::ENOENT) if attempts < 5 => {}
@@ -302,14 +346,16 @@ impl Upload {
         let Some(p) = &self.partial else { return Ok(false) };
         let area = match p.area() {
             Some(area) => area,
-            None => match crate::anonymous::link(&self.file, &*self.parent, Path::new(&self.name)) {
+            None => match self.link_anonymous(p, &self.parent, Path::new(&self.name)) {
                 Ok(()) => return Ok(false),
                 // `linkat` never replaces a name (the target appeared
                 // since the upload began): named in the area, then
                 // renamed over it, as any partial.
                 Err(nix::errno::Errno::EEXIST) => self.named_area(p).map_err(|e| fs_error(&e))?,
                 Err(e) if crate::anonymous::can_link(e) => {
-                    NO_ANONYMOUS.store(true, std::sync::atomic::Ordering::Relaxed);
+                    if let Some(off) = &p.anonymous {
+                        off.turn_off(self.dir_key.0);
+                    }
                     self.copy_to_named(p)?
                 }
                 Err(e) => return Err(fs_error(&e.into())),
@@ -320,6 +366,13 @@ impl Upload {
             let _ = area.remove_file(&p.meta);
         }
         Ok(true)
+    }
+
+    fn link_anonymous(&self, p: &PartialFile, dir: &Dir, name: &Path) -> Result<(), nix::errno::Errno> {
+        match &p.anonymous {
+            Some(off) => off.link(&self.file, dir, name),
+            None => crate::anonymous::link(&self.file, dir, name),
+        }
     }
 
     /// The last resort for an anonymous partial this process cannot link
@@ -1091,6 +1144,7 @@ pub struct Root {
     /// area's listing for every file of a batch (an `openat`, two
     /// `getdents64` and four more syscalls per small upload).
     sweeps: Arc<Mutex<HashMap<DirKey, std::time::Instant>>>,
+    anonymous: Arc<AnonymousOff>,
 }
 
 /// How often a directory's partial area is swept: a tenth of the expiry,
@@ -1115,6 +1169,7 @@ impl Root {
             commits: Arc::default(),
             partial_expiry: Some(DEFAULT_PARTIAL_EXPIRY),
             sweeps: Arc::default(),
+            anonymous: Arc::default(),
         })
     }
 
@@ -1136,6 +1191,7 @@ impl Root {
             commits: self.commits.clone(),
             partial_expiry: self.partial_expiry,
             sweeps: self.sweeps.clone(),
+            anonymous: self.anonymous.clone(),
         })
     }
 
@@ -1294,7 +1350,7 @@ impl Root {
             && mode == StoreMode::Replace
             && target.is_none()
             && info.allocation.is_some_and(|a| a <= SMALL_UPLOAD)
-            && !NO_ANONYMOUS.load(std::sync::atomic::Ordering::Relaxed)
+            && !self.anonymous.is_off(key.0)
         {
             // 0666 less the umask, as the named partial's create: the
             // mode a file of a line without facts keeps.
@@ -1307,7 +1363,12 @@ impl Root {
                         parent,
                         dir_key: key,
                         name,
-                        partial: Some(PartialFile { area: Mutex::new(None), part, meta }),
+                        partial: Some(PartialFile {
+                            area: Mutex::new(None),
+                            part,
+                            meta,
+                            anonymous: Some(self.anonymous.clone()),
+                        }),
                         record: Mutex::new(record),
                         recorded: Default::default(),
                         fresh: true,
@@ -1322,7 +1383,7 @@ impl Root {
                 }
                 Err(e) if crate::anonymous::unsupported(&e) => {
                     tracing::debug!(error = %e, "no anonymous files here: named partials");
-                    NO_ANONYMOUS.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.anonymous.turn_off(key.0);
                 }
                 Err(e) => return Err(fs_error(&e)),
             }
@@ -1427,7 +1488,7 @@ impl Root {
             parent,
             dir_key: key,
             name,
-            partial: Some(PartialFile { area: Mutex::new(Some(area)), part, meta }),
+            partial: Some(PartialFile { area: Mutex::new(Some(area)), part, meta, anonymous: None }),
             record: Mutex::new(record),
             recorded: Default::default(),
             fresh: !(existed && mode == StoreMode::Resume),
@@ -2018,6 +2079,63 @@ mod tests {
         up.commit().unwrap();
         assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"abcdef");
         assert_eq!(batch.finish().unwrap(), 3);
+    }
+
+    #[test]
+    fn an_anonymous_partial_that_cannot_be_linked_is_copied_and_its_file_system_uses_names_after() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("home")).unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let small = |n: u64| UploadInfo { user: "alice".into(), allocation: Some(n) };
+        let anonymous = |up: &Upload| up.partial.as_ref().is_some_and(|p| p.area().is_none());
+        let batch = BatchDurability::new(BatchSyncMethod::Syncfs);
+        let mut dirs = StoreDirs::streamed();
+        let up = root.begin_store_in(&vp("/a"), StoreMode::Replace, &small(5), &mut dirs).unwrap();
+        if !anonymous(&up) {
+            return; // No O_TMPFILE here: nothing to fall back from.
+        }
+        // As a process without /proc and without CAP_DAC_READ_SEARCH.
+        root.anonymous.refuse_links.store(true, std::sync::atomic::Ordering::Relaxed);
+        (&up.file).write_all(b"hello").unwrap();
+        up.set_facts(1_000_000_000, 0o640).unwrap();
+        up.commit_deferred(&batch).unwrap();
+        drop(up);
+        assert_eq!(batch.finish().unwrap(), 1);
+        assert_eq!(std::fs::read(d.path().join("a")).unwrap(), b"hello");
+        let md = std::fs::metadata(d.path().join("a")).unwrap();
+        assert_eq!((md.permissions().mode() & 0o777, md.mtime()), (0o640, 1_000_000_000));
+        assert!(!d.path().join(AREA).exists(), "the copy's area goes with the batch's pass");
+
+        // The file system is off for this root and its subroots: named
+        // partials from the first file on, without another failed link.
+        let mut dirs = StoreDirs::streamed();
+        let up = root.begin_store_in(&vp("/b"), StoreMode::Replace, &small(3), &mut dirs).unwrap();
+        assert!(!anonymous(&up));
+        up.abandon(&RangeSet::new());
+        drop(up);
+        let home = root.subroot(&vp("/home")).unwrap();
+        let up = home.begin_store_in(&vp("/b"), StoreMode::Replace, &small(3), &mut StoreDirs::streamed()).unwrap();
+        assert!(!anonymous(&up));
+        up.abandon(&RangeSet::new());
+        drop(up);
+        // Not for another root: the flag is not the process's.
+        let other = Root::open(d.path()).unwrap();
+        let up = other.begin_store_in(&vp("/c"), StoreMode::Replace, &small(3), &mut StoreDirs::streamed()).unwrap();
+        assert!(anonymous(&up));
+
+        // A failure part way through, where links fail: its bytes are
+        // copied to a named partial with its record, and a resume ends it.
+        other.anonymous.refuse_links.store(true, std::sync::atomic::Ordering::Relaxed);
+        (&up.file).write_all(b"abc").unwrap();
+        up.abandon(&RangeSet::from_range(0..3));
+        drop(up);
+        assert_eq!(other.partial_facts(&vp("/c"), &|| false).unwrap().ranges.to_string(), "0-3");
+        let up = other.begin_store(&vp("/c"), StoreMode::Resume, &small(6)).unwrap();
+        assert_eq!(up.held.to_string(), "0-3");
+        std::os::unix::fs::FileExt::write_all_at(&up.file, b"def", 3).unwrap();
+        up.commit().unwrap();
+        assert_eq!(std::fs::read(d.path().join("c")).unwrap(), b"abcdef");
     }
 
     #[test]
