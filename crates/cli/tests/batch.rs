@@ -6,6 +6,7 @@
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
 use support::*;
 
 /// A tree of `n` files of mixed sizes (one with a space in its name).
@@ -825,4 +826,81 @@ fn a_killed_streamed_upload_resumes_file_by_file_and_range_by_range() {
     let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
     assert!(v["resumed"].as_u64().unwrap_or(0) > 0, "a cut file resumed from its ranges: {out}");
     assert!(v["bytes"].as_u64().unwrap_or(u64::MAX) < 48 << 20, "moved everything again: {out}");
+}
+
+/// Two clients upload different trees under the same names into one
+/// directory at the same moment, both as streamed lines (session 23: a
+/// streamed line's small files are anonymous until complete, so this is
+/// where two lines could meet on a name). No file may be a mixture or
+/// short: each is one client's version, whole. A file that one client
+/// reported stored exists. Then the first client alone copies its tree
+/// again and the directory is exactly its tree.
+#[test]
+fn two_clients_streaming_the_same_names_at_once_leave_whole_files() {
+    let server = FerryServer::start();
+    let local = tempfile::tempdir().unwrap();
+    let (a, b) = (local.path().join("a"), local.path().join("b"));
+    let names: Vec<String> = (0..120).map(|i| format!("f{i:03}.dat")).collect();
+    for (i, name) in names.iter().enumerate() {
+        // 64 KiB to 1 MiB: direct and anonymous on a disk file system.
+        let size = 65_536 + (i as u64 * 7_919) % 900_000;
+        random_file(&a.join(name), size, 5_000 + i as u64);
+        random_file(&b.join(name), size, 7_000 + i as u64);
+        // Times apart: the copy skips a file whose size and time match,
+        // and the rerun below must tell b's files from a's.
+        let t = |secs| std::time::UNIX_EPOCH + Duration::from_secs(secs);
+        std::fs::File::options().write(true).open(a.join(name)).unwrap().set_modified(t(1_700_000_000)).unwrap();
+        std::fs::File::options().write(true).open(b.join(name)).unwrap().set_modified(t(1_600_000_000)).unwrap();
+    }
+    let (da, db) = (tree_digest(&a), tree_digest(&b));
+    let to = server.url(ALICE, "/up/");
+    let start = |src: &std::path::Path, state: &std::path::Path| {
+        Command::new(ferry_bin())
+            .args(["cp", "--json", "-r", "--retries", "2", &format!("{}/", src.display()), &to])
+            .env("FERRY_STATE_DIR", state)
+            .env("FERRY_LOG", "ferry_client=debug")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (sa, sb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (pa, pb) = (start(&a, sa.path()), start(&b, sb.path()));
+    let (oa, ob) = (pa.wait_with_output().unwrap(), pb.wait_with_output().unwrap());
+    let err_a = String::from_utf8_lossy(&oa.stderr).into_owned();
+    let err_b = String::from_utf8_lossy(&ob.stderr).into_owned();
+    let said = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or("").to_string();
+    eprintln!("a: {} {}\nb: {} {}", oa.status, said(&oa), ob.status, said(&ob));
+    assert!(server.log_text().contains("BSTO STREAM"), "the clients streamed their lines");
+    let up = server.path("up");
+    let (mut from, mut missing) = ((0, 0), 0);
+    for name in &names {
+        let path = up.join(name);
+        if !path.exists() {
+            missing += 1;
+            assert!(
+                !oa.status.success() && !ob.status.success(),
+                "{name} missing though a client reported every file stored:\n{err_a}\n{err_b}"
+            );
+            continue;
+        }
+        let got = sha256_file(&path);
+        if got == da[name] {
+            from.0 += 1;
+        } else if got == db[name] {
+            from.1 += 1;
+        } else {
+            panic!("{name} is neither client's file (a mixture or short)");
+        }
+    }
+    eprintln!("files from a: {}, from b: {}", from.0, from.1);
+    // The first client alone again: replaces what the race left of b's
+    // (another time) and ends with its own tree.
+    let (ok, out, err) = cp(&["-r", &format!("{}/", a.display()), &to], sa.path());
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("{}")).unwrap();
+    assert_eq!(v["files"].as_u64(), Some(from.1 + missing), "b's files copied again, a's skipped: {out}");
+    let got = tree_digest(&up);
+    let visible: std::collections::BTreeMap<_, _> = got.into_iter().filter(|(k, _)| !k.starts_with('.')).collect();
+    assert_eq!(visible, da, "{out}");
 }
