@@ -506,9 +506,15 @@ impl ServerSession {
     ) -> (usize, Result<(), ClientError>) {
         let with_facts = !facts.is_empty();
         let mut lines: Vec<Range<usize>> = Vec::new();
+        // This call's first line is cut short by a share that differs
+        // from session to session ([`first_line_share`]).
+        let share = first_line_share();
         while lines.last().map_or(0, |r| r.end) < items.len() {
             let from = lines.last().map_or(0, |r| r.end);
-            let n = next_chunk_facts(BatchKind::Store, items, from, with_facts).len();
+            let mut n = next_chunk_facts(BatchKind::Store, items, from, with_facts).len();
+            if lines.is_empty() {
+                n = (n * share / STAGGER_STEPS).max(1);
+            }
             // A line's total stays within STREAM_LINE_BYTES (at least one
             // file), so a line is one transfer of bounded length.
             let mut total = 0u64;
@@ -659,6 +665,26 @@ impl ServerSession {
         Ok(streams)
     }
 }
+
+/// The first line of the first streamed upload runs of this process is
+/// cut to `share` of [`STAGGER_STEPS`] of a full line, the share stepping
+/// down from one run to the next (8/8, 7/8, … 1/8, then whole lines): the
+/// lines of sessions begun together then end at different moments. When
+/// they all ended together (equal lines, begun together), every session's durability pass (`syncfs`, which waits for
+/// all the file system's writes) and next line's creates came at once and
+/// the device's queue emptied: 16 direct writes in flight fell to 1 for
+/// 30–40 ms at every line's end, four times in a 0.68-s upload of 2,000 ×
+/// 256 KiB (`bench/results/small-files-s23`, `depth.py`).
+fn first_line_share() -> usize {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    // Only the process's first runs (the sessions' first, begun together):
+    // later ones follow their session's own, already apart, and cutting
+    // them would add line ends.
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    STAGGER_STEPS - if run < STAGGER_STEPS { run } else { 0 }
+}
+
+const STAGGER_STEPS: usize = 8;
 
 /// Most bytes one `BSTO STREAM` line carries (at least one file): a line
 /// is one transfer, and a failure or a kill costs at most its
