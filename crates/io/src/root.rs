@@ -2072,13 +2072,21 @@ mod tests {
         (&up.file).write_all(b"abc").unwrap();
         up.abandon(&RangeSet::from_range(0..3));
         drop(up);
-        assert_eq!(root.partial_facts(&vp("/f"), &|| false).unwrap().ranges.to_string(), "0-3");
-        let up = root.begin_store(&vp("/f"), StoreMode::Resume, &small(6)).unwrap();
+        resumes_abc_to_abcdef(&root, d.path(), "f");
+        assert_eq!(batch.finish().unwrap(), 3);
+    }
+
+    /// A partial of `name` recorded as holding `abc` of 6 bytes: its
+    /// record says so, a resume holds it, and the commit gives `abcdef`.
+    fn resumes_abc_to_abcdef(root: &Root, dir: &Path, name: &str) {
+        let p = vp(&format!("/{name}"));
+        assert_eq!(root.partial_facts(&p, &|| false).unwrap().ranges.to_string(), "0-3");
+        let info = UploadInfo { user: "alice".into(), allocation: Some(6) };
+        let up = root.begin_store(&p, StoreMode::Resume, &info).unwrap();
         assert_eq!(up.held.to_string(), "0-3");
         std::os::unix::fs::FileExt::write_all_at(&up.file, b"def", 3).unwrap();
         up.commit().unwrap();
-        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"abcdef");
-        assert_eq!(batch.finish().unwrap(), 3);
+        assert_eq!(std::fs::read(dir.join(name)).unwrap(), b"abcdef");
     }
 
     #[test]
@@ -2130,12 +2138,7 @@ mod tests {
         (&up.file).write_all(b"abc").unwrap();
         up.abandon(&RangeSet::from_range(0..3));
         drop(up);
-        assert_eq!(other.partial_facts(&vp("/c"), &|| false).unwrap().ranges.to_string(), "0-3");
-        let up = other.begin_store(&vp("/c"), StoreMode::Resume, &small(6)).unwrap();
-        assert_eq!(up.held.to_string(), "0-3");
-        std::os::unix::fs::FileExt::write_all_at(&up.file, b"def", 3).unwrap();
-        up.commit().unwrap();
-        assert_eq!(std::fs::read(d.path().join("c")).unwrap(), b"abcdef");
+        resumes_abc_to_abcdef(&other, d.path(), "c");
     }
 
     #[test]

@@ -670,8 +670,9 @@ impl ServerSession {
 /// cut to `share` of [`STAGGER_STEPS`] of a full line, the share stepping
 /// down from one run to the next (8/8, 7/8, … 1/8, then whole lines): the
 /// lines of sessions begun together then end at different moments. When
-/// they all ended together (equal lines, begun together), every session's durability pass (`syncfs`, which waits for
-/// all the file system's writes) and next line's creates came at once and
+/// they all ended together (equal lines, begun together), every session's
+/// durability pass (`syncfs`, which waits for all the file system's
+/// writes) and next line's creates came at once and
 /// the device's queue emptied: 16 direct writes in flight fell to 1 for
 /// 30–40 ms at every line's end, four times in a 0.68-s upload of 2,000 ×
 /// 256 KiB (`bench/results/small-files-s23`, `depth.py`).
