@@ -20,6 +20,7 @@
 use super::{Client, CopySummary};
 use crate::error::ClientError;
 use crate::location::Location;
+use crate::session::LineShare;
 use ferry_proto::facts::FileFacts;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -248,6 +249,7 @@ impl Client {
             listers_failed: false,
             records: None,
             dests_in_the_way: self.dests_in_the_way,
+            line_share: None,
         }
     }
 
@@ -325,7 +327,13 @@ impl Client {
         tracing::info!(sessions, streams = ?parallelism, pipeline = self.opts.pipeline, "{reason}");
         let queue = Arc::new(Mutex::new(chunks(pending, sessions, self.opts.pipeline)));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut workers: Vec<Client> = (1..sessions).map(|_| self.worker(parallelism)).collect();
+        let mut workers: Vec<Client> = (1..sessions)
+            .map(|i| {
+                let mut w = self.worker(parallelism);
+                w.line_share = LineShare::of_session(i, sessions);
+                w
+            })
+            .collect();
         let mut sums: Vec<CopySummary> = workers.iter().map(|_| CopySummary::default()).collect();
         let used = Arc::new(std::sync::atomic::AtomicUsize::new(1));
         let refused = Arc::new(AtomicBool::new(false));

@@ -351,6 +351,9 @@ pub struct Client {
     /// free or a regular file to be replaced (one failing `statx` less per
     /// downloaded file; docs/trees.md, session 12).
     dests_in_the_way: bool,
+    /// A worker of a copy of several sessions: the cut of its sessions'
+    /// first streamed upload line ([`LineShare`]).
+    line_share: Option<crate::session::LineShare>,
 }
 
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
@@ -377,6 +380,7 @@ impl Client {
             listers_failed: false,
             records: None,
             dests_in_the_way: false,
+            line_share: None,
         }
     }
 

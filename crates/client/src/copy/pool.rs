@@ -83,7 +83,8 @@ impl Client {
         if !self.sessions.contains_key(&k) {
             self.prepare_tls(url)?;
             let url = &self.credentials_for(url)?;
-            let s = ServerSession::open(url, self.channel_options(), probe).await?;
+            let mut s = ServerSession::open(url, self.channel_options(), probe).await?;
+            s.stagger_first_line(self.line_share);
             self.sessions.insert(k.clone(), s);
         }
         Ok(self.sessions.get_mut(&k).expect("inserted above"))

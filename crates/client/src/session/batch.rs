@@ -505,26 +505,9 @@ impl ServerSession {
         on_done: &mut (dyn FnMut(usize) + Send),
     ) -> (usize, Result<(), ClientError>) {
         let with_facts = !facts.is_empty();
-        let mut lines: Vec<Range<usize>> = Vec::new();
-        // This call's first line is cut short by a share that differs
-        // from session to session ([`first_line_share`]).
-        let share = first_line_share();
-        while lines.last().map_or(0, |r| r.end) < items.len() {
-            let from = lines.last().map_or(0, |r| r.end);
-            let mut n = next_chunk_facts(BatchKind::Store, items, from, with_facts).len();
-            if lines.is_empty() {
-                n = (n * share / STAGGER_STEPS).max(1);
-            }
-            // A line's total stays within STREAM_LINE_BYTES (at least one
-            // file), so a line is one transfer of bounded length.
-            let mut total = 0u64;
-            let mut k = 0;
-            while k < n && (k == 0 || total.saturating_add(items[from + k].size) <= STREAM_LINE_BYTES) {
-                total = total.saturating_add(items[from + k].size);
-                k += 1;
-            }
-            lines.push(from..from + k);
-        }
+        // The session's first streamed run is cut short by its share, if
+        // its copy gave it one ([`LineShare`]).
+        let lines = stream_lines(items, with_facts, self.first_line_share.take());
         let line =
             |r: &Range<usize>| {
                 Command::Batch(Batch::store_stream(items[r.clone()].iter().enumerate().map(|(j, f)| {
@@ -666,26 +649,59 @@ impl ServerSession {
     }
 }
 
-/// The first line of the first streamed upload runs of this process is
-/// cut to `share` of [`STAGGER_STEPS`] of a full line, the share stepping
-/// down from one run to the next (8/8, 7/8, … 1/8, then whole lines): the
-/// lines of sessions begun together then end at different moments. When
-/// they all ended together (equal lines, begun together), every session's
-/// durability pass (`syncfs`, which waits for all the file system's
-/// writes) and next line's creates came at once and
-/// the device's queue emptied: 16 direct writes in flight fell to 1 for
-/// 30–40 ms at every line's end, four times in a 0.68-s upload of 2,000 ×
-/// 256 KiB (`bench/results/small-files-s23`, `depth.py`).
-fn first_line_share() -> usize {
-    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    // Only the process's first runs (the sessions' first, begun together):
-    // later ones follow their session's own, already apart, and cutting
-    // them would add line ends.
-    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    STAGGER_STEPS - if run < STAGGER_STEPS { run } else { 0 }
+/// Cuts a streamed upload into `BSTO STREAM` lines: each within the
+/// command line's bytes and [`STREAM_LINE_BYTES`] (at least one file),
+/// the first cut to `share` of a full line when given.
+fn stream_lines<D>(items: &[BatchFile<D>], with_facts: bool, share: Option<LineShare>) -> Vec<Range<usize>> {
+    let mut lines: Vec<Range<usize>> = Vec::new();
+    while lines.last().map_or(0, |r| r.end) < items.len() {
+        let from = lines.last().map_or(0, |r| r.end);
+        let mut n = next_chunk_facts(BatchKind::Store, items, from, with_facts).len();
+        if let (true, Some(share)) = (lines.is_empty(), share) {
+            n = share.of(n);
+        }
+        // A line's total stays within STREAM_LINE_BYTES (at least one
+        // file), so a line is one transfer of bounded length.
+        let mut total = 0u64;
+        let mut k = 0;
+        while k < n && (k == 0 || total.saturating_add(items[from + k].size) <= STREAM_LINE_BYTES) {
+            total = total.saturating_add(items[from + k].size);
+            k += 1;
+        }
+        lines.push(from..from + k);
+    }
+    lines
 }
 
-const STAGGER_STEPS: usize = 8;
+/// The part of a full line a session's first streamed upload line is cut
+/// to: session `i` of a copy's `n` gets `(n - i) / n`, so the lines of
+/// sessions begun together end at different moments and stay apart. When
+/// they all ended together (equal lines, begun together), every session's
+/// durability pass (`syncfs`, which waits for all the file system's
+/// writes) and next line's creates came at once and the device's queue
+/// emptied: 16 direct writes in flight fell to 1 for 30–40 ms at every
+/// line's end, four times in a 0.68-s upload of 2,000 × 256 KiB
+/// (`bench/results/small-files-s23`, `depth.py`). Given per copy, not per
+/// process, so that a long-lived process (the transfer service) staggers
+/// every copy's sessions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineShare {
+    num: usize,
+    den: usize,
+}
+
+impl LineShare {
+    /// Session `index` (from 0, the copy's first) of `sessions`; `None`
+    /// for the first, whose lines are whole.
+    pub fn of_session(index: usize, sessions: usize) -> Option<Self> {
+        (index > 0 && index < sessions).then_some(Self { num: sessions - index, den: sessions })
+    }
+
+    /// This share of `n` files, at least one.
+    fn of(self, n: usize) -> usize {
+        (n * self.num / self.den).max(1)
+    }
+}
 
 /// Most bytes one `BSTO STREAM` line carries (at least one file): a line
 /// is one transfer, and a failure or a kill costs at most its
@@ -854,3 +870,63 @@ async fn replies_or_failed_data(
 
 /// An upload batch's data thread: its channels back when it is done.
 type UploadData = tokio::task::JoinHandle<Result<Vec<ferry_io::transport::DataConn>, CopyError>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(n: usize, size: u64) -> Vec<BatchFile<()>> {
+        (0..n).map(|i| BatchFile { path: format!("d/f{i:05}"), size, data: () }).collect()
+    }
+
+    fn lens(lines: &[Range<usize>]) -> Vec<usize> {
+        lines.iter().map(|r| r.len()).collect()
+    }
+
+    #[test]
+    fn lines_cover_every_file_once_in_order() {
+        let items = files(2000, 256 << 10);
+        for share in [None, LineShare::of_session(3, 8)] {
+            let lines = stream_lines(&items, true, share);
+            assert_eq!(lines.first().map(|r| r.start), Some(0));
+            assert!(lines.windows(2).all(|w| w[0].end == w[1].start && !w[0].is_empty()));
+            assert_eq!(lines.last().map(|r| r.end), Some(items.len()));
+        }
+    }
+
+    #[test]
+    fn the_sessions_first_lines_are_cut_to_their_shares_and_the_rest_are_whole() {
+        let items = files(2000, 256 << 10);
+        let whole = lens(&stream_lines(&items, true, None));
+        let full = whole[0];
+        assert!(full > 8, "a full line holds many small files ({full})");
+        // Session 0 of 8 keeps whole lines; session i's first line is
+        // (8 - i) / 8 of a full one, and its next lines are full again.
+        assert_eq!(LineShare::of_session(0, 8), None);
+        let mut firsts = Vec::new();
+        for i in 1..8 {
+            let cut = lens(&stream_lines(&items, true, LineShare::of_session(i, 8)));
+            assert_eq!(cut[0], full * (8 - i) / 8, "session {i}");
+            assert_eq!(cut[1], full, "session {i}: the second line is whole");
+            firsts.push(cut[0]);
+        }
+        // Every session's first line ends at a different file.
+        firsts.push(full);
+        firsts.sort_unstable();
+        firsts.dedup();
+        assert_eq!(firsts.len(), 8);
+    }
+
+    #[test]
+    fn a_cut_line_keeps_at_least_one_file_and_big_files_stay_within_a_lines_bytes() {
+        let one = files(1, 1 << 30);
+        assert_eq!(lens(&stream_lines(&one, false, LineShare::of_session(7, 8))), vec![1]);
+        // 100 files of 100 MiB: a line carries at most STREAM_LINE_BYTES
+        // (two of them), the first too (its cut, an eighth of the files a
+        // command line holds, is more than two).
+        let big = files(100, 100 << 20);
+        let lines = lens(&stream_lines(&big, false, LineShare::of_session(7, 8)));
+        assert!(lines.iter().all(|&n| n == 2), "{lines:?}");
+        assert_eq!(LineShare::of_session(8, 8), None, "no session past the copy's count");
+    }
+}

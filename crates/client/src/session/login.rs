@@ -266,6 +266,7 @@ impl ServerSession {
             transport_choice: None,
             remembered_rate_announced: false,
             data_peer: None,
+            first_line_share: None,
         }
     }
 

@@ -52,6 +52,8 @@ mod store;
 mod stream;
 mod third_party;
 
+pub use batch::LineShare;
+
 pub(crate) use channel::connect_with;
 use channel::{channel_changed, Channel};
 pub use third_party::{third_party_e, third_party_many};
@@ -173,9 +175,18 @@ pub struct ServerSession {
     /// The name this server was told its data channels' peer must prove
     /// (`DCAU S`, third-party QUIC), once it accepted it.
     data_peer: Option<String>,
+    /// What the session's first streamed upload line is cut to (given by
+    /// a copy of several sessions; taken by that line).
+    first_line_share: Option<LineShare>,
 }
 
 impl ServerSession {
+    /// Cuts this session's next streamed upload's first line to `share`
+    /// of a full line ([`LineShare`]).
+    pub fn stagger_first_line(&mut self, share: Option<LineShare>) {
+        self.first_line_share = share;
+    }
+
     /// Holds `cmd` back until the next [`flush`](Self::flush).
     fn queue(&mut self, cmd: Command, expect: Expect) {
         self.queued.push((cmd, expect));
