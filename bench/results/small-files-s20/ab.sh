@@ -13,7 +13,7 @@ for i in $(seq 1 $N); do
   line="round $i:"
   for r in $rows; do
     case $r in a) F=$FA; P=$PA; S=$SA; src=$W/src/;; b) F=$FB; P=$PB; S=$SB; src=$W/src/;; one) F=$FA; P=$PA; S=$SA; src=$W/one/;; esac
-    row $r $S $F cp --no-resume -q -r $src ftp://127.0.0.1:$P/$r$i/
+    SRC=$src row $r $S $F cp --no-resume -q -r $src ftp://127.0.0.1:$P/$r$i/
   done
   find $R -type f -exec truncate -s 0 {} +
   rows=$(rotate "$rows")
