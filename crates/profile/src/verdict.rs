@@ -660,6 +660,26 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         if cause > 0.3 {
             against.push("the receiver was busy (disk or CPU), which explains a full receive buffer".into());
         }
+        // A window holds a transfer back only when it allows about the rate
+        // seen, one minimum RTT apart. On loopback a window that allows a
+        // hundred times the rate was full because the receiver did not read
+        // its socket, and whatever kept it from reading is the limit (CI's
+        // page-cache case once read "receiver window" with a window that
+        // allowed 48 GiB/s and a transfer at 279 MiB/s).
+        let fit = if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 && s.peer_window > 0.0 && rate > 0.0 {
+            let allows = s.peer_window / (s.min_rtt_ms / 1000.0);
+            let fit = ramp(rate / allows, 0.05, 0.2);
+            if fit < 0.5 {
+                against.push(format!(
+                    "the advertised window allows {}, far above the {} the transfer ran at",
+                    format_rate(allows),
+                    format_rate(rate)
+                ));
+            }
+            fit
+        } else {
+            1.0
+        };
         // A sender that its cgroup throttled in most periods used all the
         // CPU it was allowed, so it was not waiting for the window: the
         // bursts it wrote between throttled periods filled the window, and
@@ -671,7 +691,7 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
                 reader.label()
             ));
         }
-        add(LimitKind::ReceiverWindow, Some(writer), rw * (1.0 - cause) * (1.0 - throttled), ev, against);
+        add(LimitKind::ReceiverWindow, Some(writer), rw * fit * (1.0 - cause) * (1.0 - throttled), ev, against);
 
         let sb = ramp(s.sndbuf, 0.25, 0.55);
         let mut ev = vec![sender_line.clone().unwrap_or_default()];
@@ -1025,6 +1045,46 @@ mod tests {
         let sb = v.candidates.iter().find(|c| c.limit == LimitKind::SendBuffer).expect("scored");
         assert!(sb.score < 0.2, "{sb:#?}");
         assert!(sb.against.iter().any(|a| a.contains("far above")), "{sb:#?}");
+    }
+
+    #[test]
+    fn a_window_that_allows_far_more_than_the_rate_is_not_the_limit() {
+        // CI's case 7 on a day its disk was slow (session 24): a loopback
+        // download, the receive window full 68% of the time, 253 KiB
+        // advertised 5 µs apart (48 GiB/s) for a transfer at 279 MiB/s.
+        // The receiver's thread was 78% busy and waited for the disk 0.27
+        // threads at a time. It read "receiver window on the client" (0.65).
+        let client = ProcessSample {
+            system_percent: 60.0,
+            busiest_thread_percent: 78.0,
+            runnable_percent: 80.0,
+            threads_blocked: 0.27,
+            storage_write_bytes_per_s: 279.0 * MIB,
+            ..Default::default()
+        };
+        let stream = sender(20, 279.0 * MIB, 0.95, 0.68, 0.3, |i| {
+            i.rtt_us = 8;
+            i.min_rtt_us = 5;
+            i.snd_wnd = 253 << 10;
+            i.unacked = 20;
+        });
+        let p = profile(end("vm", 20, client), end("vm", 20, quiet()), stream, 1100.0 * MIB, 4.0);
+        let v = verdict(&p);
+        assert_ne!(v.limit, Some(LimitKind::ReceiverWindow), "{v:#?}");
+        let w = v.candidates.iter().find(|c| c.limit == LimitKind::ReceiverWindow).expect("the window is scored");
+        assert!(w.score < 0.1, "{w:#?}");
+        assert!(w.against.iter().any(|a| a.contains("far above")), "{w:#?}");
+        // The same window on a 60 ms path allows about the rate seen: there
+        // the window is the limit (case 3).
+        let stream = sender(20, 4.0 * MIB, 0.95, 0.68, 0.0, |i| {
+            i.rtt_us = 61_000;
+            i.min_rtt_us = 60_000;
+            i.snd_wnd = 253 << 10;
+            i.unacked = 20;
+        });
+        let p = profile(end("a", 20, quiet()), end("b", 20, quiet()), stream, 16.0 * MIB, 4.0);
+        let v = verdict(&p);
+        assert_eq!((v.limit, v.side), (Some(LimitKind::ReceiverWindow), Some(Side::Client)), "{v:#?}");
     }
 
     #[test]
