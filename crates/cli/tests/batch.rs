@@ -47,22 +47,20 @@ fn batch_upload_and_download_of_a_tree_are_byte_identical() {
     assert!(ok, "{err}");
     assert!(err.contains("BSTO"), "the upload named its files in BSTO lines: {err}");
     assert_eq!(tree_digest(&server.path("up")), tree_digest(&src));
-    // Durability per batch, or per session where lines defer it to BSYN
-    // (docs/batch.md): every file the client counted came through one
-    // durability pass, and the client heard each pass's reply (a line's
-    // final reply, or BSYN's) before it reported success.
+    // Durability per batch: every file the client counted came through a
+    // batch whose one durability pass ran, and the client heard each
+    // pass's final reply before it reported success.
     let passes: Vec<serde_json::Value> = server
         .log_text()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["fields"]["message"] == "batch durable" || v["fields"]["message"] == "deferred files durable")
+        .filter(|v| v["fields"]["message"] == "batch durable")
         .map(|v| v["fields"].clone())
         .collect();
     assert!(!passes.is_empty(), "no batch durability pass: {}", server.log_text());
-    let synced: u64 = passes.iter().map(|p| p["synced"].as_u64().or(p["files"].as_u64()).unwrap()).sum();
+    let synced: u64 = passes.iter().map(|p| p["synced"].as_u64().unwrap()).sum();
     assert_eq!(synced, 60, "each uploaded file in exactly one pass: {passes:?}");
-    let heard = err.matches("upload batch durable").count() + err.matches("deferred uploads durable").count();
-    assert_eq!(heard, passes.len(), "the client waited for every pass's reply");
+    assert_eq!(err.matches("upload batch durable").count(), passes.len(), "the client waited for every final reply");
     let dst = local.path().join("dst");
     let (ok, _, err) = cp(&["-r", &server.url(ALICE, "/up/"), &format!("{}/", dst.display())], state.path());
     assert!(ok, "{err}");
@@ -709,73 +707,6 @@ fn a_streamed_upload_is_one_transfer_and_each_file_appears_only_when_complete() 
     assert!(c.cmd("NOOP").starts_with("200"), "the session goes on");
 }
 
-/// `BSTO STREAM DEFER` and `BSYN` on the wire (docs/batch.md, "One pass
-/// per session"): a deferred line's final reply comes without a pass and
-/// says its files wait for `BSYN`; they are complete under their names at
-/// once; one `BSYN` makes every deferred line's files durable in one pass
-/// and says how many; a second has nothing to do. A session that defers
-/// 1024 files gets the pass at the line that reaches that bound. `BSYN`
-/// with an argument is a syntax error, and before login it is refused.
-#[test]
-fn deferred_streamed_lines_are_made_durable_by_one_bsyn() {
-    use ferry_proto::mode_e::BlockHeader;
-    use std::io::Write;
-    let server = FerryServer::start();
-    let mut anon = RawControl::connect(server.addr);
-    assert!(anon.cmd("BSYN").starts_with("530"), "not before login");
-    let mut c = RawControl::connect(server.addr);
-    c.login(ALICE);
-    assert!(c.cmd("FEAT").contains(",STREAM-STOR,DEFER"), "FEAT lists deferral");
-    assert!(c.cmd("BSYN now").starts_with("501"), "BSYN takes no argument");
-    assert!(c.cmd("TYPE I").starts_with("200"));
-    assert!(c.cmd("MODE E").starts_with("200"));
-    let data = pasv_addr(&c.cmd("PASV"));
-    let mut d = std::net::TcpStream::connect(data).unwrap();
-    let mut line = |c: &mut RawControl, cmd: String, payload: &[u8]| -> String {
-        c.send(cmd.as_bytes());
-        if !payload.is_empty() {
-            d.write_all(&BlockHeader::data(0, payload.len() as u64).encode()).unwrap();
-            d.write_all(payload).unwrap();
-        }
-        d.write_all(&BlockHeader::eof(1).encode()).unwrap();
-        let r = reply_skipping_markers(c);
-        assert!(r.starts_with("200"), "ALLO of the line's total: {r}");
-        let r = reply_skipping_markers(c);
-        assert!(r.starts_with("125") || r.starts_with("150"), "{r}");
-        let r = reply_skipping_markers(c);
-        assert!(r.starts_with("226"), "{r}");
-        reply_skipping_markers(c)
-    };
-    let r = line(&mut c, "BSTO STREAM DEFER 2 3:/a 2:/sub-b".into(), b"aaabb");
-    assert!(r.starts_with("250") && r.contains("2 stored, durable at BSYN"), "{r}");
-    let r = line(&mut c, "BSTO STREAM DEFER 1 4:/c".into(), b"cccc");
-    assert!(r.starts_with("250") && r.contains("durable at BSYN"), "{r}");
-    for (name, body) in [("a", &b"aaa"[..]), ("sub-b", b"bb"), ("c", b"cccc")] {
-        assert_eq!(std::fs::read(server.path(name)).unwrap(), body, "{name} is under its name before BSYN");
-    }
-    let log = server.log_text();
-    assert!(!log.contains("batch durable") && !log.contains("deferred files durable"), "no pass yet");
-    let r = c.cmd("BSYN");
-    assert!(r.starts_with("250") && r.contains("3 deferred files durable"), "{r}");
-    let r = c.cmd("BSYN");
-    assert!(r.starts_with("250") && r.contains("0 deferred files durable"), "nothing left: {r}");
-    let passes = server.log_text().lines().filter(|l| l.contains("deferred files durable")).count();
-    assert_eq!(passes, 1, "one pass for both lines");
-    // The bound: two lines of 512 empty files reach 1024, and the second
-    // line's end runs the pass for all of them.
-    let names = |from: usize| (from..from + 512).map(|i| format!("0:/e{i}")).collect::<Vec<_>>().join(" ");
-    let r = line(&mut c, format!("BSTO STREAM DEFER 512 {}", names(0)), b"");
-    assert!(r.contains("durable at BSYN"), "{r}");
-    let r = line(&mut c, format!("BSTO STREAM DEFER 512 {}", names(512)), b"");
-    assert!(r.starts_with("250") && r.contains("durable (with this session's 1024 deferred)"), "{r}");
-    assert!(server.path("e1023").exists());
-    assert!(c.cmd("BSYN").contains("0 deferred files durable"), "the bound's pass covered them");
-    // A plain streamed line is still durable at its own end.
-    let r = line(&mut c, "BSTO STREAM 1 2:/plain".into(), b"pp");
-    assert!(r.starts_with("250") && r.contains("stored, durable.") && !r.contains("BSYN"), "{r}");
-    assert!(c.cmd("NOOP").starts_with("200"), "no other reply is pending");
-}
-
 /// Hostile and refused `BSTO STREAM` lines: a name twice in a line (the
 /// second cannot be claimed), a directory, more bytes than a file
 /// declared, a block past the line's total, absurd counts and sizes. Each
@@ -868,24 +799,8 @@ fn a_tree_upload_goes_as_streamed_lines_and_arrives_whole() {
         assert!(out.status.success(), "{err}");
         assert_eq!(tree_digest(&server.path(dir)), tree_digest(&src), "{dir}");
         assert_kept(&server.path(dir), &stamps);
-        let streamed = err.contains("upload batch stored, durable at BSYN") && err.contains("stream=true");
+        let streamed = err.contains("upload batch durable") && err.contains("stream=true");
         assert_eq!(streamed, env.is_none(), "{dir}: {err}");
-        // Streamed lines defer durability to one BSYN per session, which
-        // the client waits for before it counts the files; `BSTO SYNC`
-        // lines are durable each at its end.
-        assert_eq!(err.contains("deferred uploads durable"), env.is_none(), "{dir}: {err}");
-        let v: serde_json::Value =
-            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
-        assert_eq!(v["files"].as_u64(), Some(41), "every file counted once durable: {v}");
-        if env.is_none() {
-            // One pass per session that stored files, none per line.
-            let log = server.log_text();
-            let lines = log.lines().filter(|l| l.contains("a BSTO STREAM line")).count();
-            let passes = log.lines().filter(|l| l.contains("deferred files durable")).count();
-            let used = v["concurrency"]["used"].as_u64().expect("the sessions used") as usize;
-            assert!(passes >= 1 && passes <= used, "{passes} passes, {used} sessions, {lines} lines: {v}");
-            assert!(!log.contains("batch durable"), "no line ran a pass of its own");
-        }
     }
     assert!(server.log_text().contains("BSTO STREAM"), "the server ran streamed lines");
 }

@@ -617,15 +617,6 @@ pub struct BatchDurability {
     /// have sent later files' data (it does not wait for their 125), so
     /// the server runs none of the batch's later files.
     failed: std::sync::atomic::AtomicBool,
-    /// `BSTO STREAM DEFER`: the line's end moves its files to the
-    /// session's deferred set instead of running a pass (docs/batch.md,
-    /// "One pass per session").
-    defer: bool,
-    /// Files made durable by the next pass without a descriptor of their
-    /// own: with `syncfs` one file per directory stands for the others
-    /// ([`absorb`](Self::absorb)), so a session's deferred set holds one
-    /// descriptor per directory, not per file.
-    stood_for: std::sync::atomic::AtomicUsize,
 }
 
 impl BatchDurability {
@@ -645,48 +636,6 @@ impl BatchDurability {
 
     fn add(&self, f: PendingFile) {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(f);
-    }
-
-    /// This line's durability left to the session's `BSYN`.
-    pub fn deferring(mut self) -> Self {
-        self.defer = true;
-        self
-    }
-
-    /// Whether this line's end defers its pass (`BSTO STREAM DEFER`).
-    pub fn defers(&self) -> bool {
-        self.defer
-    }
-
-    /// Takes the files `line` stored into this set, for one later pass
-    /// over all of them (a session's deferred files). With `syncfs`, a
-    /// file whose directory already has one here is only counted: the
-    /// pass syncs its whole file system, and a directory's one file is
-    /// what removes its partial area afterwards.
-    pub fn absorb(&self, line: &BatchDurability) {
-        use std::sync::atomic::Ordering::SeqCst;
-        let taken = std::mem::take(&mut *line.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        self.stood_for.fetch_add(line.stood_for.swap(0, SeqCst), SeqCst);
-        let mut mine = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        for f in taken {
-            if self.method == BatchSyncMethod::Syncfs && mine.iter().any(|m| m.dir_key == f.dir_key) {
-                self.stood_for.fetch_add(1, SeqCst);
-            } else {
-                mine.push(f);
-            }
-        }
-    }
-
-    /// Files waiting for this set's pass, counted with those another file
-    /// stands for.
-    pub fn files(&self) -> usize {
-        self.pending() + self.stood_for.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Descriptors this set holds (one per file, or per directory when
-    /// files stand for each other).
-    pub fn descriptors(&self) -> usize {
-        self.pending()
     }
 
     /// Marks the batch failed (see the field).
@@ -715,7 +664,6 @@ impl BatchDurability {
     /// and the client does not report the batch's files as stored.
     pub fn finish(&self) -> io::Result<usize> {
         let files = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        let stood_for = self.stood_for.swap(0, std::sync::atomic::Ordering::SeqCst);
         if files.is_empty() {
             return Ok(0);
         }
@@ -725,11 +673,6 @@ impl BatchDurability {
                 None => syncfs_of(&files),
             }
             .or_else(|e| {
-                if stood_for > 0 {
-                    // Files without a descriptor here cannot be synced
-                    // one by one: the pass failed for them.
-                    return Err(e);
-                }
                 tracing::debug!(error = %e, "syncfs failed; syncing the batch file by file");
                 fsyncs_of(&files)
             }),
@@ -747,9 +690,9 @@ impl BatchDurability {
         let mut c = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         c.0 += 1;
         if result.is_ok() {
-            c.1 += (files.len() + stood_for) as u64;
+            c.1 += files.len() as u64;
         }
-        result.map(|()| files.len() + stood_for)
+        result.map(|()| files.len())
     }
 }
 
@@ -2365,38 +2308,6 @@ mod tests {
             assert_eq!(batch.stats(), (1, 5), "one pass for the whole batch ({method:?})");
             assert_eq!(batch.pending(), 0);
             assert_eq!(batch.finish().unwrap(), 0);
-            assert!(!d.path().join(AREA).exists() && !d.path().join("sub").join(AREA).exists());
-        }
-    }
-
-    /// Deferred lines (`BSTO STREAM DEFER`): each line's files move to the
-    /// session's set without a pass; one pass covers every line. With
-    /// `syncfs` the set keeps one descriptor per directory however many
-    /// files it holds; with `fsyncs` one per file (each is synced).
-    #[test]
-    fn deferred_lines_gather_into_one_pass_with_a_descriptor_per_directory() {
-        for (method, descriptors) in [(BatchSyncMethod::Syncfs, 2), (BatchSyncMethod::Fsyncs, 6)] {
-            let d = tempfile::tempdir().unwrap();
-            let root = Root::open(d.path()).unwrap();
-            std::fs::create_dir(d.path().join("sub")).unwrap();
-            let session = BatchDurability::new(method);
-            for l in 0..3 {
-                let line = BatchDurability::new(method).deferring();
-                assert!(line.defers());
-                batch_of_one(&root, &format!("/l{l}"), &line);
-                batch_of_one(&root, &format!("/sub/l{l}"), &line);
-                session.absorb(&line);
-                assert_eq!((line.files(), line.stats()), (0, (0, 0)), "the line ran no pass and kept nothing");
-                assert_eq!(session.files(), 2 * (l + 1));
-            }
-            assert_eq!(session.descriptors(), descriptors, "{method:?}");
-            assert_eq!(session.stats(), (0, 0), "no pass yet");
-            assert_eq!(session.finish().unwrap(), 6, "the pass counts every file");
-            assert_eq!(session.stats(), (1, 6), "one pass for three lines ({method:?})");
-            assert_eq!((session.files(), session.finish().unwrap()), (0, 0));
-            for l in 0..3 {
-                assert_eq!(std::fs::read(d.path().join(format!("sub/l{l}"))).unwrap(), b"x");
-            }
             assert!(!d.path().join(AREA).exists() && !d.path().join("sub").join(AREA).exists());
         }
     }

@@ -78,12 +78,6 @@ pub const STREAM_WORD: &str = "STREAM";
 pub const STREAM_STOR_WORD: &str = "STREAM-STOR";
 /// The FEAT line of a server that also takes streamed uploads.
 pub const FEAT_LINE_STREAM_STOR: &str = " BATCH RETR,STOR,SYNC,FACTS,STREAM,STREAM-STOR";
-/// The word of FEAT's `BATCH` line, and of `BSTO STREAM DEFER`, for a
-/// streamed upload line whose durability waits for the session's `BSYN`
-/// (docs/batch.md, "One pass per session").
-pub const DEFER_WORD: &str = "DEFER";
-/// The FEAT line of a server that also defers durability to `BSYN`.
-pub const FEAT_LINE_DEFER: &str = " BATCH RETR,STOR,SYNC,FACTS,STREAM,STREAM-STOR,DEFER";
 
 /// What an upload entry may carry besides its size: the file's
 /// modification time and mode, set by the server before the rename.
@@ -127,10 +121,6 @@ pub struct Batch {
     /// to back as one MODE E transfer with one `125` and one final reply
     /// (docs/batch.md, "The streamed batch").
     pub stream: bool,
-    /// `BSTO STREAM DEFER`: the line's final reply comes without a
-    /// durability pass; its files become durable with the session's next
-    /// `BSYN` (docs/batch.md, "One pass per session").
-    pub defer: bool,
 }
 
 fn syntax(verb: &'static str, reason: impl Into<String>) -> CommandError {
@@ -152,7 +142,6 @@ impl Batch {
             files: paths.into_iter().map(|path| BatchEntry { path, size: None, facts: None }).collect(),
             sync: false,
             stream: false,
-            defer: false,
         }
     }
 
@@ -163,7 +152,6 @@ impl Batch {
             files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size), facts: None }).collect(),
             sync: false,
             stream: false,
-            defer: false,
         }
     }
 
@@ -175,7 +163,6 @@ impl Batch {
             files: files.into_iter().map(|(path, size, facts)| BatchEntry { path, size: Some(size), facts }).collect(),
             sync: false,
             stream: false,
-            defer: false,
         }
     }
 
@@ -186,7 +173,6 @@ impl Batch {
             files: files.into_iter().map(|(path, size)| BatchEntry { path, size: Some(size), facts: None }).collect(),
             sync: false,
             stream: true,
-            defer: false,
         }
     }
 
@@ -198,7 +184,6 @@ impl Batch {
             files: files.into_iter().map(|(path, size, facts)| BatchEntry { path, size: Some(size), facts }).collect(),
             sync: true,
             stream: true,
-            defer: false,
         }
     }
 
@@ -213,13 +198,6 @@ impl Batch {
             at = at.checked_add(f.size.unwrap_or(0))?;
         }
         Some((out, at))
-    }
-
-    /// This streamed upload line with its durability left to the
-    /// session's `BSYN` (`BSTO STREAM DEFER`); other batches are unchanged.
-    pub fn deferred(mut self) -> Batch {
-        self.defer = self.kind == BatchKind::Store && self.stream;
-        self
     }
 
     /// This upload batch with durability per batch (`BSTO SYNC`).
@@ -276,11 +254,8 @@ impl Batch {
         let mut words = arg.split(' ').filter(|w| !w.is_empty()).peekable();
         let sync = kind == BatchKind::Store && words.next_if(|w| w.eq_ignore_ascii_case(SYNC_WORD)).is_some();
         let stream = !sync && words.next_if(|w| w.eq_ignore_ascii_case(STREAM_WORD)).is_some();
-        // A streamed upload is durable per line, as `BSTO SYNC`, or at the
-        // session's `BSYN` (`DEFER`).
+        // A streamed upload is durable per line, as `BSTO SYNC`.
         let sync = sync || (stream && kind == BatchKind::Store);
-        let defer =
-            stream && kind == BatchKind::Store && words.next_if(|w| w.eq_ignore_ascii_case(DEFER_WORD)).is_some();
         // A streamed download's entries carry sizes, as an upload's do.
         let sized = kind == BatchKind::Store || stream;
         let count = words.next().unwrap_or("");
@@ -322,7 +297,7 @@ impl Batch {
         if files.len() != count {
             return Err(syntax(verb, format!("{} entries, but the count says {count}", files.len())));
         }
-        let batch = Batch { kind, files, sync, stream, defer };
+        let batch = Batch { kind, files, sync, stream };
         if stream && batch.stream_offsets().is_none() {
             return Err(syntax(verb, "the sizes of a streamed batch add up to more than 2^64 - 1"));
         }
@@ -408,9 +383,6 @@ impl fmt::Display for Batch {
         if self.stream {
             write!(f, " {STREAM_WORD}")?;
         }
-        if self.defer {
-            write!(f, " {DEFER_WORD}")?;
-        }
         write!(f, " {}", self.files.len())?;
         for e in &self.files {
             match e.size {
@@ -448,8 +420,7 @@ pub fn fits_with_facts(files: &[(&str, u64)], max_line: usize) -> usize {
 pub const FACTS_LEN: usize = 2 + 14 + 1 + 9 + 4;
 
 fn fits_entries(kind: BatchKind, files: &[(&str, u64)], max_line: usize, extra: usize) -> usize {
-    // The longest head a line has (a deferred streamed upload's).
-    let mut len = "BSTO STREAM DEFER 512".len() + 2;
+    let mut len = "BRET STREAM 512".len() + 2;
     let mut n = 0;
     for (p, size) in files.iter().take(MAX_BATCH_FILES) {
         let entry = 1 + encode_path(p).len() + if kind == BatchKind::Store { 21 + extra } else { 0 };
@@ -722,11 +693,6 @@ mod tests {
             "BRET STREAM STREAM 1 5:/a".into(),
             "BSTO SYNC STREAM 1 5:/a".into(),
             "BSTO STREAM STREAM 1 5:/a".into(),
-            "BSTO DEFER 1 5:/a".into(),
-            "BSTO SYNC DEFER 1 5:/a".into(),
-            "BSTO DEFER STREAM 1 5:/a".into(),
-            "BSTO STREAM DEFER DEFER 1 5:/a".into(),
-            "BRET STREAM DEFER 1 5:/a".into(),
             format!("BSTO STREAM 2 {max}:/a 1:/b"),
             // Each size fits, their sum does not.
             format!("BRET STREAM 2 {max}:/a 1:/b"),
@@ -758,14 +724,6 @@ mod tests {
             ]
         );
         assert_eq!(p("bsto stream 1 5:/x").map(|c| matches!(c, Command::Batch(b) if b.stream && b.sync)), Ok(true));
-        // Deferred to the session's BSYN: the same line with one more word.
-        let d = b.clone().deferred();
-        assert_eq!(d.to_string(), "BSTO STREAM DEFER 3 4096,20261126203500,644:/t/a%20b 0:/t/e 7:/t/c");
-        assert_eq!(p(&d.to_string()), Ok(Command::Batch(d.clone())));
-        assert!(d.defer && d.sync && d.stream && !b.defer);
-        assert_eq!(d.expand(), b.expand(), "answered as the same ALLO, STOR and final reply");
-        assert!(matches!(p("bsto stream defer 1 5:/x"), Ok(Command::Batch(b)) if b.defer));
-        assert!(!Batch::store([("/x".to_string(), 5)]).deferred().defer, "only a streamed line defers");
         for line in
             ["BSTO STREAM", "BSTO STREAM 0", "BSTO STREAM 1 /a", "BSTO STREAM 2 5:/a", "BSTO STREAM 1 5,1,644:/a"]
         {

@@ -255,10 +255,6 @@ pub enum Command {
     BatchEnd {
         files: usize,
     },
-    /// `BSYN`: make every file this session's deferred upload lines
-    /// (`BSTO STREAM DEFER`) stored durable, in one pass, and say so
-    /// (docs/batch.md, "One pass per session").
-    BatchSync,
 }
 
 /// Events whose frequency `TREV` sets.
@@ -475,10 +471,6 @@ impl Command {
             "MLSR" => C::Mlsr(opt()),
             "BRET" => C::Batch(crate::batch::Batch::parse(crate::batch::BatchKind::Retrieve, arg)?),
             "BSTO" => C::Batch(crate::batch::Batch::parse(crate::batch::BatchKind::Store, arg)?),
-            "BSYN" => {
-                no_arg("BSYN", arg)?;
-                C::BatchSync
-            }
             "EPRT" => C::Eprt(host_port::parse_eprt(required("EPRT", arg)?).map_err(|e| match e {
                 HostPortError::UnsupportedProtocol(_) => CommandError::NetworkProtocol("EPRT"),
                 e => syntax("EPRT", e.to_string()),
@@ -624,7 +616,6 @@ impl Command {
             C::Trev { .. } => "TREV",
             C::Batch(b) => b.verb(),
             C::BatchEnd { .. } => "BSTO",
-            C::BatchSync => "BSYN",
         }
     }
 
@@ -907,7 +898,6 @@ impl fmt::Display for Command {
             | C::Pwd
             | C::Syst
             | C::Noop
-            | C::BatchSync
             | C::Feat
             | C::Ccc
             | C::Spas => f.write_str(v),

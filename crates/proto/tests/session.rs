@@ -595,7 +595,7 @@ fn feat_is_exactly_what_is_implemented() {
     let feat = feat_lines(&mut h);
     let want = [
         "Extensions supported",
-        " BATCH RETR,STOR,SYNC,FACTS,STREAM,STREAM-STOR,DEFER",
+        " BATCH RETR,STOR,SYNC,FACTS,STREAM,STREAM-STOR",
         " CKSM ADLER32;CRC32C;MD5;SHA1;SHA256;SHA512;XXH128;",
         " EPRT",
         " EPSV",

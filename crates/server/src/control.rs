@@ -126,7 +126,6 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
     let ctx_login_timeout = ctx.config.login_timeout();
     let ctx_drain = ctx.draining.clone();
     let batch_sync_interval_ms = ctx.config.batch_sync_interval_ms;
-    let deferred = Arc::new(BatchDurability::shared(ctx.config.batch_sync, ctx.batch_passes.clone()));
     let mut control = Control {
         ctx,
         session,
@@ -154,7 +153,6 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         batch: None,
         facts: None,
         batch_passes: SessionPasses::new(Duration::from_millis(batch_sync_interval_ms)),
-        deferred,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -301,18 +299,7 @@ struct Control {
     facts: Option<ferry_proto::batch::EntryFacts>,
     /// This session's rate of batch durability passes (docs/batch.md).
     batch_passes: SessionPasses,
-    /// The files of this session's `BSTO STREAM DEFER` lines, stored and
-    /// not yet durable: one pass at the client's `BSYN` (docs/batch.md,
-    /// "One pass per session").
-    deferred: Arc<BatchDurability>,
 }
-
-/// The most files a session's deferred lines leave for its `BSYN`: the
-/// line that reaches it runs the pass for all of them. It bounds what a
-/// client that never sends `BSYN` leaves to the kernel's writeback, and
-/// the descriptors the set holds (one per directory with `syncfs`, one
-/// per file with `fsyncs`).
-const DEFERRED_MAX_FILES: usize = 1024;
 
 /// A queued command and the durability-per-batch handle of the
 /// `BSTO SYNC` it came from, if any.
@@ -512,9 +499,6 @@ impl Control {
                             }
                             self.end_batch(files).await
                         }
-                        Ok(Command::BatchSync) if self.ctx.config.batch && self.session.user().is_some() => {
-                            self.batch_sync().await
-                        }
                         Ok(Command::Stor(_)) if self.batch.as_ref().is_some_and(|b| b.has_failed()) => {
                             let r = Reply::new(
                                 ReplyCode::LOCAL_ERROR,
@@ -709,11 +693,7 @@ impl Control {
             // batch's final reply (`Batch::expand`).
             tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "> BSTO STREAM ({} files)", b.files.len());
             tracing::info!(peer = %self.peer, files = b.files.len(), "a BSTO STREAM line");
-            let mut batch = BatchDurability::shared(self.ctx.config.batch_sync, self.ctx.batch_passes.clone());
-            if b.defer {
-                batch = batch.deferring();
-            }
-            let batch = Arc::new(batch);
+            let batch = Arc::new(BatchDurability::shared(self.ctx.config.batch_sync, self.ctx.batch_passes.clone()));
             let mut expanded = b.expand().into_iter();
             let allo = expanded.next();
             let end = expanded.last();
@@ -768,7 +748,6 @@ impl Control {
         // The batch's last replies go out before its durability pass.
         self.flush().await?;
         let reply = match self.batch.take() {
-            Some(batch) if batch.defers() && !batch.has_failed() => return self.defer_batch(&batch, files).await,
             Some(batch) => {
                 let started = Instant::now();
                 if batch.pending() > 0 {
@@ -805,78 +784,6 @@ impl Control {
                 }
             }
             None => Reply::new(ReplyCode::BAD_SEQUENCE, "No batch to end."),
-        };
-        self.send(&reply).await?;
-        Ok(Flow::Continue)
-    }
-
-    /// The end of a `BSTO STREAM DEFER` line: its files join the session's
-    /// deferred set and the final reply says they wait for `BSYN` — unless
-    /// the set is full, when the pass runs now for all of them and the
-    /// reply says durable.
-    async fn defer_batch(&mut self, batch: &BatchDurability, files: usize) -> std::io::Result<Flow> {
-        let stored = batch.files();
-        self.deferred.absorb(batch);
-        let noun = if files == 1 { "file" } else { "files" };
-        if self.deferred.files() < DEFERRED_MAX_FILES {
-            let reply = Reply::new(
-                ReplyCode::FILE_ACTION_OK,
-                format!("Batch of {files} {noun}: {stored} stored, durable at BSYN."),
-            );
-            self.send(&reply).await?;
-            return Ok(Flow::Continue);
-        }
-        let reply = match self.sync_deferred().await {
-            Ok(all) => Reply::new(
-                ReplyCode::FILE_ACTION_OK,
-                format!("Batch of {files} {noun}: {stored} stored, durable (with this session's {all} deferred)."),
-            ),
-            Err(e) => Reply::new(
-                ReplyCode::LOCAL_ERROR,
-                format!("Batch of {files} {noun}: could not make this session's deferred files durable ({e}); send them again."),
-            ),
-        };
-        self.send(&reply).await?;
-        Ok(Flow::Continue)
-    }
-
-    /// One durability pass over this session's deferred files (the
-    /// rate limit of [`end_batch`](Self::end_batch) applies); how many.
-    async fn sync_deferred(&mut self) -> std::io::Result<usize> {
-        if self.deferred.files() == 0 {
-            return Ok(0);
-        }
-        let wait = self.batch_passes.next_pass();
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-        let started = Instant::now();
-        let set = self.deferred.clone();
-        let result = tokio::task::spawn_blocking(move || set.finish())
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-        match &result {
-            Ok(n) => {
-                tracing::info!(peer = %self.peer, files = n, ms = started.elapsed().as_secs_f64() * 1e3, "deferred files durable")
-            }
-            Err(e) => tracing::warn!(peer = %self.peer, error = %e, "the deferred files' durability pass failed"),
-        }
-        result
-    }
-
-    /// `BSYN`: the session's deferred files made durable, then said so.
-    async fn batch_sync(&mut self) -> std::io::Result<Flow> {
-        // The replies before it go out before its pass.
-        self.flush().await?;
-        let reply = match self.sync_deferred().await {
-            Ok(n) => Reply::new(
-                ReplyCode::FILE_ACTION_OK,
-                format!("{n} deferred {} durable.", if n == 1 { "file" } else { "files" }),
-            ),
-            Err(e) => Reply::new(
-                ReplyCode::LOCAL_ERROR,
-                format!("Could not make the deferred files durable ({e}); send them again."),
-            ),
         };
         self.send(&reply).await?;
         Ok(Flow::Continue)

@@ -3,7 +3,7 @@
 //! so thousands of small files do not pay a round trip each.
 
 use super::opener::Opened;
-use super::{CopySummary, FileMeta, Undurable};
+use super::{CopySummary, FileMeta};
 use crate::error::ClientError;
 use crate::location::Location;
 use crate::resume::ResumeState;
@@ -247,22 +247,8 @@ impl Client {
                 // resume (a re-run finds it whole, or sends it again);
                 // counted only when its batch is durable.
                 let mut on_stored = |i: usize| record(i, &mut |r| r.clear());
-                let defer = self.defer_durability;
+                let mut on_done = |i: usize| counted(&mut *summary, i);
                 let session = self.session(du).await?;
-                session.set_defer_durability(defer);
-                // Deferred (docs/batch.md, "One pass per session"): a
-                // line's end only says its files are under their names;
-                // they are counted at the session's BSYN (`make_durable`).
-                let defers = session.defers_durability();
-                let session_id = session.id();
-                let mut awaiting = Vec::new();
-                let mut on_done = |i: usize| {
-                    if defers {
-                        awaiting.push(i);
-                    } else {
-                        counted(&mut *summary, i)
-                    }
-                };
                 // Each file's time and mode in its BSTO entry where the
                 // server takes them (docs/batch.md): no MFMT and SITE
                 // CHMOD after the batch for those files.
@@ -278,17 +264,7 @@ impl Client {
                         })
                         .collect();
                 }
-                let r = session
-                    .store_batch(&items, &facts, window, control, &mut on_marker, &mut on_stored, &mut on_done)
-                    .await;
-                let key = super::pool::key(du);
-                self.undurable.extend(awaiting.into_iter().map(|i| Undurable {
-                    key: key.clone(),
-                    session: session_id,
-                    source: files[i].0.to_string(),
-                    size: files[i].2.size,
-                }));
-                r
+                session.store_batch(&items, &facts, window, control, &mut on_marker, &mut on_stored, &mut on_done).await
             }
             (Location::Remote(su), Location::Remote(du)) => {
                 let items: Vec<(String, String, u64)> = files
@@ -353,18 +329,9 @@ impl Client {
                     summary.checksum_algorithm = Some(alg);
                 }
                 Some(Err(e)) => {
-                    // Counted already, or waiting for its session's BSYN.
-                    let source = s.to_string();
-                    match self.undurable.iter().rposition(|u| u.source == source) {
-                        Some(k) => {
-                            self.undurable.remove(k);
-                        }
-                        None => {
-                            summary.files -= 1;
-                            summary.bytes -= f.size;
-                        }
-                    }
-                    self.failed(summary, source, e)?;
+                    summary.files -= 1;
+                    summary.bytes -= f.size;
+                    self.failed(summary, s.to_string(), e)?;
                 }
             }
         }

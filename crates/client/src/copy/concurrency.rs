@@ -17,7 +17,7 @@
 //! 425 (too many connections) is retried with back-off and then given up:
 //! the copy goes on with the sessions it has. See `docs/trees.md`.
 
-use super::{Client, CopySummary, Undurable};
+use super::{Client, CopySummary};
 use crate::error::ClientError;
 use crate::location::Location;
 use crate::session::LineShare;
@@ -250,8 +250,6 @@ impl Client {
             records: None,
             dests_in_the_way: self.dests_in_the_way,
             line_share: None,
-            defer_durability: self.defer_durability,
-            undurable: Vec::new(),
         }
     }
 
@@ -329,10 +327,6 @@ impl Client {
         tracing::info!(sessions, streams = ?parallelism, pipeline = self.opts.pipeline, "{reason}");
         let queue = Arc::new(Mutex::new(chunks(pending, sessions, self.opts.pipeline)));
         let stop = Arc::new(AtomicBool::new(false));
-        // Each session's uploads become durable in one pass at its end,
-        // where the server takes `BSYN` (docs/batch.md, "One pass per
-        // session"); the workers inherit it.
-        self.defer_durability = true;
         let mut workers: Vec<Client> = (1..sessions)
             .map(|i| {
                 let mut w = self.worker(parallelism);
@@ -349,22 +343,14 @@ impl Client {
                 async move {
                     if w.open_worker_sessions(&queue, &refused).await {
                         used.fetch_add(1, Ordering::Relaxed);
-                        let r = w.drain(&queue, &stop, s).await;
-                        let d = w.make_durable(s).await;
-                        r.and(d)
+                        w.drain(&queue, &stop, s).await
                     } else {
                         Ok(())
                     }
                 }
             });
-            let main = async {
-                let r = self.drain(&queue, &stop, summary).await;
-                let d = self.make_durable(summary).await;
-                r.and(d)
-            };
-            futures::future::join(main, futures::future::join_all(runs)).await
+            futures::future::join(self.drain(&queue, &stop, summary), futures::future::join_all(runs)).await
         };
-        self.defer_durability = false;
         for (w, s) in workers.into_iter().zip(sums) {
             summary.absorb(s);
             w.close().await;
@@ -451,44 +437,6 @@ impl Client {
                 return r;
             }
         }
-    }
-
-    /// Sends `BSYN` to each session whose deferred upload lines stored
-    /// files, and counts those files once it says they are durable. A file
-    /// whose session failed the pass, or ended before it (broken, and
-    /// perhaps replaced by a new session to the same server, whose `BSYN`
-    /// would not cover it), is a failure of the copy: complete under its
-    /// name, but not known durable. A re-run finds it whole and leaves it;
-    /// only a crash of the server's machine before its writeback could
-    /// lose it, and then the re-run finds it short and sends it again.
-    pub(super) async fn make_durable(&mut self, summary: &mut CopySummary) -> Result<(), ClientError> {
-        let mut waiting = std::mem::take(&mut self.undurable);
-        while let Some(first) = waiting.first() {
-            let (key, id) = (first.key.clone(), first.session);
-            let (these, rest): (Vec<Undurable>, Vec<Undurable>) =
-                waiting.into_iter().partition(|u| u.key == key && u.session == id);
-            waiting = rest;
-            let result = match self.sessions.get_mut(&key) {
-                Some(s) if s.id() == id && !s.is_broken() => s.sync_deferred().await,
-                _ => Err(ClientError::Data("its session ended before the server made it durable".into())),
-            };
-            match result {
-                Ok(()) => {
-                    for u in these {
-                        summary.files += 1;
-                        summary.bytes += u.size;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, files = these.len(), "stored files not confirmed durable");
-                    for u in these {
-                        let why = ClientError::Data(format!("stored under its name, but not confirmed durable: {e}"));
-                        self.failed(summary, u.source, why)?;
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     async fn copy_chunk(

@@ -354,25 +354,6 @@ pub struct Client {
     /// A worker of a copy of several sessions: the cut of its sessions'
     /// first streamed upload line ([`LineShare`]).
     line_share: Option<crate::session::LineShare>,
-    /// Upload batches leave durability to one `BSYN` per session at the
-    /// end of the copy, where the server takes it (`copy_pending`;
-    /// docs/batch.md, "One pass per session").
-    defer_durability: bool,
-    /// Files deferred lines stored, counted when their session's `BSYN`
-    /// says they are durable ([`Client::make_durable`]).
-    undurable: Vec<Undurable>,
-}
-
-/// A file a deferred upload line stored: complete under its name, not yet
-/// durable, so not yet counted as copied.
-#[derive(Debug)]
-struct Undurable {
-    /// The session's key in `Client::sessions` and its id: only that
-    /// session's `BSYN` covers the file.
-    key: String,
-    session: u64,
-    source: String,
-    size: u64,
 }
 
 fn local_err(path: &Path) -> impl Fn(std::io::Error) -> ClientError + '_ {
@@ -400,8 +381,6 @@ impl Client {
             records: None,
             dests_in_the_way: false,
             line_share: None,
-            defer_durability: false,
-            undurable: Vec::new(),
         }
     }
 

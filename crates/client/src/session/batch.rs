@@ -15,8 +15,8 @@ use crate::error::ClientError;
 use ferry_io::mode_e::{self, BlockSink, BlockSource, ReceiveState, SendPlan, TransferControl};
 use ferry_io::stream::CopyError;
 use ferry_proto::batch::{
-    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, StreamLayout, DEFER_WORD, FACTS_WORD,
-    STREAM_STOR_WORD, STREAM_WORD, SYNC_WORD,
+    fits, fits_stream, fits_with_facts, Batch, BatchKind, EntryFacts, StreamLayout, FACTS_WORD, STREAM_STOR_WORD,
+    STREAM_WORD, SYNC_WORD,
 };
 use ferry_proto::client::PipelineEvent;
 use ferry_proto::command::{Allo, Command};
@@ -105,45 +105,6 @@ impl ServerSession {
         self.ctrl.features.line("BATCH").is_some_and(|l| {
             l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(STREAM_STOR_WORD)))
         })
-    }
-
-    /// Whether the server defers a streamed upload line's durability to
-    /// the session's `BSYN` (FEAT lists `BATCH ...,DEFER`; docs/batch.md,
-    /// "One pass per session").
-    pub fn supports_batch_defer(&self) -> bool {
-        self.supports_batch_stream_stor()
-            && self.ctrl.features.line("BATCH").is_some_and(|l| {
-                l.split_whitespace().nth(1).is_some_and(|w| w.split(',').any(|x| x.eq_ignore_ascii_case(DEFER_WORD)))
-            })
-    }
-
-    /// Whether uploads go as streamed lines (`BSTO STREAM`).
-    fn streams_uploads(&self) -> bool {
-        self.supports_batch()
-            && self.supports_batch_stream_stor()
-            && std::env::var_os("FERRY_NO_STREAM_BATCH").is_none()
-    }
-
-    /// Whether this session's upload batches leave their files' durability
-    /// to [`sync_deferred`](Self::sync_deferred): asked for by the copy
-    /// ([`set_defer_durability`](Self::set_defer_durability)), taken by the
-    /// server, and the uploads go as streamed lines. Then a line's final
-    /// reply (and `on_done` in [`store_batch`](Self::store_batch)) means
-    /// "complete under its name", and only `BSYN`'s reply means durable.
-    pub fn defers_durability(&self) -> bool {
-        self.defer_durability && self.streams_uploads() && self.supports_batch_defer()
-    }
-
-    /// `BSYN`: one durability pass on the server over every file this
-    /// session's deferred lines stored; `Ok` when its reply says they are
-    /// durable.
-    pub async fn sync_deferred(&mut self) -> Result<(), ClientError> {
-        let r = self.ctrl.command(&Command::BatchSync).await?;
-        if !r.code.is_positive_completion() {
-            return Err(refused(&Command::BatchSync, r));
-        }
-        tracing::debug!(reply = %r.text(), "deferred uploads durable");
-        Ok(())
     }
 
     /// [`retrieve_batch`](Self::retrieve_batch) as `BRET STREAM` lines:
@@ -311,9 +272,7 @@ impl ServerSession {
     /// lines (each entry stands for `ALLO size` + `STOR path`).
     ///
     /// `on_stored(i)`: item `i` is complete under its name (its 226).
-    /// `on_done(i)`: it is durable too, and counted — or, when the session
-    /// [`defers_durability`](Self::defers_durability), its line ended and
-    /// it waits for [`sync_deferred`](Self::sync_deferred). With a server that
+    /// `on_done(i)`: it is durable too, and counted. With a server that
     /// makes batches durable in one pass (`BSTO SYNC`, docs/batch.md,
     /// [`store_batch_streamed`](Self::store_batch_streamed)) that is at its
     /// line's final reply; a batch stopped before it leaves its files
@@ -333,7 +292,7 @@ impl ServerSession {
         if !self.supports_batch() {
             return self.store_many(items, window, control, on_marker, on_done).await;
         }
-        if self.streams_uploads() {
+        if self.supports_batch_stream_stor() && std::env::var_os("FERRY_NO_STREAM_BATCH").is_none() {
             return self.store_batch_stream_lines(items, facts, control, on_marker, on_stored, on_done).await;
         }
         if self.supports_batch_sync() {
@@ -549,14 +508,12 @@ impl ServerSession {
         // The session's first streamed run is cut short by its share, if
         // its copy gave it one ([`LineShare`]).
         let lines = stream_lines(items, with_facts, self.first_line_share.take());
-        let defer = self.defers_durability();
-        let line = |r: &Range<usize>| {
-            let b =
-                Batch::store_stream(items[r.clone()].iter().enumerate().map(|(j, f)| {
+        let line =
+            |r: &Range<usize>| {
+                Command::Batch(Batch::store_stream(items[r.clone()].iter().enumerate().map(|(j, f)| {
                     (f.path.clone(), f.size, if with_facts { facts[r.start + j].clone() } else { None })
-                }));
-            Command::Batch(if defer { b.deferred() } else { b })
-        };
+                })))
+            };
         self.ensure_connecting();
         let Some(first) = lines.first() else { return (0, Ok(())) };
         // A file worth resuming gets its restart record (no ranges yet)
@@ -663,11 +620,7 @@ impl ServerSession {
                     if !reply.code.is_positive_completion() {
                         return Err(refused(&end, reply));
                     }
-                    if defer {
-                        tracing::debug!(files = r.len(), stream = true, "upload batch stored, durable at BSYN");
-                    } else {
-                        tracing::debug!(files = r.len(), stream = true, "upload batch durable");
-                    }
+                    tracing::debug!(files = r.len(), stream = true, "upload batch durable");
                     for j in r.clone() {
                         on_done(j);
                     }

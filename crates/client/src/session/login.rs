@@ -267,8 +267,6 @@ impl ServerSession {
             remembered_rate_announced: false,
             data_peer: None,
             first_line_share: None,
-            defer_durability: false,
-            id: super::next_session_id(),
         }
     }
 

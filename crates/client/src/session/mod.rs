@@ -178,20 +178,6 @@ pub struct ServerSession {
     /// What the session's first streamed upload line is cut to (given by
     /// a copy of several sessions; taken by that line).
     first_line_share: Option<LineShare>,
-    /// The copy asks for deferred durability: streamed upload lines go as
-    /// `BSTO STREAM DEFER` to a server that lists `DEFER`, and the copy
-    /// sends `BSYN` once at its end (docs/batch.md, "One pass per session").
-    defer_durability: bool,
-    /// This session among every session of the process: files stored by
-    /// deferred lines are durable only through this session's `BSYN`, not
-    /// through one opened later to the same server.
-    id: u64,
-}
-
-/// The next [`ServerSession::id`].
-pub(super) fn next_session_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl ServerSession {
@@ -199,17 +185,6 @@ impl ServerSession {
     /// of a full line ([`LineShare`]).
     pub fn stagger_first_line(&mut self, share: Option<LineShare>) {
         self.first_line_share = share;
-    }
-
-    /// Asks for (or stops asking for) deferred durability on this
-    /// session's streamed upload lines; see [`defers_durability`](Self::defers_durability).
-    pub fn set_defer_durability(&mut self, on: bool) {
-        self.defer_durability = on;
-    }
-
-    /// This session among every session of the process.
-    pub fn id(&self) -> u64 {
-        self.id
     }
 
     /// Holds `cmd` back until the next [`flush`](Self::flush).

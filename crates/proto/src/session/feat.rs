@@ -31,7 +31,7 @@ impl Session {
             " UTF8".into(),
         ];
         if self.config.batch {
-            lines.insert(0, crate::batch::FEAT_LINE_DEFER.into());
+            lines.insert(0, crate::batch::FEAT_LINE_STREAM_STOR.into());
         }
         if self.config.tls_available && self.config.transports.iter().any(|t| t.as_str() == "udt") {
             // UDT data under PROT P, encrypted (docs/udt.md): a Ferry
@@ -50,10 +50,10 @@ impl Session {
 /// The commands this server serves, for HELP and SITE HELP.
 pub fn help_reply(code: ReplyCode) -> Reply {
     let verbs = [
-        "ABOR", "ACCT", "ALLO", "APPE", "BRET", "BSTO", "BSYN", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV",
-        "ERET", "ESTO", "FEAT", "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP",
-        "OPTS", "PASS", "PASV", "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE",
-        "SPAS", "SPOR", "STAT", "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
+        "ABOR", "ACCT", "ALLO", "APPE", "BRET", "BSTO", "CDUP", "CKSM", "CWD", "DCAU", "DELE", "EPRT", "EPSV", "ERET",
+        "ESTO", "FEAT", "HELP", "LIST", "MDTM", "MFMT", "MKD", "MLSD", "MLSR", "MLST", "MODE", "NLST", "NOOP", "OPTS",
+        "PASS", "PASV", "PORT", "PWD", "QUIT", "REST", "RETR", "RMD", "RNFR", "RNTO", "SBUF", "SITE", "SIZE", "SPAS",
+        "SPOR", "STAT", "STOR", "STRU", "SYST", "TPRT", "TREV", "TYPE", "USER",
     ];
     // globus-url-copy looks for the SITE buffer commands in this text to
     // pick how to send `-tcp-bs` (`docs/gridftp-wire-notes.md` §9).

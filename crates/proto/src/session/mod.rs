@@ -470,11 +470,6 @@ impl Session {
             C::BatchEnd { .. } => {
                 Self::reply(ReplyCode::BAD_SEQUENCE, "The end of a batch is answered by the server's control loop.")
             }
-            // Answered by the control loop where batches are served.
-            C::BatchSync if !self.config.batch => {
-                Self::reply(ReplyCode::NOT_IMPLEMENTED, "BSYN: this server does not serve batches.")
-            }
-            C::BatchSync => Self::reply(ReplyCode::BAD_SEQUENCE, "BSYN is answered by the server's control loop."),
             C::Tprt(name) => {
                 let (base, option) = crate::transport::split_option(&name);
                 let sealed = match option {
