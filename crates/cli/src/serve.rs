@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// clients then pipeline one command per file.
     #[arg(long)]
     no_batch: bool,
+    /// Write streamed upload lines' files of 64 KiB or more with O_DIRECT
+    /// (config `stream_direct`; off: through the page cache).
+    #[arg(long)]
+    stream_direct: bool,
     /// Cap each transfer's rate, e.g. 100M (bytes per second, all streams).
     #[arg(long, value_parser = crate::copy::parse_size)]
     max_transfer_rate: Option<u64>,
@@ -248,6 +252,9 @@ pub fn config_from(args: &ServeArgs) -> anyhow::Result<ServerConfig> {
     }
     if args.no_batch {
         c.batch = false;
+    }
+    if args.stream_direct {
+        c.stream_direct = true;
     }
     if let Some(v) = args.max_transfer_rate {
         c.max_transfer_rate = Some(v);

@@ -779,13 +779,26 @@ fn hostile_and_refused_streamed_uploads_get_clear_replies_and_store_nothing_wron
 /// `FERRY_NO_STREAM_BATCH` it sends the per-file `BSTO SYNC` lines.
 #[test]
 fn a_tree_upload_goes_as_streamed_lines_and_arrives_whole() {
-    let server = FerryServer::start();
     let local = tempfile::tempdir().unwrap();
-    let state = tempfile::tempdir().unwrap();
     let src = local.path().join("src");
     make_tree(&src, 40, 300_000);
     std::fs::write(src.join("sub").join("empty"), b"").unwrap();
     let stamps = stamp_tree(&src);
+    // Through the page cache (the default) and with O_DIRECT for files
+    // of 64 KiB or more (`--stream-direct`, its staging ring included).
+    for direct in [false, true] {
+        let server = FerryServer::start_with(if direct { &["--stream-direct"][..] } else { &[] });
+        tree_upload_streamed(&server, &src, &stamps, direct);
+    }
+}
+
+fn tree_upload_streamed(
+    server: &FerryServer,
+    src: &std::path::Path,
+    stamps: &[(std::path::PathBuf, i64, u32)],
+    direct_wanted: bool,
+) {
+    let state = tempfile::tempdir().unwrap();
     for (env, dir) in [(None, "up"), (Some("1"), "up2")] {
         let mut cmd = Command::new(ferry_bin());
         cmd.args(["cp", "--json", "-r", &format!("{}/", src.display()), &server.url(ALICE, &format!("/{dir}/"))])
@@ -797,12 +810,21 @@ fn a_tree_upload_goes_as_streamed_lines_and_arrives_whole() {
         let out = cmd.output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
-        assert_eq!(tree_digest(&server.path(dir)), tree_digest(&src), "{dir}");
-        assert_kept(&server.path(dir), &stamps);
+        assert_eq!(tree_digest(&server.path(dir)), tree_digest(src), "{dir}");
+        assert_kept(&server.path(dir), stamps);
         let streamed = err.contains("upload batch durable") && err.contains("stream=true");
         assert_eq!(streamed, env.is_none(), "{dir}: {err}");
     }
-    assert!(server.log_text().contains("BSTO STREAM"), "the server ran streamed lines");
+    let log = server.log_text();
+    assert!(log.contains("BSTO STREAM"), "the server ran streamed lines");
+    // Each line says how many of its files went around the page cache.
+    let direct: u64 = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "a streamed upload line's files")
+        .map(|v| v["fields"]["direct"].as_u64().unwrap())
+        .sum();
+    assert_eq!(direct > 0, direct_wanted, "files written with O_DIRECT: {direct}");
 }
 
 /// A streamed upload killed mid-line: the next `ferry cp -r` keeps the
@@ -837,7 +859,8 @@ fn a_killed_streamed_upload_resumes_file_by_file_and_range_by_range() {
 /// again and the directory is exactly its tree.
 #[test]
 fn two_clients_streaming_the_same_names_at_once_leave_whole_files() {
-    let server = FerryServer::start();
+    // With O_DIRECT, where two lines' direct writes could meet on a name.
+    let server = FerryServer::start_with(&["--stream-direct"]);
     let local = tempfile::tempdir().unwrap();
     let (a, b) = (local.path().join("a"), local.path().join("b"));
     let names: Vec<String> = (0..120).map(|i| format!("f{i:03}.dat")).collect();

@@ -168,6 +168,14 @@ pub struct ServerConfig {
     /// system over and over (passes of different sessions are folded
     /// anyway; docs/batch.md). Default 20.
     pub batch_sync_interval_ms: u64,
+    /// Write a streamed upload line's files of 64 KiB or more with
+    /// `O_DIRECT` on a disk file system over a short path, instead of
+    /// through the page cache. Default off: sessions 24 and 25 measured the
+    /// page cache 1.46 and 1.9 times as fast for the 256 KiB tree on this
+    /// project's machine, where session 19 had found direct faster
+    /// (docs/trees.md, "Session 25"); a device where direct wins can turn
+    /// it on.
+    pub stream_direct: bool,
     /// Seconds an abandoned partial upload is kept before it is removed
     /// (see `docs/partial-files.md`); 0 keeps them for ever. Default a week.
     pub partial_expiry_secs: u64,
@@ -288,6 +296,7 @@ impl Default for ServerConfig {
             batch: true,
             batch_sync: ferry_io::root::BatchSyncMethod::default(),
             batch_sync_interval_ms: 20,
+            stream_direct: false,
             partial_expiry_secs: 7 * 24 * 3600,
             max_checksums: 4,
             max_data_connections_per_session: 64,

@@ -475,8 +475,11 @@ const STREAM_RING_BYTES: usize = 4 << 20;
 const STREAM_DIRECT_MAX_RTT: Duration = Duration::from_millis(5);
 
 /// A streamed upload's file as a sink, and whether it is written around
-/// the page cache. On a disk file system, over a short path
-/// (`short_path`: [`STREAM_DIRECT_MAX_RTT`]), a file of [`STREAM_DIRECT_MIN`]
+/// the page cache. Where the server's config asks for it (`stream_direct`,
+/// off by default since session 25: the page cache measured 1.46–1.9 times
+/// as fast on this project's machine, docs/trees.md), on a disk file
+/// system, over a short path (`short_path`: [`STREAM_DIRECT_MAX_RTT`] and
+/// the config), a file of [`STREAM_DIRECT_MIN`]
 /// or more goes to the device with `O_DIRECT` ([`DirectFile`]): the page
 /// cache's per-page work (allocating pages and their buffer heads,
 /// dirtying, then writing them back in the durability pass) was most of
@@ -575,8 +578,9 @@ fn prepare_stream_upload(
         if !layout.push(*size) {
             return Err(TransferError::Local("sizes overflow".into()));
         }
-        let (sink, direct) = stream_part_sink(&upload.file, *size, rtt <= STREAM_DIRECT_MAX_RTT)
-            .map_err(|e| TransferError::Local(e.to_string()))?;
+        let (sink, direct) =
+            stream_part_sink(&upload.file, *size, config.stream_direct && rtt <= STREAM_DIRECT_MAX_RTT)
+                .map_err(|e| TransferError::Local(e.to_string()))?;
         parts.push(StreamPart {
             sink,
             direct,
@@ -1114,6 +1118,8 @@ impl Task {
         self.cut = cut;
         if let Prepared::Receive { sink: Destination::Stream(up), .. } = &prepared {
             self.stream_up = Some(up.clone());
+            let direct = up.parts.iter().filter(|p| p.direct).count();
+            tracing::info!(files = up.parts.len(), direct, ring = up.wants_ring(), "a streamed upload line's files");
             if self.ctl.staging.is_none() && up.wants_ring() {
                 let ring = ferry_io::staging::StagingConfig::new(STREAM_RING_BYTES, mode_e::DEFAULT_BLOCK_SIZE);
                 self.staged.store(ring.bytes, Ordering::Relaxed);
