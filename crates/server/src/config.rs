@@ -171,7 +171,7 @@ pub struct ServerConfig {
     /// Write a streamed upload line's files of 64 KiB or more with
     /// `O_DIRECT` on a disk file system over a short path, instead of
     /// through the page cache. Default off: sessions 24 and 25 measured the
-    /// page cache 1.46 and 1.9 times as fast for the 256 KiB tree on this
+    /// page cache 1.46 and 1.6 times as fast for the 256 KiB tree on this
     /// project's machine, where session 19 had found direct faster
     /// (docs/trees.md, "Session 25"); a device where direct wins can turn
     /// it on.

@@ -476,7 +476,7 @@ const STREAM_DIRECT_MAX_RTT: Duration = Duration::from_millis(5);
 
 /// A streamed upload's file as a sink, and whether it is written around
 /// the page cache. Where the server's config asks for it (`stream_direct`,
-/// off by default since session 25: the page cache measured 1.46–1.9 times
+/// off by default since session 25: the page cache measured 1.46–1.6 times
 /// as fast on this project's machine, docs/trees.md), on a disk file
 /// system, over a short path (`short_path`: [`STREAM_DIRECT_MAX_RTT`] and
 /// the config), a file of [`STREAM_DIRECT_MIN`]
