@@ -38,11 +38,13 @@ fn direct_io_uploads_and_downloads_match() {
 }
 
 /// A streamed upload's line whose files are all written around the page
-/// cache (64 KiB and up, on a disk file system) and start on pages of the
-/// line takes a staging ring on a server started without one; a line with
-/// a file that starts inside a page, or with small buffered files, does
-/// not (`StreamUpload::wants_ring`; docs/data-path.md). The finished
-/// line's `staging` field says which.
+/// cache (64 KiB and up, on a disk file system, with the server's
+/// `stream_direct`) and start on pages of the line takes a staging ring on
+/// a server started without one; a line with a file that starts inside a
+/// page, or with small buffered files, does not
+/// (`StreamUpload::wants_ring`; docs/data-path.md). The finished line's
+/// `staging` field says which. Without `stream_direct` (the default since
+/// session 25) the aligned files go through the page cache and take none.
 #[test]
 fn streamed_lines_of_aligned_direct_files_take_a_ring_by_default() {
     let local = tempfile::tempdir().unwrap();
@@ -55,7 +57,7 @@ fn streamed_lines_of_aligned_direct_files_take_a_ring_by_default() {
         let size = if i % 3 == 0 { 64 << 10 } else { 1000 + i * 13 };
         random_file(&mixed.join(format!("f{i:03}")), size, 1000 + i);
     }
-    let server = FerryServer::start();
+    let server = FerryServer::start_with(&["--stream-direct"]);
     for tree in [&aligned, &odd, &mixed] {
         let name = tree.file_name().unwrap().to_str().unwrap();
         let (ok, _, err) =
@@ -79,6 +81,19 @@ fn streamed_lines_of_aligned_direct_files_take_a_ring_by_default() {
     assert!(!a.is_empty() && a.iter().all(|b| *b == Some(4 << 20)), "aligned direct files: {a:?}\n{lines:?}");
     assert!(!o.is_empty() && o.iter().all(|b| *b == Some(0)), "odd sizes: {o:?}");
     assert!(!m.is_empty() && m.iter().all(|b| *b == Some(0)), "small buffered files: {m:?}");
+    // The default: through the page cache, so no ring.
+    let server = FerryServer::start();
+    let (ok, _, err) =
+        ferry(&["cp", "-r", "--concurrency", "1", aligned.to_str().unwrap(), &server.url(ALICE, "/up/")]);
+    assert!(ok, "{err}");
+    let unstaged: Vec<Option<u64>> = server
+        .log_text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["message"] == "transfer finished" && v["fields"]["direction"] == "receive")
+        .map(|v| v["fields"]["staging"].as_u64())
+        .collect();
+    assert!(!unstaged.is_empty() && unstaged.iter().all(|b| *b == Some(0)), "buffered by default: {unstaged:?}");
 }
 
 /// A tree over one session to a server with a staging ring: the lines of
@@ -96,7 +111,9 @@ fn tree_copies_keep_their_cached_connection_through_a_staging_ring() {
     for i in 0..300u64 {
         random_file(&src.join(format!("f{i:03}")), (64 << 10) + i * 37, i);
     }
-    for flags in [&["--staging", "4M"][..], &["--direct-io"][..]] {
+    // The third: no server ring, but each streamed line of direct files
+    // takes its own (`stream_direct`), where session 20 met the bug.
+    for flags in [&["--staging", "4M"][..], &["--direct-io"][..], &["--stream-direct"][..]] {
         let server = FerryServer::start_with(flags);
         let url = server.url(ALICE, "/up/");
         let (ok, _, err) = ferry(&["cp", "-r", "--concurrency", "1", src.to_str().unwrap(), &url]);
@@ -105,7 +122,7 @@ fn tree_copies_keep_their_cached_connection_through_a_staging_ring() {
         let lines = server.log_text().matches("a BSTO STREAM line").count();
         assert!(lines >= 2, "{flags:?}: {lines} streamed line(s); the test needs two on one session");
         assert_eq!(tree_digest(&server.path("up/tree")), tree_digest(&src), "{flags:?} upload");
-        let back = local.path().join(format!("back{}", flags.len()));
+        let back = local.path().join(format!("back-{}", flags[0].trim_start_matches('-')));
         let (ok, _, err) = ferry(&[
             "cp",
             "-r",
