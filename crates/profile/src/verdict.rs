@@ -161,6 +161,27 @@ fn ramp(x: f64, lo: f64, hi: f64) -> f64 {
     ((x - lo) / (hi - lo)).clamp(0.0, 1.0)
 }
 
+/// How well `bytes` kept in flight (a window, or a send buffer's data) one
+/// minimum RTT apart explain the `rate` seen: 1 when they allow about that
+/// rate, 0 when they allow twenty times it or more (then `what` was full
+/// because the other end was slow, not because it was small, and
+/// `against` says so); 1 when there is nothing to compare.
+fn rate_fit(bytes: f64, min_rtt_ms: f64, rate: f64, what: &str, against: &mut Vec<String>) -> f64 {
+    if !(min_rtt_ms.is_finite() && min_rtt_ms > 0.0 && bytes > 0.0 && rate > 0.0) {
+        return 1.0;
+    }
+    let allows = bytes / (min_rtt_ms / 1000.0);
+    let fit = ramp(rate / allows, 0.05, 0.2);
+    if fit < 0.5 {
+        against.push(format!(
+            "{what} allows {}, far above the {} the transfer ran at",
+            format_rate(allows),
+            format_rate(rate)
+        ));
+    }
+    fit
+}
+
 fn pct(x: f64) -> String {
     format!("{:.0}%", 100.0 * x)
 }
@@ -666,20 +687,7 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         // its socket, and whatever kept it from reading is the limit (CI's
         // page-cache case once read "receiver window" with a window that
         // allowed 48 GiB/s and a transfer at 279 MiB/s).
-        let fit = if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 && s.peer_window > 0.0 && rate > 0.0 {
-            let allows = s.peer_window / (s.min_rtt_ms / 1000.0);
-            let fit = ramp(rate / allows, 0.05, 0.2);
-            if fit < 0.5 {
-                against.push(format!(
-                    "the advertised window allows {}, far above the {} the transfer ran at",
-                    format_rate(allows),
-                    format_rate(rate)
-                ));
-            }
-            fit
-        } else {
-            1.0
-        };
+        let fit = rate_fit(s.peer_window, s.min_rtt_ms, rate, "the advertised window", &mut against);
         // A sender that its cgroup throttled in most periods used all the
         // CPU it was allowed, so it was not waiting for the window: the
         // bursts it wrote between throttled periods filled the window, and
@@ -710,20 +718,7 @@ pub fn judge(profile: &Profile, w: &Window, transfer: &str, bytes: u64, ctx: &Co
         // receiver is slow allows hundreds of times the rate, and the
         // receiver is the limit.
         let mut against = Vec::new();
-        let fit = if s.min_rtt_ms.is_finite() && s.min_rtt_ms > 0.0 && s.in_flight > 0.0 && rate > 0.0 {
-            let allows = s.in_flight / (s.min_rtt_ms / 1000.0);
-            let fit = ramp(rate / allows, 0.05, 0.2);
-            if fit < 0.5 {
-                against.push(format!(
-                    "the data in flight allows {}, far above the {} the transfer ran at",
-                    format_rate(allows),
-                    format_rate(rate)
-                ));
-            }
-            fit
-        } else {
-            1.0
-        };
+        let fit = rate_fit(s.in_flight, s.min_rtt_ms, rate, "the data in flight", &mut against);
         let receiver_busy = if same_host { wcpu_score.max(page_cache) } else { 0.0 };
         if receiver_busy > 0.3 {
             against.push("the receiver on the same host was short of CPU, which fills the sender's buffer".into());
