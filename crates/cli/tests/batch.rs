@@ -859,8 +859,13 @@ fn a_killed_streamed_upload_resumes_file_by_file_and_range_by_range() {
 /// again and the directory is exactly its tree.
 #[test]
 fn two_clients_streaming_the_same_names_at_once_leave_whole_files() {
-    // With O_DIRECT, where two lines' direct writes could meet on a name.
-    let server = FerryServer::start_with(&["--stream-direct"]);
+    // Through the page cache (the default) and with O_DIRECT.
+    for flags in [&[][..], &["--stream-direct"][..]] {
+        two_clients_on_the_same_names(&FerryServer::start_with(flags));
+    }
+}
+
+fn two_clients_on_the_same_names(server: &FerryServer) {
     let local = tempfile::tempdir().unwrap();
     let (a, b) = (local.path().join("a"), local.path().join("b"));
     let names: Vec<String> = (0..120).map(|i| format!("f{i:03}.dat")).collect();
