@@ -894,6 +894,116 @@ fn best_globus<'a>(case: &[&'a Sample]) -> Option<&'a Sample> {
         .copied()
 }
 
+/// What the issue's first clause asks where the link does not cap: the
+/// `ferry` row's files per second over the best Globus row's.
+const TARGET_VS_GLOBUS: f64 = 2.0;
+/// Its second half, where the link caps: over the same bytes as one file.
+const TARGET_VS_ONE_FILE: f64 = 0.9;
+/// Its second clause: over the better of lftp and rclone.
+const TARGET_VS_PEERS: f64 = 1.5;
+/// Its third clause: 20,000 × 4 KiB at 80 ms against one file, in time.
+const TARGET_4K_80MS_TIMES: f64 = 10.0;
+
+/// The issue's targets, one line per case and path, read off the same run:
+/// which clause each `ferry` row meets, so a reader need not divide the
+/// tables below by hand. Where the same bytes as one file do not reach
+/// 1.5× the better peer, the second clause's miss says so: the path (or the
+/// durability both pay) leaves no room for it.
+pub fn targets(samples: &[Sample]) -> String {
+    let mut md = String::new();
+    let mut cases: Vec<(String, Direction, String)> = Vec::new();
+    for s in samples {
+        let k = (s.tree.clone(), s.direction, s.path.clone());
+        if !cases.contains(&k) {
+            cases.push(k);
+        }
+    }
+    let ok = |s: &&Sample| s.error.is_none() && s.files_per_s() > 0.0;
+    let mut lines = Vec::new();
+    for (tree, dir, path) in &cases {
+        let case: Vec<&Sample> =
+            samples.iter().filter(|s| &s.tree == tree && s.direction == *dir && &s.path == path).collect();
+        let Some(ferry) = case.iter().find(|s| s.row == "ferry").copied().filter(ok) else { continue };
+        let one = case.iter().find(|s| s.row == "one-file").copied().filter(ok);
+        let globus = best_globus(&case).filter(ok);
+        let peer = case
+            .iter()
+            .filter(|s| (s.row == "lftp" || s.row == "rclone") && ok(s))
+            .max_by(|a, b| a.files_per_s().total_cmp(&b.files_per_s()))
+            .copied();
+        let over = |b: Option<&Sample>| b.map(|b| ferry.files_per_s() / b.files_per_s());
+        let (vs_globus, vs_one, vs_peer) = (over(globus), over(one), over(peer));
+        let first = match (vs_globus, vs_one) {
+            (Some(g), _) if g >= TARGET_VS_GLOBUS => "met (2× Globus)".to_string(),
+            (_, Some(o)) if o >= TARGET_VS_ONE_FILE => "met (0.9 of one file)".to_string(),
+            (None, None) => "–".to_string(),
+            _ => "**missed**".to_string(),
+        };
+        // How far above the peer the path lets anything go: one file's rate.
+        let room = match (peer, one) {
+            (Some(p), Some(o)) => Some(o.files_per_s() / p.files_per_s()),
+            _ => None,
+        };
+        let second = match (vs_peer, room) {
+            (Some(v), _) if v >= TARGET_VS_PEERS => "met".to_string(),
+            (Some(_), Some(r)) if r < TARGET_VS_PEERS => format!("**missed** (one file is {r:.2}× the peer)"),
+            (Some(_), _) => "**missed**".to_string(),
+            (None, _) => "–".to_string(),
+        };
+        let ratio = |v: Option<f64>| v.map(|v| format!("{v:.2}×")).unwrap_or_else(|| "–".into());
+        lines.push(format!(
+            "| {tree} | {} | {path} | {:.1} | {} | {} | {} | {first} | {} | {second} |\n",
+            dir.name(),
+            ferry.files_per_s(),
+            globus.map(|g| g.label.trim_start_matches("globus-url-copy ").to_string()).unwrap_or_else(|| "–".into()),
+            ratio(vs_globus),
+            ratio(vs_one),
+            ratio(vs_peer),
+        ));
+    }
+    if lines.is_empty() {
+        return md;
+    }
+    md += "## The issue's targets\n\n";
+    md += &format!(
+        "Read off this page's runs: the `ferry` row (automatic) over the best Globus row (≥ {TARGET_VS_GLOBUS}× is \
+         the first clause) or, where the link caps, over the same bytes as one file (≥ {TARGET_VS_ONE_FILE}×); \
+         over the better of lftp and rclone (≥ {TARGET_VS_PEERS}×, the second clause).\n\n"
+    );
+    md += "| tree | direction | path | Ferry files/s | best Globus row | vs Globus | vs one file | first clause | vs better of lftp, rclone | second clause |\n";
+    md += "|---|---|---|---|---|---|---|---|---|---|\n";
+    for l in lines {
+        md += &l;
+    }
+    // The third clause: the whole 4 KiB tree at 80 ms, in time, against one file.
+    for s in samples
+        .iter()
+        .filter(|s| s.row == "ferry" && s.tree.ends_with("x4KiB") && s.delay_ms.is_some_and(|d| (d - 80.0).abs() < 0.5))
+    {
+        let one = samples.iter().find(|o| {
+            o.row == "one-file"
+                && o.tree == s.tree
+                && o.direction == s.direction
+                && o.path == s.path
+                && o.error.is_none()
+        });
+        if let (Some(o), None) = (one, &s.error) {
+            let times = s.wall_s / o.wall_s.max(1e-9);
+            let whole = s.files_done == s.files && !s.timed_out;
+            md += &format!(
+                "\nThird clause, {} {}: {:.2} s against {:.2} s for one file, {times:.1}× ({}).\n",
+                s.tree,
+                s.direction.name(),
+                s.wall_s,
+                o.wall_s,
+                if whole && times < TARGET_4K_80MS_TIMES { "met: under 10×" } else { "**missed**" },
+            );
+        }
+    }
+    md += "\n";
+    md
+}
+
 /// The page: one table per tree and direction, ratios to the best Globus
 /// row of the same case, and a plot of files per second against the path.
 pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
@@ -924,6 +1034,7 @@ pub fn markdown(setup_command: &str, samples: &[Sample]) -> String {
         md += &format!("* `{}`\n", c.trim());
     }
     md += "\n";
+    md += &targets(samples);
     let mut keys: Vec<(String, Direction)> = Vec::new();
     for s in samples {
         if !keys.contains(&(s.tree.clone(), s.direction)) {
@@ -1141,6 +1252,52 @@ mod tests {
         // No twin: nothing to divide by.
         assert_eq!(new_over_old(&[&new, &one], 0), "");
         assert_eq!(ferry_old_row().tool, Tool::FerryOld);
+    }
+
+    #[test]
+    fn the_targets_name_the_clause_each_case_meets() {
+        let mk = |path: &str, row: &str, files_done: u64, wall_s: f64| Sample {
+            path: path.into(),
+            delay_ms: (path == "80 ms").then_some(80.0),
+            rtt_ms: None,
+            tree: "20000x4KiB".into(),
+            direction: Direction::Upload,
+            row: row.into(),
+            label: row.into(),
+            files: 20_000,
+            files_done,
+            bytes_done: 0,
+            wall_s,
+            setup_s: None,
+            timed_out: files_done < 20_000,
+            error: None,
+            load_before: 0.0,
+            load_after: 0.0,
+            command: String::new(),
+        };
+        let runs = vec![
+            // Loopback: 2.5× Globus, 1.2× lftp while lftp is not at the link.
+            mk("loopback", "ferry", 20_000, 1.0),
+            mk("loopback", "guc-pp-cc8", 20_000, 2.5),
+            mk("loopback", "one-file", 20_000, 0.1),
+            mk("loopback", "lftp", 20_000, 1.2),
+            // 80 ms: 1.5× Globus but 0.95 of one file; one file only 1.1× the peer.
+            mk("80 ms", "ferry", 20_000, 10.0),
+            mk("80 ms", "guc-pp-cc8", 1_000, 0.75),
+            mk("80 ms", "one-file", 20_000, 9.5),
+            mk("80 ms", "rclone", 20_000, 10.5),
+        ];
+        let md = targets(&runs);
+        let line = |p: &str| md.lines().find(|l| l.contains(&format!("| {p} |"))).unwrap().to_string();
+        let lo = line("loopback");
+        assert!(lo.contains("| 2.50× |") && lo.contains("met (2× Globus)"), "{lo}");
+        assert!(lo.contains("| 1.20× | **missed** |"), "{lo}");
+        let far = line("80 ms");
+        assert!(far.contains("| 1.50× |") && far.contains("met (0.9 of one file)"), "{far}");
+        assert!(far.contains("**missed** (one file is 1.11× the peer)"), "{far}");
+        assert!(md.contains("10.00 s against 9.50 s for one file, 1.1× (met: under 10×)"), "{md}");
+        // A case with no ferry row is left out; no runs, no section.
+        assert_eq!(targets(&[]), "");
     }
 
     #[test]
