@@ -707,6 +707,71 @@ fn a_streamed_upload_is_one_transfer_and_each_file_appears_only_when_complete() 
     assert!(c.cmd("NOOP").starts_with("200"), "the session goes on");
 }
 
+/// A streamed line's durability pass runs beside the session
+/// (docs/batch.md, "Durability"): the next line's data is read and its
+/// files are renamed into place while the pass runs, but every reply of
+/// that line waits behind the pass's final reply, so the client reads the
+/// lines' replies in order. Here the session's second pass is held back by
+/// `batch_sync_interval_ms` (3 s after its first), so the third line runs
+/// wholly while the second line's pass waits.
+#[test]
+fn the_next_streamed_line_is_received_while_the_last_ones_pass_runs() {
+    use ferry_proto::mode_e::BlockHeader;
+    use std::io::Write;
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("ferry.toml");
+    std::fs::write(&config, "batch_sync_interval_ms = 3000\n").unwrap();
+    let server = FerryServer::start_with(&["--anonymous", "read", "--config", config.to_str().unwrap()]);
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    let mut d = std::net::TcpStream::connect(data).unwrap();
+    let mut line = |c: &mut RawControl, name: &str, payload: &[u8]| {
+        c.send(format!("BSTO STREAM 1 {}:/{name}", payload.len()).as_bytes());
+        d.write_all(&BlockHeader::data(0, payload.len() as u64).encode()).unwrap();
+        d.write_all(payload).unwrap();
+        d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+    };
+    let replies = |c: &mut RawControl, n: usize| (0..n).map(|_| reply_skipping_markers(c)).collect::<Vec<_>>();
+    let is_line = |rs: &[String]| {
+        rs[0].starts_with("200")
+            && (rs[1].starts_with("125") || rs[1].starts_with("150"))
+            && rs[2].starts_with("226")
+            && rs.get(3).is_none_or(|r| r.starts_with("250") && r.contains("durable"))
+    };
+    // The session's first pass: not held back.
+    line(&mut c, "a", b"aaaa");
+    let rs = replies(&mut c, 4);
+    assert!(is_line(&rs), "{rs:?}");
+    // The second line's pass waits for the interval; the third line runs
+    // meanwhile.
+    line(&mut c, "b", b"bbbb");
+    line(&mut c, "c", b"cccc");
+    let sent = std::time::Instant::now();
+    let rs = replies(&mut c, 3);
+    assert!(is_line(&rs), "the second line's replies before its pass: {rs:?}");
+    while !server.path("c").exists() {
+        assert!(sent.elapsed() < Duration::from_millis(2500), "the third line waited for the second line's pass");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(std::fs::read(server.path("c")).unwrap(), b"cccc");
+    // Nothing of the third line is on the control connection yet.
+    c.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let early = c.reply();
+    assert!(early.is_empty(), "a reply came before the second line's pass ended: {early}");
+    assert!(sent.elapsed() < Duration::from_millis(2900), "the check above ran after the pass could have ended");
+    c.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // Then the second line's final reply, and the third line's, in order.
+    let end = reply_skipping_markers(&mut c);
+    assert!(end.starts_with("250") && end.contains("1 stored, durable"), "{end}");
+    let rs = replies(&mut c, 4);
+    assert!(is_line(&rs), "the third line's replies after the second's pass: {rs:?}");
+    assert!(c.cmd("NOOP").starts_with("200"), "no other reply is pending");
+    assert_eq!(std::fs::read(server.path("b")).unwrap(), b"bbbb");
+}
+
 /// Hostile and refused `BSTO STREAM` lines: a name twice in a line (the
 /// second cannot be claimed), a directory, more bytes than a file
 /// declared, a block past the line's total, absurd counts and sizes. Each

@@ -153,6 +153,7 @@ pub(crate) async fn serve(stream: TcpStream, peer: SocketAddr, ctx: Arc<ServerCo
         batch: None,
         facts: None,
         batch_passes: SessionPasses::new(Duration::from_millis(batch_sync_interval_ms)),
+        pass: None,
     };
     let result = control.run(rx).await;
     control.reader.abort();
@@ -299,6 +300,12 @@ struct Control {
     facts: Option<ferry_proto::batch::EntryFacts>,
     /// This session's rate of batch durability passes (docs/batch.md).
     batch_passes: SessionPasses,
+    /// The durability pass of the last ended batch, while it runs: the
+    /// session goes on with the next batch line's commands meanwhile, so
+    /// that line's data is read while the disk writes the last one's
+    /// (docs/batch.md, "Durability"). Every reply written until it ends is
+    /// held behind its final reply. At most one per session.
+    pass: Option<JoinHandle<Reply>>,
 }
 
 /// A queued command and the durability-per-batch handle of the
@@ -373,8 +380,15 @@ impl Control {
         self.pending.extend_from_slice(&bytes);
     }
 
-    /// Writes the held replies.
+    /// Writes the held replies, unless a batch's durability pass runs:
+    /// they follow its final reply ([`Control::pass_ended`]).
     async fn flush(&mut self) -> std::io::Result<()> {
+        if self.pass.is_some() {
+            // Nothing is held for a 226 then: everything waits for the pass.
+            self.holding = false;
+            self.hold_until = None;
+            return Ok(());
+        }
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -443,14 +457,20 @@ impl Control {
         let mut hang_up_check = tokio::time::interval(HANG_UP_CHECK);
         hang_up_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            if active.is_none() && self.running.is_none() && *self.drain.borrow() {
+            let idle = active.is_none() && self.running.is_none();
+            if idle && self.pass.is_none() && *self.drain.borrow() {
                 // The server is shutting down: transfers finish, then go.
                 let r = Reply::new(ReplyCode::SERVICE_UNAVAILABLE, "Server shutting down; try again later.");
                 self.send(&r).await?;
                 let _ = self.writer.shutdown().await;
                 return Ok(());
             }
-            if active.is_none() && self.running.is_none() {
+            // While a batch's durability pass runs, only the next batch
+            // line's commands go ahead of its final reply, and not that
+            // line's own end: a second pass waits for the first.
+            let may_pop = self.pass.is_none()
+                || queue.front().is_some_and(|(c, _, _, line)| *line && !matches!(c, Ok(Command::BatchEnd { .. })));
+            if idle && may_pop {
                 if let Some((cmd, batch, facts, from_line)) = queue.pop_front() {
                     // Kept while the command's transfer runs: its failure
                     // fails the batch (`Finished` below).
@@ -560,6 +580,14 @@ impl Control {
                         _ => queue.push_back((cmd, None, None, false)),
                     }
                 }
+                reply = pass_done(&mut self.pass) => {
+                    self.pass = None;
+                    let reply = reply.unwrap_or_else(|e| {
+                        Reply::new(ReplyCode::LOCAL_ERROR, format!("The batch's durability pass failed ({e}); send it again."))
+                    });
+                    self.pass_ended(&reply).await?;
+                    deadline = self.deadline();
+                }
                 done = running_done(&mut self.running) => {
                     let result = done.unwrap_or_else(|_| Err(FsError::Other("internal error".into())));
                     self.running = None;
@@ -661,7 +689,7 @@ impl Control {
                         return Ok(());
                     }
                 }
-                _ = tokio::time::sleep_until(deadline), if active.is_none() && self.running.is_none() => {
+                _ = tokio::time::sleep_until(deadline), if active.is_none() && self.running.is_none() && self.pass.is_none() => {
                     let text = if self.session.user().is_some() {
                         format!("Idle for {} s; closing the control connection.", self.ctx.config.idle_timeout_secs)
                     } else {
@@ -743,50 +771,62 @@ impl Control {
 
     /// The end of a `BSTO SYNC` batch: one durability pass over the files
     /// it committed (each already renamed under its name), then the final
-    /// reply — 250 only when every one of them is durable.
+    /// reply — 250 only when every one of them is durable. The pass runs
+    /// beside the loop ([`Control::pass`]); the loop only pops this
+    /// command when no other pass runs.
     async fn end_batch(&mut self, files: usize) -> std::io::Result<Flow> {
         // The batch's last replies go out before its durability pass.
         self.flush().await?;
-        let reply = match self.batch.take() {
-            Some(batch) => {
-                let started = Instant::now();
-                if batch.pending() > 0 {
-                    // At most one pass per interval for this session.
-                    let wait = self.batch_passes.next_pass();
-                    if !wait.is_zero() {
-                        tokio::time::sleep(wait).await;
-                    }
+        let Some(batch) = self.batch.take() else {
+            self.send(&Reply::new(ReplyCode::BAD_SEQUENCE, "No batch to end.")).await?;
+            return Ok(Flow::Continue);
+        };
+        // At most one pass per interval for this session.
+        let wait = if batch.pending() > 0 { self.batch_passes.next_pass() } else { Duration::ZERO };
+        let peer = self.peer;
+        self.pass = Some(tokio::spawn(async move {
+            let started = Instant::now();
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            let noun = if files == 1 { "file" } else { "files" };
+            let pass = batch.clone();
+            let result = tokio::task::spawn_blocking(move || pass.finish())
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+            match result {
+                Ok(synced) if batch.has_failed() => Reply::new(
+                    ReplyCode::LOCAL_ERROR,
+                    format!("Batch of {files} {noun} failed; the {synced} stored are durable."),
+                ),
+                Ok(synced) => {
+                    tracing::info!(%peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
+                    Reply::new(ReplyCode::FILE_ACTION_OK, format!("Batch of {files} {noun}: {synced} stored, durable."))
                 }
-                let noun = if files == 1 { "file" } else { "files" };
-                let pass = batch.clone();
-                let result = tokio::task::spawn_blocking(move || pass.finish())
-                    .await
-                    .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-                match result {
-                    Ok(synced) if batch.has_failed() => Reply::new(
+                Err(e) => {
+                    tracing::warn!(%peer, files, error = %e, "the batch's durability pass failed");
+                    Reply::new(
                         ReplyCode::LOCAL_ERROR,
-                        format!("Batch of {files} {noun} failed; the {synced} stored are durable."),
-                    ),
-                    Ok(synced) => {
-                        tracing::info!(peer = %self.peer, files, synced, ms = started.elapsed().as_secs_f64() * 1e3, "batch durable");
-                        Reply::new(
-                            ReplyCode::FILE_ACTION_OK,
-                            format!("Batch of {files} {noun}: {synced} stored, durable."),
-                        )
-                    }
-                    Err(e) => {
-                        tracing::warn!(peer = %self.peer, files, error = %e, "the batch's durability pass failed");
-                        Reply::new(
-                            ReplyCode::LOCAL_ERROR,
-                            format!("Batch of {files} {noun}: could not make them durable ({e}); send them again."),
-                        )
-                    }
+                        format!("Batch of {files} {noun}: could not make them durable ({e}); send them again."),
+                    )
                 }
             }
-            None => Reply::new(ReplyCode::BAD_SEQUENCE, "No batch to end."),
-        };
-        self.send(&reply).await?;
+        }));
         Ok(Flow::Continue)
+    }
+
+    /// A batch's durability pass ended: its final reply goes out, then
+    /// every reply held while it ran (the next line's ALLO, 150, markers
+    /// and 226, in the order they were made).
+    async fn pass_ended(&mut self, reply: &Reply) -> std::io::Result<()> {
+        let bytes = reply.to_bytes();
+        if tracing::enabled!(target: "ferry::dialogue", tracing::Level::DEBUG) {
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "< {line}");
+            }
+        }
+        self.pending.splice(0..0, bytes);
+        self.flush().await
     }
 
     /// Stops a running file operation (a checksum stops between reads).
@@ -1276,6 +1316,13 @@ fn describe(t: &ActiveTransfer) -> String {
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn pass_done(pass: &mut Option<JoinHandle<Reply>>) -> Result<Reply, tokio::task::JoinError> {
+    match pass {
+        Some(p) => p.await,
         None => std::future::pending().await,
     }
 }
