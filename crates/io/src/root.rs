@@ -305,9 +305,14 @@ impl Upload {
         let file = self.file.try_clone().map_err(|e| fs_error(&e))?;
         let parent = self.parent.clone();
         // The partial area stays for the batch's next file (one `mkdir`
-        // and `rmdir` per batch, not per file); the pass removes it.
-        let _ = self.rename_keeping_area()?;
-        batch.add(PendingFile { file, parent, dir_key: self.dir_key });
+        // and `rmdir` per batch, not per file); the pass removes it. So
+        // does the partial's record: its unlink waits for the record's
+        // page to leave writeback (an earlier pass wrote it) and, on a
+        // file system mounted with `discard`, for the device to discard
+        // its block — 20-30 ms each under load, on the thread that
+        // receives the line's next files (docs/batch.md, "Durability").
+        let (_, record) = self.rename_keeping_area(true)?;
+        batch.add(PendingFile { file, parent, dir_key: self.dir_key, record });
         Ok(())
     }
 
@@ -333,7 +338,7 @@ impl Upload {
     /// Renames the synced partial over the final name (nothing to do for
     /// an upload written in place).
     fn rename_into_place(&self) -> Result<(), FsError> {
-        if self.rename_keeping_area()? {
+        if self.rename_keeping_area(false)?.0 {
             let _ = self.parent.remove_dir(AREA);
         }
         Ok(())
@@ -341,13 +346,14 @@ impl Upload {
 
     /// Puts the partial under the final name; whether a named partial was
     /// renamed out of the area (an anonymous one linked straight in never
-    /// touched it).
-    fn rename_keeping_area(&self) -> Result<bool, FsError> {
-        let Some(p) = &self.partial else { return Ok(false) };
+    /// touched it), and, when `defer_record`, the partial's record for
+    /// the caller to remove (it is removed here otherwise).
+    fn rename_keeping_area(&self, defer_record: bool) -> Result<(bool, Option<StaleRecord>), FsError> {
+        let Some(p) = &self.partial else { return Ok((false, None)) };
         let area = match p.area() {
             Some(area) => area,
             None => match self.link_anonymous(p, &self.parent, Path::new(&self.name)) {
-                Ok(()) => return Ok(false),
+                Ok(()) => return Ok((false, None)),
                 // `linkat` never replaces a name (the target appeared
                 // since the upload began): named in the area, then
                 // renamed over it, as any partial.
@@ -362,10 +368,14 @@ impl Upload {
             },
         };
         area.rename(&p.part, &self.parent, &self.name).map_err(|e| fs_error(&e))?;
-        if self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
-            let _ = area.remove_file(&p.meta);
+        if !self.recorded.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok((true, None));
         }
-        Ok(true)
+        if defer_record {
+            return Ok((true, Some(StaleRecord { area, meta: p.meta.clone() })));
+        }
+        let _ = area.remove_file(&p.meta);
+        Ok((true, None))
     }
 
     fn link_anonymous(&self, p: &PartialFile, dir: &Dir, name: &Path) -> Result<(), nix::errno::Errno> {
@@ -457,18 +467,21 @@ pub struct StoreDirs {
 }
 
 impl StoreDirs {
-    /// For a streamed line's files: a fresh small file (ALLO of at most
-    /// [`SMALL_UPLOAD`]) whose name is free gets an anonymous partial
-    /// (`O_TMPFILE` in its directory), linked under its name when complete.
-    /// The directory sees one operation under its lock (the link) where a
-    /// named partial costs two (the create in the area, then the rename
-    /// across directories, which also takes the file system's rename
-    /// mutex). A resume loses nothing: such a file has no record until it
-    /// fails, and a failure names it in the area first
-    /// ([`Upload::abandon`]); a killed server leaves neither a resumable
-    /// named partial (no record) nor an anonymous one. Other uploads keep
-    /// named partials: a striped front end's data nodes open them by name
-    /// (`Root::open_upload_target`).
+    /// For a streamed line's files: a fresh file whose name is free gets
+    /// an anonymous partial (`O_TMPFILE` in its directory), linked under
+    /// its name when complete. The directory sees one operation under its
+    /// lock (the link) where a named partial costs two (the create in the
+    /// area, then the rename across directories, which also takes the file
+    /// system's rename mutex), and a file over [`SMALL_UPLOAD`] writes no
+    /// record at its start, which a named partial does and its commit
+    /// then unlinks (with a mount's `discard`, a device discard per file;
+    /// docs/trees.md, "Session 27"). A resume loses nothing: the line's
+    /// first checkpoint (a second in) names each incomplete file in the
+    /// area and records its synced ranges, as does a failure
+    /// ([`Upload::abandon`]); before it, a named partial's record claimed
+    /// no range either, and a killed server leaves no anonymous partial
+    /// behind. Other uploads keep named partials: a striped front end's
+    /// data nodes open them by name (`Root::open_upload_target`).
     pub fn streamed() -> Self {
         Self { anonymous: true, ..Self::default() }
     }
@@ -582,6 +595,18 @@ pub struct PendingFile {
     parent: Arc<Dir>,
     /// `parent`'s (device, inode).
     dir_key: DirKey,
+    /// The record of the partial the file was renamed from, removed by
+    /// the pass ([`Upload::commit_deferred`]).
+    record: Option<StaleRecord>,
+}
+
+/// A committed upload's restart record, describing a partial that is no
+/// longer there (harmless if a crash leaves it: a record without its
+/// partial is never read), removed off the data path.
+#[derive(Debug)]
+struct StaleRecord {
+    area: Arc<Dir>,
+    meta: String,
 }
 
 /// How a batch's one durability pass is made.
@@ -678,7 +703,11 @@ impl BatchDurability {
             }),
             BatchSyncMethod::Fsyncs => fsyncs_of(&files),
         };
-        // The partial areas the batch kept, removed when empty.
+        // The records of the batch's partials, then the partial areas it
+        // kept, removed when empty.
+        for r in files.iter().filter_map(|f| f.record.as_ref()) {
+            let _ = r.area.remove_file(&r.meta);
+        }
         let mut seen: Vec<(u64, u64)> = Vec::new();
         for f in &files {
             if seen.contains(&f.dir_key) {
@@ -706,6 +735,9 @@ impl BatchDurability {
 impl Drop for BatchDurability {
     fn drop(&mut self) {
         let files = std::mem::take(self.pending.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for r in files.iter().filter_map(|f| f.record.as_ref()) {
+            let _ = r.area.remove_file(&r.meta);
+        }
         for f in &files {
             let _ = f.parent.remove_dir(AREA);
         }
@@ -1346,12 +1378,7 @@ impl Root {
             });
         }
         let (part, meta) = (format!("{id}.part"), format!("{id}.meta"));
-        if dirs.anonymous
-            && mode == StoreMode::Replace
-            && target.is_none()
-            && info.allocation.is_some_and(|a| a <= SMALL_UPLOAD)
-            && !self.anonymous.is_off(key.0)
-        {
+        if dirs.anonymous && mode == StoreMode::Replace && target.is_none() && !self.anonymous.is_off(key.0) {
             // 0666 less the umask, as the named partial's create: the
             // mode a file of a line without facts keeps.
             match crate::anonymous::create_at(&*parent, Path::new("."), 0o666) {
@@ -1991,10 +2018,10 @@ mod tests {
         assert!(matches!(root.is_dir(&vp(&format!("/{AREA}"))), Err(FsError::InvalidName(_))));
     }
 
-    /// A streamed line's small fresh files are anonymous: no name, not
-    /// even in the partial area, until complete; a failed one is named in
-    /// the area with its record and resumes as any partial; larger files,
-    /// names taken at the start and other uploads keep named partials.
+    /// A streamed line's fresh files are anonymous: no name, not even in
+    /// the partial area, until complete or checkpointed; a failed one is
+    /// named in the area with its record and resumes as any partial; names
+    /// taken at the start and other uploads keep named partials.
     #[test]
     fn a_streamed_lines_small_files_have_no_name_until_complete_and_resume_when_they_fail() {
         let d = tempfile::tempdir().unwrap();
@@ -2035,12 +2062,24 @@ mod tests {
         drop(up);
         assert_eq!(std::fs::read(d.path().join("b")).unwrap(), b"new");
 
-        // A name taken at the start, and a file above SMALL_UPLOAD: named.
+        // A name taken at the start: named.
         let up = root.begin_store_in(&vp("/b"), StoreMode::Replace, &small(3), &mut dirs).unwrap();
         assert!(!anonymous(&up));
         drop(up);
+        // A file above SMALL_UPLOAD is anonymous too, with no record at its
+        // start; the line's checkpoint names it in the area and records
+        // its synced ranges, which a resume then finds.
         let up = root.begin_store_in(&vp("/big"), StoreMode::Replace, &small(SMALL_UPLOAD + 1), &mut dirs).unwrap();
+        assert!(anonymous(&up));
+        assert_eq!(root.partial_len(&vp("/big")), None, "nothing named before a checkpoint");
+        (&up.file).write_all(b"abcd").unwrap();
+        up.checkpoint(&RangeSet::from_range(0..4)).unwrap();
         assert!(!anonymous(&up));
+        assert_eq!(root.partial_len(&vp("/big")), Some(4));
+        up.abandon(&RangeSet::from_range(0..4));
+        drop(up);
+        let up = root.begin_store(&vp("/big"), StoreMode::Resume, &small(SMALL_UPLOAD + 1)).unwrap();
+        assert_eq!(up.held.to_string(), "0-4", "the checkpoint's record");
         up.abandon(&RangeSet::new());
         drop(up);
         // So does any upload outside a streamed line.
@@ -2074,6 +2113,39 @@ mod tests {
         drop(up);
         resumes_abc_to_abcdef(&root, d.path(), "f");
         assert_eq!(batch.finish().unwrap(), 3);
+    }
+
+    /// A batch file's record (here from a checkpoint) outlives its
+    /// commit, which is on the line's receiving thread, and goes with the
+    /// batch's pass; a batch dropped before its pass removes it too.
+    #[test]
+    fn a_batch_files_record_goes_with_its_pass_not_its_commit() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let info = UploadInfo { user: "alice".into(), allocation: Some(6) };
+        let records = || {
+            std::fs::read_dir(d.path().join(AREA))
+                .map(|r| r.filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".meta")).count())
+                .unwrap_or(0)
+        };
+        for pass in [true, false] {
+            let batch = BatchDurability::new(BatchSyncMethod::Syncfs);
+            let up = root.begin_store(&vp("/r"), StoreMode::Replace, &info).unwrap();
+            (&up.file).write_all(b"abcdef").unwrap();
+            up.checkpoint(&RangeSet::from_range(0..3)).unwrap();
+            assert_eq!(records(), 1);
+            up.commit_deferred(&batch).unwrap();
+            drop(up);
+            assert_eq!(std::fs::read(d.path().join("r")).unwrap(), b"abcdef");
+            assert_eq!(records(), 1, "the commit left the record to the pass");
+            if pass {
+                assert_eq!(batch.finish().unwrap(), 1);
+            } else {
+                drop(batch);
+            }
+            assert_eq!(records(), 0);
+            assert!(!d.path().join(AREA).exists(), "and the emptied area");
+        }
     }
 
     /// A partial of `name` recorded as holding `abc` of 6 bytes: its
