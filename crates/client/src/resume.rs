@@ -85,7 +85,11 @@ pub(crate) fn record_name(source: &str, destination: &str) -> String {
 impl ResumeState {
     /// Whether a record for this copy exists (whatever it says).
     pub fn exists(source: &str, destination: &str) -> bool {
-        state_dir().is_some_and(|d| d.join(key(source, destination)).exists())
+        state_dir().is_some_and(|d| {
+            let p = d.join(key(source, destination));
+            removals::wait_for(&p);
+            p.exists()
+        })
     }
 
     /// Loads the record for this copy, or starts an empty one. `source` and
@@ -114,6 +118,7 @@ impl ResumeState {
         }
         let mut state = Self::absent(source, destination, size, modified);
         let Some(p) = &state.path else { return state };
+        removals::wait_for(p);
         let text = match std::fs::read_to_string(p) {
             Ok(text) => text,
             Err(e) => {
@@ -212,6 +217,9 @@ impl ResumeState {
             return;
         }
         let Some(p) = &self.path else { return };
+        // A removal of this record still queued would remove what this
+        // writes.
+        removals::wait_for(p);
         self.record.ranges = self.done.to_string();
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
@@ -233,9 +241,88 @@ impl ResumeState {
         }
         self.interrupted = false;
         if let Some(p) = self.path.as_ref().filter(|_| self.on_disk) {
-            let _ = std::fs::remove_file(p);
+            removals::remove_later(p.clone());
         }
         self.on_disk = false;
+    }
+}
+
+/// Waits until every record [`ResumeState::clear`] handed to the removal
+/// thread is gone (the end of a copy).
+pub fn wait_for_removals() {
+    removals::wait_all();
+}
+
+/// The unlinks of cleared records, made by a thread of their own. A tree
+/// copy clears a record per completed file from the task that reads its
+/// session's replies, and an unlink can block for tens of milliseconds:
+/// the record's block is freed, which on a file system mounted with
+/// `discard` waits for the device to discard it (20-30 ms each under a
+/// tree upload's writes here; docs/trees.md, "Session 27"). Meanwhile that
+/// task read no reply and sent no next line. A save or load of a record
+/// whose removal is still queued waits for it, so a removal never undoes
+/// a later save.
+mod removals {
+    use std::collections::HashSet;
+    use std::path::{Path, PathBuf};
+    use std::sync::{mpsc, Condvar, Mutex, OnceLock};
+
+    struct Removals {
+        /// Paths queued and not yet removed.
+        pending: Mutex<HashSet<PathBuf>>,
+        removed: Condvar,
+        /// The removal thread's queue; `None` if the thread could not be
+        /// started (removals are then made in place).
+        queue: Mutex<Option<mpsc::Sender<PathBuf>>>,
+    }
+
+    fn removals() -> &'static Removals {
+        static R: OnceLock<Removals> = OnceLock::new();
+        R.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<PathBuf>();
+            let started = std::thread::Builder::new()
+                .name("ferry-records".into())
+                .spawn(move || {
+                    for p in rx {
+                        let _ = std::fs::remove_file(&p);
+                        let r = removals();
+                        r.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&p);
+                        r.removed.notify_all();
+                    }
+                })
+                .is_ok();
+            Removals { pending: Mutex::default(), removed: Condvar::new(), queue: Mutex::new(started.then_some(tx)) }
+        })
+    }
+
+    pub(super) fn remove_later(p: PathBuf) {
+        let r = removals();
+        let mut pending = r.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let queued =
+            r.queue.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|q| q.send(p.clone()).is_ok());
+        if queued {
+            pending.insert(p);
+        } else {
+            drop(pending);
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+
+    /// Waits while `p` is queued for removal.
+    pub(super) fn wait_for(p: &Path) {
+        let r = removals();
+        let mut pending = r.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while pending.contains(p) {
+            pending = r.removed.wait(pending).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub(super) fn wait_all() {
+        let r = removals();
+        let mut pending = r.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while !pending.is_empty() {
+            pending = r.removed.wait(pending).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 
@@ -299,6 +386,24 @@ mod tests {
         assert!(s.on_disk());
         assert_eq!(ResumeState::load("ftp://h/a", "/tmp/a", 100, 7).done().to_string(), "0-5");
         s.clear();
+        // The unlink is the removal thread's; the copy waits for it.
+        wait_for_removals();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // A record saved again right after a clear (its removal perhaps
+        // still queued) stays: the save waits for the removal.
+        for _ in 0..50 {
+            let mut s = ResumeState::absent("ftp://h/a", "/tmp/a", 100, 7);
+            s.add(&RangeSet::parse("0-5").unwrap());
+            s.save();
+            s.clear();
+            let mut t = ResumeState::absent("ftp://h/a", "/tmp/a", 100, 7);
+            t.add(&RangeSet::parse("0-7").unwrap());
+            t.save();
+            wait_for_removals();
+            assert_eq!(ResumeState::load("ftp://h/a", "/tmp/a", 100, 7).done().to_string(), "0-7");
+            t.clear();
+        }
+        wait_for_removals();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

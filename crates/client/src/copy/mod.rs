@@ -500,6 +500,10 @@ impl Client {
         summary.transports = self.transports();
         summary.transport_choices = self.transport_choices();
         summary.disk = self.stats.disk.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // The records of the files it completed are gone before the copy
+        // returns (`resume::removals`): a process that exits next leaves
+        // none behind.
+        let _ = tokio::task::spawn_blocking(crate::resume::wait_for_removals).await;
         match result {
             Err(ClientError::FailFast) => Ok(()),
             other => other,
