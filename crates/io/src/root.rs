@@ -372,7 +372,8 @@ impl Upload {
             return Ok((true, None));
         }
         if defer_record {
-            return Ok((true, Some(StaleRecord { area, meta: p.meta.clone() })));
+            let ino = area.symlink_metadata(&p.meta).ok().map(|m| m.ino());
+            return Ok((true, Some(StaleRecord { area, meta: p.meta.clone(), ino })));
         }
         let _ = area.remove_file(&p.meta);
         Ok((true, None))
@@ -607,6 +608,19 @@ pub struct PendingFile {
 struct StaleRecord {
     area: Arc<Dir>,
     meta: String,
+    /// The record's inode at the commit. A record's name comes from the
+    /// file's name, and the name's claim ends with the commit: a new
+    /// upload of the same name may write its own record there before the
+    /// pass, which must not remove it.
+    ino: Option<u64>,
+}
+
+impl StaleRecord {
+    fn remove(&self) {
+        if self.ino.is_some() && self.area.symlink_metadata(&self.meta).ok().map(|m| m.ino()) == self.ino {
+            let _ = self.area.remove_file(&self.meta);
+        }
+    }
 }
 
 /// How a batch's one durability pass is made.
@@ -706,7 +720,7 @@ impl BatchDurability {
         // The records of the batch's partials, then the partial areas it
         // kept, removed when empty.
         for r in files.iter().filter_map(|f| f.record.as_ref()) {
-            let _ = r.area.remove_file(&r.meta);
+            r.remove();
         }
         let mut seen: Vec<(u64, u64)> = Vec::new();
         for f in &files {
@@ -736,7 +750,7 @@ impl Drop for BatchDurability {
     fn drop(&mut self) {
         let files = std::mem::take(self.pending.get_mut().unwrap_or_else(|e| e.into_inner()));
         for r in files.iter().filter_map(|f| f.record.as_ref()) {
-            let _ = r.area.remove_file(&r.meta);
+            r.remove();
         }
         for f in &files {
             let _ = f.parent.remove_dir(AREA);
@@ -2117,7 +2131,8 @@ mod tests {
 
     /// A batch file's record (here from a checkpoint) outlives its
     /// commit, which is on the line's receiving thread, and goes with the
-    /// batch's pass; a batch dropped before its pass removes it too.
+    /// batch's pass; a batch dropped before its pass removes it too; a
+    /// record that the name's next upload wrote meanwhile stays.
     #[test]
     fn a_batch_files_record_goes_with_its_pass_not_its_commit() {
         let d = tempfile::tempdir().unwrap();
@@ -2146,6 +2161,24 @@ mod tests {
             assert_eq!(records(), 0);
             assert!(!d.path().join(AREA).exists(), "and the emptied area");
         }
+        // The name's next upload writes its record (same name) before the
+        // first one's pass: the pass leaves it.
+        let batch = BatchDurability::new(BatchSyncMethod::Syncfs);
+        let up = root.begin_store(&vp("/r"), StoreMode::Replace, &info).unwrap();
+        (&up.file).write_all(b"abcdef").unwrap();
+        up.checkpoint(&RangeSet::from_range(0..3)).unwrap();
+        up.commit_deferred(&batch).unwrap();
+        drop(up);
+        let next = root.begin_store(&vp("/r"), StoreMode::Replace, &info).unwrap();
+        (&next.file).write_all(b"ab").unwrap();
+        next.checkpoint(&RangeSet::from_range(0..2)).unwrap();
+        assert_eq!(batch.finish().unwrap(), 1);
+        assert_eq!(records(), 1, "the next upload's record stays");
+        next.abandon(&RangeSet::from_range(0..2));
+        drop(next);
+        let up = root.begin_store(&vp("/r"), StoreMode::Resume, &info).unwrap();
+        assert_eq!(up.held.to_string(), "0-2");
+        up.abandon(&RangeSet::new());
     }
 
     /// A partial of `name` recorded as holding `abc` of 6 bytes: its
