@@ -35,6 +35,17 @@ fn cp(args: &[&str], state: &std::path::Path) -> (bool, String, String) {
     )
 }
 
+/// Alice logged in over a raw control connection in binary MODE E, and
+/// a data connection to the server's passive address.
+fn mode_e_session(server: &FerryServer) -> (RawControl, std::net::TcpStream) {
+    let mut c = RawControl::connect(server.addr);
+    c.login(ALICE);
+    assert!(c.cmd("TYPE I").starts_with("200"));
+    assert!(c.cmd("MODE E").starts_with("200"));
+    let data = pasv_addr(&c.cmd("PASV"));
+    (c, std::net::TcpStream::connect(data).unwrap())
+}
+
 #[test]
 fn batch_upload_and_download_of_a_tree_are_byte_identical() {
     let server = FerryServer::start();
@@ -170,12 +181,7 @@ fn a_refused_file_of_a_sync_batch_refuses_the_rest_and_its_data_goes_nowhere() {
     use std::io::Write;
     let server = FerryServer::start();
     std::fs::create_dir(server.path("adir")).unwrap();
-    let mut c = RawControl::connect(server.addr);
-    c.login(ALICE);
-    assert!(c.cmd("TYPE I").starts_with("200"));
-    assert!(c.cmd("MODE E").starts_with("200"));
-    let data = pasv_addr(&c.cmd("PASV"));
-    let mut d = std::net::TcpStream::connect(data).unwrap();
+    let (mut c, mut d) = mode_e_session(&server);
     // Both files' data at once, as Ferry's client sends a SYNC batch.
     for payload in [b"abc", b"xyz"] {
         d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
@@ -208,12 +214,7 @@ fn a_failed_sync_batch_refuses_the_lines_queued_behind_it_without_waiting() {
     use std::io::Write;
     let server = FerryServer::start();
     std::fs::create_dir(server.path("adir")).unwrap();
-    let mut c = RawControl::connect(server.addr);
-    c.login(ALICE);
-    assert!(c.cmd("TYPE I").starts_with("200"));
-    assert!(c.cmd("MODE E").starts_with("200"));
-    let data = pasv_addr(&c.cmd("PASV"));
-    let mut d = std::net::TcpStream::connect(data).unwrap();
+    let (mut c, mut d) = mode_e_session(&server);
     for payload in [b"abc", b"xyz", b"123"] {
         d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
         d.write_all(payload).unwrap();
@@ -415,12 +416,7 @@ fn a_sync_batch_file_is_answered_without_performance_markers() {
     use ferry_proto::mode_e::BlockHeader;
     use std::io::Write;
     let server = FerryServer::start();
-    let mut c = RawControl::connect(server.addr);
-    c.login(ALICE);
-    assert!(c.cmd("TYPE I").starts_with("200"));
-    assert!(c.cmd("MODE E").starts_with("200"));
-    let data = pasv_addr(&c.cmd("PASV"));
-    let mut d = std::net::TcpStream::connect(data).unwrap();
+    let (mut c, mut d) = mode_e_session(&server);
     let mut replies = |c: &mut RawControl, line: &[u8], name: &str, last: &str| {
         d.write_all(&BlockHeader::data(0, 3).encode()).unwrap();
         d.write_all(b"abc").unwrap();
@@ -713,7 +709,14 @@ fn a_streamed_upload_is_one_transfer_and_each_file_appears_only_when_complete() 
 /// that line waits behind the pass's final reply, so the client reads the
 /// lines' replies in order. Here the session's second pass is held back by
 /// `batch_sync_interval_ms` (3 s after its first), so the third line runs
-/// wholly while the second line's pass waits.
+/// wholly while the second line's pass waits: its file is under its name
+/// while no reply of the second line's end has come (before, the server
+/// ran the third line only after writing that reply). Then a fourth line
+/// stays open while the client floods NOOPs, whose replies pile up behind
+/// the pass: the session holds at most `MAX_HELD_BEHIND_PASS` of them
+/// (140 KB of replies here) before it waits for the pass — what it holds
+/// is not visible from here; the test checks that every reply still
+/// comes, in order, and the session goes on.
 #[test]
 fn the_next_streamed_line_is_received_while_the_last_ones_pass_runs() {
     use ferry_proto::mode_e::BlockHeader;
@@ -722,17 +725,15 @@ fn the_next_streamed_line_is_received_while_the_last_ones_pass_runs() {
     let config = work.path().join("ferry.toml");
     std::fs::write(&config, "batch_sync_interval_ms = 3000\n").unwrap();
     let server = FerryServer::start_with(&["--anonymous", "read", "--config", config.to_str().unwrap()]);
-    let mut c = RawControl::connect(server.addr);
-    c.login(ALICE);
-    assert!(c.cmd("TYPE I").starts_with("200"));
-    assert!(c.cmd("MODE E").starts_with("200"));
-    let data = pasv_addr(&c.cmd("PASV"));
-    let mut d = std::net::TcpStream::connect(data).unwrap();
-    let mut line = |c: &mut RawControl, name: &str, payload: &[u8]| {
-        c.send(format!("BSTO STREAM 1 {}:/{name}", payload.len()).as_bytes());
+    let (mut c, mut d) = mode_e_session(&server);
+    let mut line = |c: &mut RawControl, name: &str, payload: &[u8], end: bool| {
+        c.send(format!("BSTO STREAM 1 4:/{name}").as_bytes());
         d.write_all(&BlockHeader::data(0, payload.len() as u64).encode()).unwrap();
         d.write_all(payload).unwrap();
-        d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+        if end {
+            d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+        }
+        d.flush().unwrap();
     };
     let replies = |c: &mut RawControl, n: usize| (0..n).map(|_| reply_skipping_markers(c)).collect::<Vec<_>>();
     let is_line = |rs: &[String]| {
@@ -742,34 +743,62 @@ fn the_next_streamed_line_is_received_while_the_last_ones_pass_runs() {
             && rs.get(3).is_none_or(|r| r.starts_with("250") && r.contains("durable"))
     };
     // The session's first pass: not held back.
-    line(&mut c, "a", b"aaaa");
+    line(&mut c, "a", b"aaaa", true);
     let rs = replies(&mut c, 4);
     assert!(is_line(&rs), "{rs:?}");
     // The second line's pass waits for the interval; the third line runs
     // meanwhile.
-    line(&mut c, "b", b"bbbb");
-    line(&mut c, "c", b"cccc");
-    let sent = std::time::Instant::now();
+    line(&mut c, "b", b"bbbb", true);
+    line(&mut c, "c", b"cccc", true);
     let rs = replies(&mut c, 3);
     assert!(is_line(&rs), "the second line's replies before its pass: {rs:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !server.path("c").exists() {
-        assert!(sent.elapsed() < Duration::from_millis(2500), "the third line waited for the second line's pass");
+        assert!(std::time::Instant::now() < deadline, "the third line never ran");
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(std::fs::read(server.path("c")).unwrap(), b"cccc");
-    // Nothing of the third line is on the control connection yet.
+    // Nothing of the second line's end or the third line is on the
+    // control connection: the third line ran before the pass ended.
     c.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
     let early = c.reply();
     assert!(early.is_empty(), "a reply came before the second line's pass ended: {early}");
-    assert!(sent.elapsed() < Duration::from_millis(2900), "the check above ran after the pass could have ended");
     c.stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    // Then the second line's final reply, and the third line's, in order.
+    // A fourth line, half sent (its transfer stays open), and a flood of
+    // NOOPs, answered at once during a transfer, held behind the pass.
+    const NOOPS: usize = 10_000;
+    line(&mut c, "e", b"ee", false);
+    let mut flood = Vec::new();
+    for _ in 0..NOOPS {
+        flood.extend_from_slice(b"NOOP\r\n");
+    }
+    c.stream.write_all(&flood).unwrap();
+    // Not a measurement: time for the server to read the flood while the
+    // fourth line's transfer is still open.
+    std::thread::sleep(Duration::from_millis(300));
+    d.write_all(&BlockHeader::data(2, 2).encode()).unwrap();
+    d.write_all(b"ee").unwrap();
+    d.write_all(&BlockHeader::eof(1).encode()).unwrap();
+    // Then the second line's final reply, the third line's, and the
+    // fourth line's with every NOOP's among them, in order.
     let end = reply_skipping_markers(&mut c);
     assert!(end.starts_with("250") && end.contains("1 stored, durable"), "{end}");
     let rs = replies(&mut c, 4);
     assert!(is_line(&rs), "the third line's replies after the second's pass: {rs:?}");
+    let (mut noops, mut fourth) = (0, Vec::new());
+    while noops < NOOPS || fourth.len() < 4 {
+        let r = reply_skipping_markers(&mut c);
+        assert!(!r.is_empty(), "the session ended: {noops} NOOPs answered, fourth line {fourth:?}");
+        if r.starts_with("200 NOOP") {
+            noops += 1;
+        } else {
+            fourth.push(r);
+        }
+    }
+    assert!(is_line(&fourth), "the fourth line's replies: {fourth:?}");
     assert!(c.cmd("NOOP").starts_with("200"), "no other reply is pending");
     assert_eq!(std::fs::read(server.path("b")).unwrap(), b"bbbb");
+    assert_eq!(std::fs::read(server.path("e")).unwrap(), b"eeee");
 }
 
 /// Hostile and refused `BSTO STREAM` lines: a name twice in a line (the

@@ -322,6 +322,11 @@ type Queued = (Parsed, Option<Arc<BatchDurability>>, Option<ferry_proto::batch::
 pub(crate) const HOLD_125_MAX_SIZE: u64 = 64 << 10;
 const HOLD_125_FOR: Duration = Duration::from_millis(1);
 
+/// The most reply bytes a session holds behind a running durability pass
+/// before it waits for the pass (docs/batch.md, "Durability"): a line's
+/// replies are a few hundred bytes.
+const MAX_HELD_BEHIND_PASS: usize = 64 << 10;
+
 /// A file operation running in the background.
 struct RunningOp {
     done: oneshot::Receiver<Result<FileDone, FsError>>,
@@ -372,22 +377,33 @@ impl Control {
     /// without waiting for the client.
     fn send_later(&mut self, reply: &Reply) {
         let bytes = reply.to_bytes();
-        if tracing::enabled!(target: "ferry::dialogue", tracing::Level::DEBUG) {
-            for line in String::from_utf8_lossy(&bytes).lines() {
-                tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "< {line}");
-            }
-        }
+        self.log_reply(&bytes);
         self.pending.extend_from_slice(&bytes);
     }
 
+    fn log_reply(&self, bytes: &[u8]) {
+        if tracing::enabled!(target: "ferry::dialogue", tracing::Level::DEBUG) {
+            for line in String::from_utf8_lossy(bytes).lines() {
+                tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "< {line}");
+            }
+        }
+    }
+
     /// Writes the held replies, unless a batch's durability pass runs:
-    /// they follow its final reply ([`Control::pass_ended`]).
+    /// they follow its final reply ([`Control::put_pass_reply`]).
     async fn flush(&mut self) -> std::io::Result<()> {
-        if self.pass.is_some() {
-            // Nothing is held for a 226 then: everything waits for the pass.
-            self.holding = false;
-            self.hold_until = None;
-            return Ok(());
+        if let Some(pass) = self.pass.as_mut() {
+            if self.pending.len() < MAX_HELD_BEHIND_PASS {
+                // Nothing is held for a 226 then: everything waits for the pass.
+                self.holding = false;
+                self.hold_until = None;
+                return Ok(());
+            }
+            // A client whose commands make replies faster than a pass ends
+            // (a flood of NOOPs during the next line's transfer): the
+            // session waits for the pass, so what it holds stays bounded.
+            let ended = pass.await;
+            self.put_pass_reply(ended);
         }
         if self.pending.is_empty() {
             return Ok(());
@@ -580,12 +596,9 @@ impl Control {
                         _ => queue.push_back((cmd, None, None, false)),
                     }
                 }
-                reply = pass_done(&mut self.pass) => {
-                    self.pass = None;
-                    let reply = reply.unwrap_or_else(|e| {
-                        Reply::new(ReplyCode::LOCAL_ERROR, format!("The batch's durability pass failed ({e}); send it again."))
-                    });
-                    self.pass_ended(&reply).await?;
+                ended = pass_done(&mut self.pass) => {
+                    self.put_pass_reply(ended);
+                    self.flush().await?;
                     deadline = self.deadline();
                 }
                 done = running_done(&mut self.running) => {
@@ -815,18 +828,17 @@ impl Control {
         Ok(Flow::Continue)
     }
 
-    /// A batch's durability pass ended: its final reply goes out, then
+    /// A batch's durability pass ended: its final reply goes in front of
     /// every reply held while it ran (the next line's ALLO, 150, markers
-    /// and 226, in the order they were made).
-    async fn pass_ended(&mut self, reply: &Reply) -> std::io::Result<()> {
+    /// and 226, in the order they were made), for the next flush.
+    fn put_pass_reply(&mut self, ended: Result<Reply, tokio::task::JoinError>) {
+        self.pass = None;
+        let reply = ended.unwrap_or_else(|e| {
+            Reply::new(ReplyCode::LOCAL_ERROR, format!("The batch's durability pass failed ({e}); send it again."))
+        });
         let bytes = reply.to_bytes();
-        if tracing::enabled!(target: "ferry::dialogue", tracing::Level::DEBUG) {
-            for line in String::from_utf8_lossy(&bytes).lines() {
-                tracing::debug!(target: "ferry::dialogue", peer = %self.peer, "< {line}");
-            }
-        }
+        self.log_reply(&bytes);
         self.pending.splice(0..0, bytes);
-        self.flush().await
     }
 
     /// Stops a running file operation (a checksum stops between reads).
