@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""The mixed tree's 1,000 files written from memory by 8 threads into DIR
+(created), each with fallocate and sync_file_range at its end, a syncfs
+after every EVERY files per thread (0: none) and one at the end.
+usage: floor_tree.py DIR EVERY"""
+import os, sys, threading, ctypes
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+dst, every = sys.argv[1], int(sys.argv[2])
+n = 1000; w = [1 / k for k in range(1, n + 1)]; s = sum(w); sc = 1_000_000 * n / s
+sizes = [max(1, round(x * sc)) for x in w]
+buf = os.urandom(4 << 20)
+os.makedirs(dst)
+lock = threading.Lock(); idx = iter(range(n))
+dfd = os.open(dst, os.O_RDONLY)
+def worker():
+    k = 0
+    while True:
+        with lock: i = next(idx, None)
+        if i is None: return
+        fd = os.open(f"{dst}/f{i:05}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(sizes[i]))
+        off = 0
+        while off < sizes[i]:
+            c = min(sizes[i] - off, len(buf)); os.write(fd, memoryview(buf)[:c]); off += c
+        libc.sync_file_range(fd, ctypes.c_long(0), ctypes.c_long(0), 2)
+        os.close(fd); k += 1
+        if every and k % every == 0: libc.syncfs(dfd)
+ts = [threading.Thread(target=worker) for _ in range(8)]
+for t in ts: t.start()
+for t in ts: t.join()
+libc.syncfs(dfd); os.close(dfd)
