@@ -516,12 +516,15 @@ impl ServerSession {
             };
         self.ensure_connecting();
         let Some(first) = lines.first() else { return (0, Ok(())) };
-        // No restart record goes with a line: the server keeps a line's
-        // fresh files anonymous until its first checkpoint, so before the
-        // first marker there is nothing to resume, and the marker brings
-        // the record (`on_marker`). One made at the line's start was a file
-        // created, renamed and unlinked per file of 1 MiB or more, on the
-        // client's disk, for nothing.
+        // A file worth resuming gets its restart record (no ranges yet)
+        // when its line goes out: a copy killed before the server's first
+        // marker resumes it from what the server recorded (`SITE PARTIAL`).
+        let mark_under_way = |r: &Range<usize>, on_marker: &mut (dyn FnMut(usize, Marker) + Send)| {
+            for i in r.clone().filter(|&i| items[i].size >= RECORD_AT_START) {
+                on_marker(i, Marker::Restart(ferry_proto::RangeSet::new()));
+            }
+        };
+        mark_under_way(first, on_marker);
         let addr = match self.flush_connecting(&[line(first)]).await {
             Ok(a) => a,
             Err(e) => return (0, Err(e)),
@@ -565,6 +568,7 @@ impl ServerSession {
                 let mut sent = 1;
                 for (li, r) in lines.iter().enumerate() {
                     if sent < lines.len() && sent <= li + 1 {
+                        mark_under_way(&lines[sent], on_marker);
                         self.ctrl.send(&line(&lines[sent])).await?;
                         sent += 1;
                     }
@@ -703,6 +707,10 @@ impl LineShare {
 /// is one transfer, and a failure or a kill costs at most its
 /// incomplete files' resumes.
 const STREAM_LINE_BYTES: u64 = 256 << 20;
+
+/// Files of a streamed upload from this size up get a restart record when
+/// their line goes out (smaller ones are sent again whole after a kill).
+const RECORD_AT_START: u64 = 1 << 20;
 
 /// A streamed upload line's files as one source: file `k`'s bytes at the
 /// sum of the earlier sizes (docs/batch.md, "The streamed upload").
