@@ -519,6 +519,12 @@ impl ServerSession {
         // A file worth resuming gets its restart record (no ranges yet)
         // when its line goes out: a copy killed before the server's first
         // marker resumes it from what the server recorded (`SITE PARTIAL`).
+        // The server's files are anonymous until that marker, but a line
+        // cut short names every incomplete file in its area with the
+        // ranges it holds, markers or not; without this record the next
+        // run sent such a file afresh and its partial stayed in
+        // `.ferry-partial` (session 28 removed the record and
+        // `an_interrupted_tree_copy_resumes_file_by_file` failed so).
         let mark_under_way = |r: &Range<usize>, on_marker: &mut (dyn FnMut(usize, Marker) + Send)| {
             for i in r.clone().filter(|&i| items[i].size >= RECORD_AT_START) {
                 on_marker(i, Marker::Restart(ferry_proto::RangeSet::new()));
