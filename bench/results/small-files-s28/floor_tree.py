@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """The mixed tree's 1,000 files written from memory by 8 threads into DIR
 (created), each with fallocate and sync_file_range at its end, a syncfs
-after every EVERY files per thread (0: none) and one at the end.
-usage: floor_tree.py DIR EVERY"""
+after every EVERY files per thread (0: none) and one at the end. With
+STEPS ("ferry"), each file also takes the steps Ferry's server takes for a
+streamed line's file: created anonymous (O_TMPFILE), its mode and times
+set (fchmod, utimensat), then linked under its name (linkat).
+usage: floor_tree.py DIR EVERY [ferry]"""
 import os, sys, threading, ctypes
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 dst, every = sys.argv[1], int(sys.argv[2])
+steps = len(sys.argv) > 3 and sys.argv[3] == "ferry"
 n = 1000; w = [1 / k for k in range(1, n + 1)]; s = sum(w); sc = 1_000_000 * n / s
 sizes = [max(1, round(x * sc)) for x in w]
 buf = os.urandom(4 << 20)
@@ -17,12 +21,21 @@ def worker():
     while True:
         with lock: i = next(idx, None)
         if i is None: return
-        fd = os.open(f"{dst}/f{i:05}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        if steps:
+            fd = os.open(dst, os.O_WRONLY | os.O_TMPFILE, 0o600)
+        else:
+            fd = os.open(f"{dst}/f{i:05}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(sizes[i]))
         off = 0
         while off < sizes[i]:
             c = min(sizes[i] - off, len(buf)); os.write(fd, memoryview(buf)[:c]); off += c
         libc.sync_file_range(fd, ctypes.c_long(0), ctypes.c_long(0), 2)
+        if steps:
+            os.fchmod(fd, 0o644)
+            os.utime(fd, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+            # linkat(fd, "", AT_FDCWD, name, AT_EMPTY_PATH), as root.
+            if libc.linkat(fd, b"", -100, f"{dst}/f{i:05}".encode(), 0x1000) != 0:
+                raise OSError(ctypes.get_errno(), "linkat")
         os.close(fd); k += 1
         if every and k % every == 0: libc.syncfs(dfd)
 ts = [threading.Thread(target=worker) for _ in range(8)]
