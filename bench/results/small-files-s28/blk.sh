@@ -4,21 +4,21 @@
 # requests recorded (perf block:block_rq_issue); prints wall and requests by kind.
 # Outputs are truncated, not deleted (ext4 scans past recently freed inodes).
 set -u
-OUT=$1; shift; R=${ROUNDS:-2}; HERE=$(dirname $(readlink -f $0))
+. "$(dirname "$(readlink -f "$0")")/../small-files-s20/lib.sh"  # port, serve, warm (and waits out recent deletes)
+OUT=$1; shift; R=${ROUNDS:-2}; HERE=$(dirname "$(readlink -f "$0")")
 SRC=/var/tmp/lead/s19/pairs-mixed/src
 mkdir -p $OUT
 for r in $(seq 1 $R); do for b in "$@"; do
   n=$(basename $b); root=$OUT/root-$n-$r-$RANDOM; mkdir -p $root
   if [ $b != floor ]; then
-    port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-    $b serve $root --listen 127.0.0.1:$port --anonymous write >/dev/null 2>&1 & spid=$!
+        serve $b $root
   fi
-  sleep 1; cat $SRC/* > /dev/null; sync
+  [ $b = floor ] && sleep 1; warm $SRC; sync
   perf record -q -e block:block_rq_issue -a -o $OUT/$n-$r.perf 2>/dev/null & pp=$!; sleep 0.5
   t0=$(date +%s.%N)
-  if [ $b = floor ]; then python3 $HERE/floor_tree.py $root/t 32; else $b cp -q -r $SRC/ ftp://127.0.0.1:$port/t/; fi
+  if [ $b = floor ]; then python3 $HERE/floor_tree.py $root/t 32; else $b cp -q -r $SRC/ ftp://127.0.0.1:$PORT/t/; fi
   t1=$(date +%s.%N)
-  sleep 0.3; kill -INT $pp; wait $pp; [ $b != floor ] && { kill $spid; wait $spid 2>/dev/null; }
+  sleep 0.3; kill -INT $pp; wait $pp; [ $b != floor ] && { kill $SPID; wait $SPID 2>/dev/null; }
   perf script -i $OUT/$n-$r.perf -F trace 2>/dev/null | python3 -c "
 import sys,re,collections
 c=collections.Counter(); kb=collections.Counter()

@@ -3,19 +3,18 @@
 # every 32 files per thread), each under `perf record -e cpu-clock -g -a`; prints each one's
 # wall, CPU samples by command and the top kernel and user symbols.
 set -u
-F=$1; OUT=$2; H=$(dirname $(readlink -f $0)); mkdir -p $OUT
+. "$(dirname "$(readlink -f "$0")")/../small-files-s20/lib.sh"  # port, serve, warm (and waits out recent deletes)
+F=$1; OUT=$2; H=$(dirname "$(readlink -f "$0")"); mkdir -p $OUT
 SRC=/var/tmp/lead/s19/pairs-mixed/src; R=/var/tmp/lead/s19/pairs-mixed/prof-$RANDOM; mkdir -p $R/srv
-port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-$F serve $R/srv --listen 127.0.0.1:$port --anonymous write >/dev/null 2>&1 & spid=$!
-sleep 1
+serve $F $R/srv
 for row in ferry floor; do
-  cat $SRC/* > /dev/null; sync; sleep 1.5
+  warm $SRC; sync; sleep 1.5
   perf record -q -e cpu-clock -g -a -o $OUT/$row.perf 2>/dev/null & pp=$!; sleep 0.5
   t0=$(date +%s.%N)
-  if [ $row = floor ]; then python3 $H/floor_tree.py $R/floor 32; else $F cp -q -r $SRC/ ftp://127.0.0.1:$port/t/; fi
+  if [ $row = floor ]; then python3 $H/floor_tree.py $R/floor 32; else $F cp -q -r $SRC/ ftp://127.0.0.1:$PORT/t/; fi
   t1=$(date +%s.%N); sleep 0.2; kill -INT $pp; wait $pp
   echo "== $row wall $(echo "$t1 - $t0" | bc) s"
   perf report -i $OUT/$row.perf --no-children --sort comm --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -8
   perf report -i $OUT/$row.perf --no-children --sort sym --stdio -g none 2>/dev/null | grep -v "^#" | grep -v "^$" | head -25
 done
-kill $spid; find $R -type f -exec truncate -s 0 {} +
+kill $SPID; find $R -type f -exec truncate -s 0 {} +
