@@ -255,6 +255,36 @@ fn disk_full_on_the_server_fails_clearly_and_leaves_no_final_file() {
     }
 }
 
+/// A tree upload larger than the server's disk: the streamed line is
+/// refused before its first byte (its free space, checked once, in place
+/// of a reservation per file), the files go one by one, those that fit
+/// arrive whole and the rest fail clearly, none short under its name.
+#[test]
+fn disk_full_during_a_tree_upload_fails_the_files_that_do_not_fit() {
+    let Some(fs) = SmallTmpfs::mount("8m") else { return };
+    let server = FerryServer::start_in(tempfile::tempdir_in(fs.path()).unwrap(), &[], &["--anonymous", "read"]);
+    let local = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let tree = local.path().join("tree");
+    for i in 0..4 {
+        random_file(&tree.join(format!("f{i}.bin")), 3 << 20, 86 + i);
+    }
+    let (ok, out, err) =
+        cp(state.path(), &["-r", "--json", "--retries", "1", tree.to_str().unwrap(), &server.url(ALICE, "/up")]);
+    println!("{}\n{}", out.trim(), err.trim());
+    assert!(!ok, "a tree larger than the disk was copied");
+    assert!(err.contains("No space left"), "no disk-full reply surfaced: {err}");
+    let mut arrived = 0;
+    for i in 0..4 {
+        let dst = server.path(&format!("up/tree/f{i}.bin"));
+        if dst.exists() {
+            assert_eq!(sha256_file(&dst), sha256_file(&tree.join(format!("f{i}.bin"))), "f{i} short under its name");
+            arrived += 1;
+        }
+    }
+    assert!((1..4).contains(&arrived), "{arrived} of 4 files arrived on an 8 MiB disk");
+}
+
 #[test]
 fn disk_full_on_the_client_fails_clearly_and_leaves_no_final_file() {
     let Some(fs) = SmallTmpfs::mount("8m") else { return };

@@ -465,6 +465,10 @@ pub struct StoreDirs {
     parent: Option<(VirtualPath, Arc<Dir>, DirKey)>,
     area: Option<Arc<Dir>>,
     anonymous: bool,
+    /// A streamed line's files: reserved with `fallocate` only from
+    /// [`STREAMED_PREALLOCATE_FROM`] (the line's free space is checked
+    /// once instead, [`Root::check_space`]).
+    streamed: bool,
 }
 
 impl StoreDirs {
@@ -484,7 +488,16 @@ impl StoreDirs {
     /// behind. Other uploads keep named partials: a striped front end's
     /// data nodes open them by name (`Root::open_upload_target`).
     pub fn streamed() -> Self {
-        Self { anonymous: true, ..Self::default() }
+        Self { anonymous: true, streamed: true, ..Self::default() }
+    }
+
+    /// The smallest upload of this run reserved with `fallocate`.
+    fn preallocate_from(&self) -> u64 {
+        if self.streamed {
+            STREAMED_PREALLOCATE_FROM
+        } else {
+            PREALLOCATE_FROM
+        }
     }
 
     fn parent(&mut self, root: &Root, dir: &VirtualPath) -> Result<(Arc<Dir>, DirKey), FsError> {
@@ -1084,6 +1097,18 @@ fn read_record(area: &Dir, meta: &str) -> Option<Record> {
 /// uploads (docs/trees.md, session 12).
 pub const PREALLOCATE_FROM: u64 = 64 << 10;
 
+/// A streamed line's files smaller than this get no `fallocate`; the line
+/// checks its free space once before its first byte instead
+/// ([`Root::check_space`]). Such a file is written back only at its commit,
+/// whole, so ext4's delayed allocation gives it one extent without a
+/// reservation, while a reservation leaves unwritten extents that its
+/// writeback must convert: the mixed tree's loopback upload (1,000 files,
+/// all reserved) took 1.12 times as long with them (docs/trees.md,
+/// "Session 29"). From the write-behind threshold on, writeback starts
+/// while parallel streams still leave holes, and the reservation keeps
+/// the file in one piece.
+pub const STREAMED_PREALLOCATE_FROM: u64 = crate::disk::WRITE_BEHIND_MIN_FILE;
+
 fn preallocate(file: &std::fs::File, size: u64) -> Result<(), FsError> {
     use nix::fcntl::{fallocate, FallocateFlags};
     let Ok(len) = i64::try_from(size) else { return Ok(()) };
@@ -1327,6 +1352,24 @@ impl Root {
         area.symlink_metadata(partial::part_file(name.as_bytes())).ok().filter(|m| m.is_file()).map(|m| m.len())
     }
 
+    /// Whether the file system holding `dir` has `bytes` free for an
+    /// unprivileged writer (`NoSpace` if not): a streamed line's check
+    /// before its first byte, in place of a reservation per file
+    /// ([`STREAMED_PREALLOCATE_FROM`]), so that a line larger than the disk
+    /// is refused before data flows, as one reserved upload is. It reserves
+    /// nothing: a line that races another for the last space fails at the
+    /// write that meets `ENOSPC`, as an unreserved upload does. A directory
+    /// that cannot be opened passes; the line's own opens name it.
+    pub fn check_space(&self, dir: &VirtualPath, bytes: u64, dirs: &mut StoreDirs) -> Result<(), FsError> {
+        let Ok((d, _)) = dirs.parent(self, dir) else { return Ok(()) };
+        let st = nix::sys::statvfs::fstatvfs(&*d).map_err(|e| fs_error(&io::Error::from(e)))?;
+        let free = st.blocks_available().saturating_mul(st.fragment_size());
+        if free < bytes {
+            return Err(FsError::NoSpace);
+        }
+        Ok(())
+    }
+
     /// Starts an upload to `p`: claims the name (`UploadInProgress` while
     /// another upload holds it) and opens where the data goes.
     pub fn begin_store(&self, p: &VirtualPath, mode: StoreMode, info: &UploadInfo) -> Result<Upload, FsError> {
@@ -1417,7 +1460,7 @@ impl Root {
                         group: self.commits.clone(),
                         _claim: claim,
                     };
-                    if let Some(size) = info.allocation.filter(|&s| s >= PREALLOCATE_FROM) {
+                    if let Some(size) = info.allocation.filter(|&s| s >= dirs.preallocate_from()) {
                         preallocate(&upload.file, size)?;
                     }
                     return Ok(upload);
@@ -1538,7 +1581,7 @@ impl Root {
             _claim: claim,
         };
         if let (StoreMode::Replace, Some(size)) = (mode, info.allocation) {
-            if size >= PREALLOCATE_FROM {
+            if size >= dirs.preallocate_from() {
                 preallocate(&upload.file, size)?;
             }
         }
@@ -2574,6 +2617,40 @@ mod tests {
         let names: Vec<String> = root.list(&vp("/"), false).unwrap().into_iter().map(|f| f.name).collect();
         assert_eq!(names, vec![raw.clone(), long.clone()]);
         assert_eq!(root.open_read(&vp(&format!("/{raw}"))).unwrap().1.size, 4);
+    }
+
+    #[test]
+    fn a_streamed_lines_files_are_reserved_only_from_the_write_behind_threshold() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::open(d.path()).unwrap();
+        let alloc = |n: u64| UploadInfo { user: "alice".into(), allocation: Some(n) };
+        let reserved = |up: &Upload| up.file.metadata().unwrap().st_blocks() * 512;
+        // A single upload is reserved from PREALLOCATE_FROM.
+        let one = root.begin_store(&vp("/one"), StoreMode::Replace, &alloc(1 << 20)).unwrap();
+        assert!(reserved(&one) >= 1 << 20, "{}", reserved(&one));
+        one.abandon(&RangeSet::new());
+        // A streamed line's file below the threshold is not, named or
+        // anonymous; one from the threshold on is.
+        std::fs::write(d.path().join("named"), b"old").unwrap();
+        let mut dirs = StoreDirs::streamed();
+        for name in ["/fresh", "/named"] {
+            let up = root.begin_store_in(&vp(name), StoreMode::Replace, &alloc(1 << 20), &mut dirs).unwrap();
+            assert_eq!(reserved(&up), 0, "{name}");
+            up.abandon(&RangeSet::new());
+        }
+        let big = root.begin_store_in(&vp("/big"), StoreMode::Replace, &alloc(STREAMED_PREALLOCATE_FROM), &mut dirs);
+        let big = big.unwrap();
+        assert!(reserved(&big) >= STREAMED_PREALLOCATE_FROM, "{}", reserved(&big));
+        big.abandon(&RangeSet::new());
+        // The line's check instead: what fits passes, what cannot is NoSpace.
+        let free = {
+            let st = nix::sys::statvfs::statvfs(d.path()).unwrap();
+            st.blocks_available() * st.fragment_size()
+        };
+        root.check_space(&vp("/"), 1 << 20, &mut dirs).unwrap();
+        assert_eq!(root.check_space(&vp("/"), free.saturating_mul(2).max(1 << 40), &mut dirs), Err(FsError::NoSpace));
+        // A directory that is not there is left to the line's opens.
+        root.check_space(&vp("/no/such"), u64::MAX, &mut dirs).unwrap();
     }
 
     #[test]

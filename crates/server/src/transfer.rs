@@ -540,6 +540,23 @@ fn prepare_stream_upload(
     // The line's files are usually in one directory: opened once; its small
     // fresh files are anonymous until complete (`StoreDirs::streamed`).
     let mut dirs = StoreDirs::streamed();
+    // Its files below the reservation threshold are checked against the
+    // free space together, before any is opened: a line that cannot fit is
+    // refused before data flows, as a reserved file is.
+    let unreserved: u64 = stream
+        .files
+        .iter()
+        .map(|(_, _, size)| *size)
+        .filter(|s| *s < ferry_io::root::STREAMED_PREALLOCATE_FROM)
+        .fold(0, u64::saturating_add);
+    if let Some(Ok(first)) = stream.files.first().map(|f| &f.0) {
+        if let Err(e) = root.check_space(&first.parent(), unreserved, &mut dirs) {
+            return Err(TransferError::Local(format!(
+                "its {} files need {unreserved} bytes: {e}; the line is refused, send its files one by one",
+                stream.files.len()
+            )));
+        }
+    }
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let refuse = |why: String| {
             TransferError::Local(format!(
