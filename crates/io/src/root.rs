@@ -1102,11 +1102,13 @@ pub const PREALLOCATE_FROM: u64 = 64 << 10;
 /// ([`Root::check_space`]). Such a file is written back only at its commit,
 /// whole, so ext4's delayed allocation gives it one extent without a
 /// reservation, while a reservation leaves unwritten extents that its
-/// writeback must convert: the mixed tree's loopback upload (1,000 files,
-/// all reserved) took 1.12 times as long with them (docs/trees.md,
-/// "Session 29"). From the write-behind threshold on, writeback starts
-/// while parallel streams still leave holes, and the reservation keeps
-/// the file in one piece.
+/// writeback must convert: without them below this threshold, the mixed
+/// tree's loopback upload (1,000 files, all reserved before) ran 1.025
+/// times as fast over 42 paired rounds, and a simple writer of the same
+/// files 1.08 times (docs/trees.md, "Session 29"); the server's CPU rose
+/// about a tenth, which the disk hides. From the write-behind threshold
+/// on, writeback starts while parallel streams still leave holes, and the
+/// reservation keeps the file in one piece.
 pub const STREAMED_PREALLOCATE_FROM: u64 = crate::disk::WRITE_BEHIND_MIN_FILE;
 
 fn preallocate(file: &std::fs::File, size: u64) -> Result<(), FsError> {
