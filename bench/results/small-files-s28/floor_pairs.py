@@ -5,14 +5,12 @@ file, and the simple writer (floor_tree.py, no network, no server): the
 tree with one syncfs at its end, the tree with a syncfs after every 32
 files per thread (as Ferry's passes), and one file with an fsync.
 usage: floor_pairs.py FERRY ROUNDS OUT"""
-import os, sys, time, json, subprocess
+import os, sys, time, json
 import floor_tree, rounds
 F, R, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 D = f"{rounds.W}/floor-{time.strftime('%H%M%S')}"; root = f"{D}/root"; os.makedirs(root)
 srv, port = rounds.serve(F, root)
-def ferry(s, name):
-    subprocess.run([F, "cp", "--json", "--no-resume", "-q", "-r", f"{s}/", f"ftp://127.0.0.1:{port}/{name}/"],
-                   stdout=subprocess.DEVNULL, check=True)
+ferry = lambda s, name: rounds.upload(F, port, s, name)
 rows = {"ferry-tree": lambda r: ferry(rounds.SRC, f"tree-{r}"), "ferry-one": lambda r: ferry(rounds.ONE, f"one-{r}"),
         "floor-tree-1sync": lambda r: floor_tree.tree(f"{D}/t1-{r}", 0),
         "floor-tree-pass32": lambda r: floor_tree.tree(f"{D}/t32-{r}", 32),

@@ -7,7 +7,8 @@ its end, a syncfs after every EVERY files per thread (0: none) and one at
 the end. With STEPS ("ferry"), each file also takes the steps Ferry's
 server takes for a streamed line's file: created anonymous (O_TMPFILE),
 its mode and times set (fchmod, utimensat), then linked under its name
-(linkat). `one`: the same bytes as one file, written back every 64 MiB,
+(linkat). With prealloc=False (`tree` only), no fallocate: ext4's
+delayed allocation places the blocks at writeback. `one`: the same bytes as one file, written back every 64 MiB,
 with an fsync at the end.
 usage: floor_tree.py DIR EVERY [ferry]"""
 import os, sys, threading, ctypes
@@ -17,14 +18,14 @@ _w = [1 / k for k in range(1, N + 1)]
 SIZES = [max(1, round(x * 1_000_000 * N / sum(_w))) for x in _w]
 BUF = os.urandom(4 << 20)
 
-def _fill(fd, size):
-    libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(size))
+def _fill(fd, size, prealloc=True):
+    if prealloc: libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(size))
     off = 0
     while off < size:
         c = min(size - off, len(BUF)); os.write(fd, memoryview(BUF)[:c]); off += c
     return off
 
-def tree(dst, every, steps=False):
+def tree(dst, every, steps=False, prealloc=True):
     os.makedirs(dst)
     lock = threading.Lock(); idx = iter(range(N))
     dfd = os.open(dst, os.O_RDONLY)
@@ -37,7 +38,7 @@ def tree(dst, every, steps=False):
                 fd = os.open(dst, os.O_WRONLY | os.O_TMPFILE, 0o600)
             else:
                 fd = os.open(f"{dst}/f{i:05}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            _fill(fd, SIZES[i])
+            _fill(fd, SIZES[i], prealloc)
             libc.sync_file_range(fd, ctypes.c_long(0), ctypes.c_long(0), 2)
             if steps:
                 os.fchmod(fd, 0o644)

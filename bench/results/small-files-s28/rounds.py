@@ -19,6 +19,11 @@ def serve(ferry, root):
         except OSError: time.sleep(0.05)
     raise SystemExit(f"no server on {port}")
 
+def upload(ferry, port, src, name):
+    """`ferry cp -r SRC/` to the server on `port` as NAME/, fresh (no resume)."""
+    subprocess.run([ferry, "cp", "--json", "--no-resume", "-q", "-r", f"{src}/", f"ftp://127.0.0.1:{port}/{name}/"],
+                   stdout=subprocess.DEVNULL, check=True)
+
 def run(rows, rounds, out, sources, scratch, title):
     """Runs `rows` (name -> function of the round) `rounds` times; logs each
     round to `out`; returns (name -> list of seconds, the logger)."""

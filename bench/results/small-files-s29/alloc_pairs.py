@@ -6,28 +6,16 @@ and without it (ext4's delayed allocation then places the blocks at
 writeback), and Ferry's uploads of the tree and of the same bytes as one
 file (the issue's anchor).
 usage: alloc_pairs.py FERRY ROUNDS OUT"""
-import os, sys, time, json, subprocess
+import os, sys, time, json
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "small-files-s28"))
 import floor_tree, rounds
 F, R, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 D = f"{rounds.W}/alloc-{time.strftime('%H%M%S')}"; root = f"{D}/root"; os.makedirs(root)
 srv, port = rounds.serve(F, root)
-alloc_fill = floor_tree._fill
-def plain_fill(fd, size):
-    off = 0
-    while off < size:
-        c = min(size - off, len(floor_tree.BUF)); os.write(fd, memoryview(floor_tree.BUF)[:c]); off += c
-    return off
-def writer(fill, dst):
-    floor_tree._fill = fill
-    try: floor_tree.tree(dst, 32)
-    finally: floor_tree._fill = alloc_fill
-def ferry(s, name):
-    subprocess.run([F, "cp", "--json", "--no-resume", "-q", "-r", f"{s}/", f"ftp://127.0.0.1:{port}/{name}/"],
-                   stdout=subprocess.DEVNULL, check=True)
-rows = {"ferry-tree": lambda r: ferry(rounds.SRC, f"tree-{r}"), "ferry-one": lambda r: ferry(rounds.ONE, f"one-{r}"),
-        "floor-alloc": lambda r: writer(alloc_fill, f"{D}/a-{r}"),
-        "floor-noalloc": lambda r: writer(plain_fill, f"{D}/n-{r}")}
+rows = {"ferry-tree": lambda r: rounds.upload(F, port, rounds.SRC, f"tree-{r}"),
+        "ferry-one": lambda r: rounds.upload(F, port, rounds.ONE, f"one-{r}"),
+        "floor-alloc": lambda r: floor_tree.tree(f"{D}/a-{r}", 32),
+        "floor-noalloc": lambda r: floor_tree.tree(f"{D}/n-{r}", 32, prealloc=False)}
 res, say = rounds.run(rows, R, OUT, (rounds.SRC, rounds.ONE), D, f"alloc_pairs.py {' '.join(sys.argv[1:])}")
 srv.terminate(); srv.wait()
 q = lambda a, b: rounds.ratio(res, a, b)

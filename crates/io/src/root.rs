@@ -467,7 +467,7 @@ pub struct StoreDirs {
     anonymous: bool,
     /// A streamed line's files: reserved with `fallocate` only from
     /// [`STREAMED_PREALLOCATE_FROM`] (the line's free space is checked
-    /// once instead, [`Root::check_space`]).
+    /// once instead, [`Root::claim_space`]).
     streamed: bool,
 }
 
@@ -1099,7 +1099,7 @@ pub const PREALLOCATE_FROM: u64 = 64 << 10;
 
 /// A streamed line's files smaller than this get no `fallocate`; the line
 /// checks its free space once before its first byte instead
-/// ([`Root::check_space`]). Such a file is written back only at its commit,
+/// ([`Root::claim_space`]). Such a file is written back only at its commit,
 /// whole, so ext4's delayed allocation gives it one extent without a
 /// reservation, while a reservation leaves unwritten extents that its
 /// writeback must convert: without them below this threshold, the mixed
@@ -1109,7 +1109,7 @@ pub const PREALLOCATE_FROM: u64 = 64 << 10;
 /// about a tenth, which the disk hides. From the write-behind threshold
 /// on, writeback starts while parallel streams still leave holes, and the
 /// reservation keeps the file in one piece.
-pub const STREAMED_PREALLOCATE_FROM: u64 = crate::disk::WRITE_BEHIND_MIN_FILE;
+const STREAMED_PREALLOCATE_FROM: u64 = crate::disk::WRITE_BEHIND_MIN_FILE;
 
 fn preallocate(file: &std::fs::File, size: u64) -> Result<(), FsError> {
     use nix::fcntl::{fallocate, FallocateFlags};
@@ -1218,6 +1218,24 @@ pub struct Root {
     /// `getdents64` and four more syscalls per small upload).
     sweeps: Arc<Mutex<HashMap<DirKey, std::time::Instant>>>,
     anonymous: Arc<AnonymousOff>,
+    /// Bytes the streamed lines under way will write without a reservation
+    /// (shared by the server's sessions; [`Root::claim_space`]).
+    unreserved: Arc<Mutex<u64>>,
+}
+
+/// A streamed line's claim on free space ([`Root::claim_space`]), given back
+/// when the line ends: by then its files are on disk or gone.
+#[derive(Debug)]
+pub struct SpaceClaim {
+    ledger: Arc<Mutex<u64>>,
+    bytes: u64,
+}
+
+impl Drop for SpaceClaim {
+    fn drop(&mut self) {
+        let mut held = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        *held = held.saturating_sub(self.bytes);
+    }
 }
 
 /// How often a directory's partial area is swept: a tenth of the expiry,
@@ -1243,6 +1261,7 @@ impl Root {
             partial_expiry: Some(DEFAULT_PARTIAL_EXPIRY),
             sweeps: Arc::default(),
             anonymous: Arc::default(),
+            unreserved: Arc::default(),
         })
     }
 
@@ -1265,6 +1284,7 @@ impl Root {
             partial_expiry: self.partial_expiry,
             sweeps: self.sweeps.clone(),
             anonymous: self.anonymous.clone(),
+            unreserved: self.unreserved.clone(),
         })
     }
 
@@ -1354,22 +1374,61 @@ impl Root {
         area.symlink_metadata(partial::part_file(name.as_bytes())).ok().filter(|m| m.is_file()).map(|m| m.len())
     }
 
-    /// Whether the file system holding `dir` has `bytes` free for an
-    /// unprivileged writer (`NoSpace` if not): a streamed line's check
-    /// before its first byte, in place of a reservation per file
-    /// ([`STREAMED_PREALLOCATE_FROM`]), so that a line larger than the disk
-    /// is refused before data flows, as one reserved upload is. It reserves
-    /// nothing: a line that races another for the last space fails at the
-    /// write that meets `ENOSPC`, as an unreserved upload does. A directory
-    /// that cannot be opened passes; the line's own opens name it.
-    pub fn check_space(&self, dir: &VirtualPath, bytes: u64, dirs: &mut StoreDirs) -> Result<(), FsError> {
-        let Ok((d, _)) = dirs.parent(self, dir) else { return Ok(()) };
+    /// Reserves `size` bytes for `file` (`fallocate`), leaving the room
+    /// streamed lines under way have claimed ([`Root::claim_space`]) to
+    /// them: with claims held, a reservation that would eat into them is
+    /// `NoSpace`. The ledger's lock is held across the `fallocate`, so a
+    /// claim never counts free space a reservation is taking.
+    fn reserve(&self, file: &std::fs::File, size: u64) -> Result<(), FsError> {
+        let held = self.unreserved.lock().unwrap_or_else(|e| e.into_inner());
+        if *held > 0 {
+            let st = nix::sys::statvfs::fstatvfs(file).map_err(|e| fs_error(&io::Error::from(e)))?;
+            if st.blocks_available().saturating_mul(st.fragment_size()) < held.saturating_add(size) {
+                return Err(FsError::NoSpace);
+            }
+        }
+        preallocate(file, size)
+    }
+
+    /// Claims room on the file system holding `dir` for the files of
+    /// `sizes` that this run will not reserve (`NoSpace` if there is none):
+    /// a streamed line's claim before its first byte, in place of a
+    /// reservation per file ([`STREAMED_PREALLOCATE_FROM`]; the files it
+    /// does reserve are checked by their own `fallocate`), so that a line
+    /// that cannot fit is refused before data flows, as one reserved upload
+    /// is. The free space (what an unprivileged writer may use) must hold
+    /// the claims of every other line under way too, so two lines racing
+    /// for the last space do not both start: the second is refused and its
+    /// files go one by one, each reserved, and a reservation leaves the
+    /// claimed room alone ([`Root::reserve`]). A line's bytes already written
+    /// count twice until it ends (on disk and in its claim), which only
+    /// refuses early near a full disk. Writers other than this server are
+    /// not counted: against them a line fails at the write that meets
+    /// `ENOSPC`, as an unreserved upload does. A directory that cannot be
+    /// opened claims nothing; the line's own opens name it.
+    pub fn claim_space(
+        &self,
+        dir: &VirtualPath,
+        sizes: impl IntoIterator<Item = u64>,
+        dirs: &mut StoreDirs,
+    ) -> Result<SpaceClaim, FsError> {
+        let from = dirs.preallocate_from();
+        let bytes = sizes.into_iter().filter(|&s| s < from).fold(0, u64::saturating_add);
+        let none = || SpaceClaim { ledger: self.unreserved.clone(), bytes: 0 };
+        if bytes == 0 {
+            return Ok(none());
+        }
+        let Ok((d, _)) = dirs.parent(self, dir) else { return Ok(none()) };
+        // Held across the `fstatvfs`, so two claims (or a claim and a
+        // reservation, `reserve`) cannot both count the same free space.
+        let mut held = self.unreserved.lock().unwrap_or_else(|e| e.into_inner());
         let st = nix::sys::statvfs::fstatvfs(&*d).map_err(|e| fs_error(&io::Error::from(e)))?;
         let free = st.blocks_available().saturating_mul(st.fragment_size());
-        if free < bytes {
+        if free < held.saturating_add(bytes) {
             return Err(FsError::NoSpace);
         }
-        Ok(())
+        *held += bytes;
+        Ok(SpaceClaim { ledger: self.unreserved.clone(), bytes })
     }
 
     /// Starts an upload to `p`: claims the name (`UploadInProgress` while
@@ -1463,7 +1522,7 @@ impl Root {
                         _claim: claim,
                     };
                     if let Some(size) = info.allocation.filter(|&s| s >= dirs.preallocate_from()) {
-                        preallocate(&upload.file, size)?;
+                        self.reserve(&upload.file, size)?;
                     }
                     return Ok(upload);
                 }
@@ -1584,7 +1643,7 @@ impl Root {
         };
         if let (StoreMode::Replace, Some(size)) = (mode, info.allocation) {
             if size >= dirs.preallocate_from() {
-                preallocate(&upload.file, size)?;
+                self.reserve(&upload.file, size)?;
             }
         }
         // The record exists from the start, so the partial is never an
@@ -2622,7 +2681,7 @@ mod tests {
     }
 
     #[test]
-    fn a_streamed_lines_files_are_reserved_only_from_the_write_behind_threshold() {
+    fn a_streamed_lines_small_files_claim_their_room_together_instead_of_a_reservation_each() {
         let d = tempfile::tempdir().unwrap();
         let root = Root::open(d.path()).unwrap();
         let alloc = |n: u64| UploadInfo { user: "alice".into(), allocation: Some(n) };
@@ -2644,15 +2703,44 @@ mod tests {
         let big = big.unwrap();
         assert!(reserved(&big) >= STREAMED_PREALLOCATE_FROM, "{}", reserved(&big));
         big.abandon(&RangeSet::new());
-        // The line's check instead: what fits passes, what cannot is NoSpace.
-        let free = {
+        // The line's claim instead: what fits passes, what cannot is NoSpace.
+        let free = || {
             let st = nix::sys::statvfs::statvfs(d.path()).unwrap();
             st.blocks_available() * st.fragment_size()
         };
-        root.check_space(&vp("/"), 1 << 20, &mut dirs).unwrap();
-        assert_eq!(root.check_space(&vp("/"), free.saturating_mul(2).max(1 << 40), &mut dirs), Err(FsError::NoSpace));
+        // Unreserved files one byte under the threshold, `part` of the free space.
+        let largest = STREAMED_PREALLOCATE_FROM - 1;
+        let files = |part: f64| {
+            let n = (free() as f64 * part / largest as f64).ceil() as usize;
+            std::iter::repeat_n(largest, n.max(1))
+        };
+        drop(root.claim_space(&vp("/"), [1 << 20, 1 << 20], &mut dirs).unwrap());
+        assert_eq!(root.claim_space(&vp("/"), files(1.1), &mut dirs).unwrap_err(), FsError::NoSpace);
+        // Files the line reserves itself are not counted again.
+        drop(root.claim_space(&vp("/"), [u64::MAX], &mut dirs).unwrap());
         // A directory that is not there is left to the line's opens.
-        root.check_space(&vp("/no/such"), u64::MAX, &mut dirs).unwrap();
+        drop(root.claim_space(&vp("/no/such"), files(1.1), &mut dirs).unwrap());
+        // Two lines under way: the second does not get the first's room
+        // (in another subroot too: the claims are the server's), and gets
+        // it once the first has ended.
+        let first = root.claim_space(&vp("/"), files(0.6), &mut dirs).unwrap();
+        std::fs::create_dir(d.path().join("home")).unwrap();
+        let home = root.subroot(&vp("/home")).unwrap();
+        let mut home_dirs = StoreDirs::streamed();
+        assert_eq!(home.claim_space(&vp("/"), files(0.6), &mut home_dirs).unwrap_err(), FsError::NoSpace);
+        drop(first);
+        let second = home.claim_space(&vp("/"), files(0.6), &mut home_dirs).unwrap();
+        drop(second);
+        // Nor does a single upload's reservation: with all but 128 MiB
+        // claimed, 512 MiB cannot be reserved (small enough to do no harm
+        // if it were; the margins absorb other writers meanwhile).
+        let claimed = free() - (128 << 20);
+        let sizes = std::iter::repeat_n(largest, usize::try_from(claimed / largest).unwrap());
+        let all_but = root.claim_space(&vp("/"), sizes.chain([claimed % largest]), &mut dirs).unwrap();
+        let single = home.begin_store(&vp("/single"), StoreMode::Replace, &alloc(512 << 20));
+        assert_eq!(single.unwrap_err(), FsError::NoSpace);
+        drop(all_but);
+        assert_eq!(*root.unreserved.lock().unwrap(), 0, "every claim given back");
     }
 
     #[test]

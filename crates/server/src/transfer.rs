@@ -264,6 +264,8 @@ pub(crate) struct StreamUpload {
     parts: Vec<StreamPart>,
     layout: StreamLayout,
     batch: Arc<BatchDurability>,
+    /// The room its unreserved files claimed, given back when it ends.
+    _space: ferry_io::root::SpaceClaim,
 }
 
 /// Files of a streamed upload from this size up to `SMALL_UPLOAD` have
@@ -540,23 +542,20 @@ fn prepare_stream_upload(
     // The line's files are usually in one directory: opened once; its small
     // fresh files are anonymous until complete (`StoreDirs::streamed`).
     let mut dirs = StoreDirs::streamed();
-    // Its files below the reservation threshold are checked against the
-    // free space together, before any is opened: a line that cannot fit is
-    // refused before data flows, as a reserved file is.
-    let unreserved: u64 = stream
-        .files
-        .iter()
-        .map(|(_, _, size)| *size)
-        .filter(|s| *s < ferry_io::root::STREAMED_PREALLOCATE_FROM)
-        .fold(0, u64::saturating_add);
-    if let Some(Ok(first)) = stream.files.first().map(|f| &f.0) {
-        if let Err(e) = root.check_space(&first.parent(), unreserved, &mut dirs) {
-            return Err(TransferError::Local(format!(
-                "its {} files need {unreserved} bytes: {e}; the line is refused, send its files one by one",
-                stream.files.len()
-            )));
-        }
-    }
+    // The files it will not reserve claim their room together, before any
+    // is opened: a line that cannot fit is refused before data flows, as a
+    // reserved file is (`Root::claim_space`).
+    let first_dir = match stream.files.first() {
+        Some((Ok(first), _, _)) => first.parent(),
+        _ => VirtualPath::root(),
+    };
+    let sizes = stream.files.iter().map(|(_, _, size)| *size);
+    let space = root.claim_space(&first_dir, sizes, &mut dirs).map_err(|e| {
+        TransferError::Local(format!(
+            "its {} files do not fit: {e}; the line is refused, send its files one by one",
+            stream.files.len()
+        ))
+    })?;
     for (k, (path, named, size)) in stream.files.iter().enumerate() {
         let refuse = |why: String| {
             TransferError::Local(format!(
@@ -616,7 +615,7 @@ fn prepare_stream_upload(
                 .into(),
         ));
     }
-    let up = Arc::new(StreamUpload { parts, layout, batch: batch.clone() });
+    let up = Arc::new(StreamUpload { parts, layout, batch: batch.clone(), _space: space });
     up.commit_empty()?;
     Ok(up)
 }
